@@ -1,0 +1,122 @@
+"""What every provider is: a tier's settings in, an async stream of events out.
+
+Adapters (synthetic, replay, and the HTTP ones) subclass :class:`Provider`; the race prepares them all before
+the start, then asks each for the events of one turn.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .clock import Clock
+from .events import Event
+
+
+class TokraceError(Exception):
+    """An error a user can act on; the CLI prints its message as one line."""
+
+
+class ConfigError(TokraceError):
+    """A tier or config setting is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float | None = None
+    output: float | None = None
+    cached_input: float | None = None
+
+
+@dataclass(slots=True)
+class TierSpec:
+    """One lane's settings, as written in the config (keys never live here, only the variable's name)."""
+
+    name: str
+    provider: str
+    model: str = ""
+    base_url: str | None = None
+    api_key_env: str | None = None
+    service_tier: str | None = None
+    preset: str | None = None
+    price: Price | None = None
+    max_tokens: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    """Provider-specific settings (a synthetic profile, a replay file...)."""
+
+    def public(self) -> dict[str, Any]:
+        """The tier as written into recordings and JSON: never a secret, only the key variable's name."""
+        out: dict[str, Any] = {"name": self.name, "provider": self.provider, "model": self.model}
+        for key in ("base_url", "api_key_env", "service_tier", "preset", "max_tokens"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.price is not None:
+            out["price"] = {k: v for k, v in (("input", self.price.input), ("output", self.price.output),
+                                              ("cached_input", self.price.cached_input)) if v is not None}
+        out.update({k: v for k, v in self.options.items() if not _looks_secret(k)})
+        return out
+
+
+def _looks_secret(key: str) -> bool:
+    lowered = key.lower()
+    return any(word in lowered for word in ("key", "secret", "token", "authorization", "password")) and not (
+        lowered.endswith("_env") or lowered in {"max_tokens", "tokens_per_event", "thinking_tokens"}
+    )
+
+
+@dataclass(slots=True)
+class Message:
+    """One message of a conversation sent to a model."""
+
+    role: str
+    content: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Protocol-specific parts (tool calls, tool results) kept for the adapters that need them."""
+
+
+@dataclass(slots=True)
+class TurnRequest:
+    """What a lane asks of its model for one turn."""
+
+    prompt: str
+    max_tokens: int = 400
+    turn: int = 0
+    messages: list[Message] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    scripted_tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """For synthetic and replay tiers: the tool calls a scenario scripts for this turn."""
+
+    def conversation(self) -> list[Message]:
+        """The messages to send: the history when there is one, else the prompt as one user message."""
+        return self.messages or [Message("user", self.prompt)]
+
+
+class Provider(ABC):
+    """Turns a request into an async stream of events, stamped on the lane's clock.
+
+    Subclasses set ``name`` (the config's ``provider`` value). ``prepare`` does anything slow (clients,
+    connections, files) before the race starts, so lanes start on equal footing. ``stream`` must yield a
+    ``Request`` first and end with ``Done`` or ``Error``; an exception escaping it becomes an ``Error`` event.
+    """
+
+    name: str = ""
+    plays_whole_lane: bool = False
+    """True for providers that replay a lane's whole event history (turns, tools) rather than answer turns."""
+
+    def __init__(self, tier: TierSpec) -> None:
+        self.tier = tier
+
+    async def prepare(self, warm: bool = False) -> None:
+        """Get ready before the start (create clients; with ``warm``, open connections)."""
+
+    @abstractmethod
+    def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        """The events of one turn."""
+
+    async def aclose(self) -> None:
+        """Release clients and files."""

@@ -1,0 +1,156 @@
+"""The one event vocabulary that flows from adapters through the race into metrics, recordings and the screen.
+
+Every event carries ``t``: seconds since its lane started, stamped when its bytes were read. Events are small
+frozen dataclasses and serialise to one flat JSON object each (``kind`` names the class).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Final, Literal, TypeAlias
+
+Channel: TypeAlias = Literal["content", "reasoning", "tool_args"]
+"""Which stream a delta belongs to: the visible answer, reasoning/thinking text, or tool-call arguments."""
+
+SegmentKind: TypeAlias = Literal["connect", "wait", "think", "model", "tool", "human", "retry", "stall"]
+"""The kinds of span drawn on the timeline."""
+
+SEGMENT_KINDS: Final[tuple[str, ...]] = ("connect", "wait", "think", "model", "tool", "human", "retry", "stall")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request was handed to the HTTP client (``t`` is the turn's start)."""
+
+    t: float
+    turn: int = 0
+    model: str = ""
+    endpoint: str = ""
+    kind: Literal["request"] = "request"
+
+
+@dataclass(frozen=True, slots=True)
+class Headers:
+    """The response head arrived."""
+
+    t: float
+    status: int = 200
+    request_id: str = ""
+    service_tier: str = ""
+    kind: Literal["headers"] = "headers"
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """Generated text arrived; ``tokens`` is the provider's own count for this piece when it gave one."""
+
+    t: float
+    text: str
+    channel: Channel = "content"
+    tokens: int | None = None
+    kind: Literal["delta"] = "delta"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The provider's own token counts: cumulative, so a later usage replaces an earlier one."""
+
+    t: float
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cached: int = 0
+    kind: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A span on the timeline that the deltas alone cannot show (connect, tool, human, retry, stall)."""
+
+    t: float
+    seg: SegmentKind
+    start: float
+    end: float
+    label: str = ""
+    kind: Literal["segment"] = "segment"
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The turn ended normally."""
+
+    t: float
+    finish_reason: str = "stop"
+    kind: Literal["done"] = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """The turn failed; whatever arrived before stays."""
+
+    t: float
+    error: str
+    message: str
+    status: int | None = None
+    retry_after: float | None = None
+    kind: Literal["error"] = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Extra:
+    """A provider's own timing or metadata (Groq ``x_groq.usage``, Cerebras ``time_info``, llama.cpp ``timings``)."""
+
+    t: float
+    source: str
+    data: dict[str, Any]
+    kind: Literal["extra"] = "extra"
+
+
+Event: TypeAlias = Request | Headers | Delta | Usage | Segment | Done | Error | Extra
+"""Any event of the vocabulary."""
+
+EVENT_TYPES: Final[dict[str, type[Any]]] = {
+    "request": Request,
+    "headers": Headers,
+    "delta": Delta,
+    "usage": Usage,
+    "segment": Segment,
+    "done": Done,
+    "error": Error,
+    "extra": Extra,
+}
+
+_FIELDS: Final[dict[str, frozenset[str]]] = {
+    name: frozenset(f.name for f in fields(cls)) for name, cls in EVENT_TYPES.items()
+}
+
+
+class EventFormatError(ValueError):
+    """A JSON object is not an event of this vocabulary."""
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """One flat JSON-ready object, ``kind`` first; ``None`` fields are left out to keep recordings small."""
+    data = asdict(event)
+    out: dict[str, Any] = {"kind": data.pop("kind")}
+    out.update((k, v) for k, v in data.items() if v is not None)
+    return out
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """The event an object describes; unknown keys are ignored so newer minor versions still load."""
+    kind = data.get("kind")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise EventFormatError(f"unknown event kind {kind!r}")
+    names = _FIELDS[kind]  # type: ignore[index]
+    try:
+        event: Event = cls(**{k: v for k, v in data.items() if k in names and k != "kind"})
+    except TypeError as exc:
+        raise EventFormatError(f"bad {kind} event: {exc}") from None
+    return event
+
+
+def is_token(event: Event) -> bool:
+    """Whether an event carries generated text (a role-only or empty chunk is not a token)."""
+    return isinstance(event, Delta) and bool(event.text)

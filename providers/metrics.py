@@ -1,0 +1,286 @@
+"""Metrics as pure functions of a turn's events (DESIGN §6), so live runs, replays and recordings agree.
+
+Every time is measured from the turn's start (its ``Request`` event). A run without any generated token has
+no TTFT at all (``None``), never a zero.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from . import tokens as tokenizer
+from .base import Price
+from .events import Delta, Done, Error, Event, Headers, Request, Segment, Usage
+
+STALL_THRESHOLD_S: Final[float] = 0.25
+"""A gap between token-bearing events longer than this (after the first token) is a stall."""
+
+_SENTENCE_END: Final[re.Pattern[str]] = re.compile(r"[.!?…][\"'”’)\]]*(?=\s)")
+
+DEFINITIONS: Final[dict[str, str]] = {
+    "connect_s": "request start → request on the wire (DNS, TCP, TLS, sending); 0 on a reused connection",
+    "ttfb_s": "request start → response head received",
+    "ttft_s": "request start → first generated token of any channel (content, reasoning, tool arguments)",
+    "ttfa_s": "request start → first visible answer content",
+    "ttfs_s": "request start → end of the answer's first sentence (when a voice could start speaking)",
+    "e2e_s": "request start → end of the turn (or of the whole loop)",
+    "output_tokens": "the provider's usage when sent; else the tokenizer's count of the streamed text; else chunks",
+    "decode_tok_s": "tokens after the first event ÷ (last token time − first token time): the speed the eye sees",
+    "e2e_tok_s": "output tokens ÷ e2e",
+    "itl_ms": "gaps between consecutive token-bearing events (p50, p90, p99, max)",
+    "tokens_per_event": "output tokens ÷ token-bearing events",
+    "stalls": f"gaps between token events longer than {STALL_THRESHOLD_S * 1000:.0f} ms after the first token",
+    "cost_usd": "usage × the tier's price per million tokens (cached input priced apart)",
+}
+"""One line per metric: what it means. Shown beside every number in the details view."""
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0–100) with linear interpolation between closest ranks."""
+    if not values:
+        raise ValueError("percentile of nothing")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(slots=True)
+class SegmentSpan:
+    """A span of a lane's timeline, in seconds from the lane's start."""
+
+    kind: str
+    start: float
+    end: float
+    label: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "label": self.label, "start_s": _r(self.start), "end_s": _r(self.end)}
+
+
+@dataclass(slots=True)
+class TurnMetrics:
+    """Everything measured about one turn (or, folded by ``loop_metrics``, a whole loop)."""
+
+    ok: bool
+    error: str | None = None
+    start: float = 0.0
+    connect_s: float = 0.0
+    ttfb_s: float | None = None
+    ttft_s: float | None = None
+    ttfa_s: float | None = None
+    ttfs_s: float | None = None
+    e2e_s: float | None = None
+    output_tokens: int = 0
+    tokens_source: str = "chunks"
+    encoding: str | None = None
+    """The tiktoken encoding that counted, when ``tokens_source`` is ``tokenizer``."""
+    input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    decode_tok_s: float | None = None
+    e2e_tok_s: float | None = None
+    itl_ms: dict[str, float] | None = None
+    tokens_per_event: float | None = None
+    token_events: int = 0
+    stalls: int = 0
+    cost_usd: float | None = None
+    finish_reason: str | None = None
+    service_tier: str | None = None
+    segments: list[SegmentSpan] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The run object of the ``--json`` contract (DESIGN §8)."""
+        return {
+            "ok": self.ok,
+            "error": self.error,
+            "connect_s": _r(self.connect_s),
+            "ttfb_s": _r(self.ttfb_s),
+            "ttft_s": _r(self.ttft_s),
+            "ttfa_s": _r(self.ttfa_s),
+            "ttfs_s": _r(self.ttfs_s),
+            "e2e_s": _r(self.e2e_s),
+            "output_tokens": self.output_tokens,
+            "tokens_source": self.tokens_source,
+            "decode_tok_s": _r(self.decode_tok_s, 3),
+            "e2e_tok_s": _r(self.e2e_tok_s, 3),
+            "itl_ms": None if self.itl_ms is None else {k: _r(v, 3) for k, v in self.itl_ms.items()},
+            "stalls": self.stalls,
+            "cost_usd": _r(self.cost_usd, 8),
+            "segments": [s.to_json() for s in self.segments],
+        }
+
+
+def _r(x: float | None, digits: int = 6) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def _first_sentence_end(content: list[tuple[float, str]], end_t: float | None, finished: bool) -> float | None:
+    """When the answer's first sentence was complete: the delta that brings the whitespace after its end mark,
+    or the end of the turn when the whole answer is one sentence."""
+    text = ""
+    for t, piece in content:
+        text += piece
+        if _SENTENCE_END.search(text):
+            return t
+    if finished and text.strip():
+        return end_t
+    return None
+
+
+def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
+    """The timeline of one turn: connect, wait, think, model; plus any explicit segments (retry, tool...)."""
+    req = next((e for e in events if isinstance(e, Request)), None)
+    if req is None:
+        return []
+    t0 = req.t
+    end = next((e.t for e in events if isinstance(e, Done | Error)), None)
+    if end is None:
+        end = max(e.t for e in events)
+    spans: list[SegmentSpan] = []
+    wait_from = t0
+    for e in events:
+        if isinstance(e, Segment):
+            spans.append(SegmentSpan(e.seg, e.start, e.end, e.label))
+            if e.seg in ("connect", "retry"):
+                wait_from = max(wait_from, e.end)
+    toks = [e for e in events if isinstance(e, Delta) and e.text]
+    if not toks:
+        spans.append(SegmentSpan("wait", wait_from, end))
+        return sorted(spans, key=lambda s: (s.start, s.end))
+    first = toks[0].t
+    spans.append(SegmentSpan("wait", wait_from, first))
+    answer = next((e.t for e in toks if e.channel != "reasoning"), None)
+    if toks[0].channel == "reasoning":
+        spans.append(SegmentSpan("think", first, answer if answer is not None else end))
+    if answer is not None:
+        spans.append(SegmentSpan("model", answer, end))
+    return sorted(spans, key=lambda s: (s.start, s.end))
+
+
+def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str = "",
+                 stall_threshold_s: float = STALL_THRESHOLD_S) -> TurnMetrics:
+    """All metrics of one turn from its events alone."""
+    evs = list(events)
+    req = next((e for e in evs if isinstance(e, Request)), None)
+    t0 = req.t if req is not None else 0.0
+    m = TurnMetrics(ok=False, start=t0)
+    usage: Usage | None = None
+    end: Done | Error | None = None
+    toks: list[Delta] = []
+    content: list[tuple[float, str]] = []
+    for e in evs:
+        if isinstance(e, Headers) and m.ttfb_s is None:
+            m.ttfb_s = e.t - t0
+            m.service_tier = e.service_tier or None
+        elif isinstance(e, Segment) and e.seg == "connect":
+            m.connect_s = e.end - t0
+        elif isinstance(e, Delta) and e.text:
+            toks.append(e)
+            if e.channel == "content":
+                content.append((e.t, e.text))
+        elif isinstance(e, Usage):
+            usage = e  # cumulative: the last one replaces the earlier ones
+        elif isinstance(e, Done | Error) and end is None:
+            end = e
+        elif e.kind == "extra":
+            m.extras[e.source] = e.data
+    m.ok = isinstance(end, Done)
+    if isinstance(end, Error):
+        m.error = end.message
+    elif end is None:
+        m.error = "the turn never ended (no done or error event)"
+    m.finish_reason = end.finish_reason if isinstance(end, Done) else None
+    end_t = end.t if end is not None else (evs[-1].t if evs else None)
+    m.e2e_s = None if end_t is None else end_t - t0
+    if toks:
+        m.ttft_s = toks[0].t - t0
+    first_answer = next((t for t, text in content if text.strip()), None)
+    m.ttfa_s = None if first_answer is None else first_answer - t0
+    ttfs = _first_sentence_end(content, end_t, m.ok)
+    m.ttfs_s = None if ttfs is None else ttfs - t0
+
+    # Output tokens and their source.
+    streamed_reasoning = any(d.channel == "reasoning" for d in toks)
+    if usage is not None and (usage.output > 0 or not toks):
+        m.output_tokens, m.tokens_source = usage.output, "usage"
+        m.input_tokens, m.reasoning_tokens = usage.input, usage.reasoning
+    elif toks:
+        counted = tokenizer.count("".join(d.text for d in toks), model)
+        if counted is not None:
+            m.output_tokens, m.encoding = counted
+            m.tokens_source = "tokenizer"
+        else:
+            m.output_tokens, m.tokens_source = len(toks), "chunks"
+    m.token_events = len(toks)
+
+    if toks:
+        # Hidden reasoning (counted in usage but never streamed) was not decoded while the eye watched.
+        hidden = usage.reasoning if usage is not None and m.tokens_source == "usage" and not streamed_reasoning else 0
+        visible = max(m.output_tokens - hidden, len(toks))
+        first_tokens = _event_tokens(toks[0], m, model)
+        span = toks[-1].t - toks[0].t
+        if len(toks) > 1 and span > 0:
+            m.decode_tok_s = max(visible - first_tokens, 0) / span
+        gaps = [(b.t - a.t) for a, b in zip(toks, toks[1:], strict=False)]
+        if gaps:
+            ms = [g * 1000.0 for g in gaps]
+            m.itl_ms = {"p50": percentile(ms, 50), "p90": percentile(ms, 90), "p99": percentile(ms, 99),
+                        "max": max(ms)}
+        m.stalls = sum(1 for g in gaps if g > stall_threshold_s)
+        m.tokens_per_event = m.output_tokens / len(toks)
+    if m.e2e_s and m.output_tokens:
+        m.e2e_tok_s = m.output_tokens / m.e2e_s
+    m.cost_usd = cost(price, usage, m.output_tokens)
+    m.segments = turn_segments(evs)
+    return m
+
+
+def _event_tokens(delta: Delta, m: TurnMetrics, model: str) -> int:
+    if delta.tokens is not None:
+        return delta.tokens
+    if m.tokens_source == "chunks":
+        return 1
+    counted = tokenizer.count(delta.text, model)
+    return counted[0] if counted is not None else 1
+
+
+def cost(price: Price | None, usage: Usage | None, output_tokens: int) -> float | None:
+    """USD for a turn: usage priced per million tokens, cached input at its own price; ``None`` without a price."""
+    if price is None or price.output is None:
+        return None
+    total = output_tokens * price.output
+    if usage is not None and price.input is not None:
+        cached = min(usage.cached, usage.input)
+        cached_price = price.cached_input if price.cached_input is not None else price.input
+        total += (usage.input - cached) * price.input + cached * cached_price
+    return total / 1_000_000
+
+
+def split_turns(events: Iterable[Event]) -> list[list[Event]]:
+    """A lane's events cut into turns at each ``Request``; segments between turns (tools, people) go with the
+    turn before them."""
+    turns: list[list[Event]] = []
+    for e in events:
+        if isinstance(e, Request) or not turns:
+            turns.append([])
+        turns[-1].append(e)
+    return turns
+
+
+def summarize(runs: Sequence[TurnMetrics]) -> dict[str, dict[str, float]]:
+    """Percentiles across runs of a tier: the ``summary`` object of the JSON contract."""
+    def pct(values: list[float], qs: tuple[int, ...]) -> dict[str, float]:
+        return {f"p{q}": round(percentile(values, q), 6) for q in qs} if values else {}
+
+    ok = [r for r in runs if r.ok]
+    out: dict[str, dict[str, float]] = {
+        "ttft_s": pct([r.ttft_s for r in ok if r.ttft_s is not None], (50, 90)),
+        "decode_tok_s": pct([r.decode_tok_s for r in ok if r.decode_tok_s is not None], (50,)),
+        "e2e_s": pct([r.e2e_s for r in ok if r.e2e_s is not None], (50,)),
+    }
+    return out

@@ -1,0 +1,107 @@
+"""The race: N lanes run one prompt concurrently, one tier each, with events fanned out to listeners.
+
+Providers are built and prepared before the start so lanes start on equal footing. A lane that fails ends with an
+``Error`` event and never stops or slows the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .base import Provider, TierSpec, TurnRequest
+from .clock import Clock, LaneClock
+from .events import Done, Error, Event, Request
+from .registry import create_provider
+
+Listener = Callable[[int, Event], None]
+"""Called with (lane index, event) for every event as it happens; must be quick and must not raise."""
+
+
+@dataclass(slots=True)
+class LaneRun:
+    """One lane's run: its tier and every event it produced."""
+
+    index: int
+    tier: TierSpec
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return any(isinstance(e, Done) for e in self.events) and not any(isinstance(e, Error) for e in self.events)
+
+
+class Race:
+    """Runs one request on every tier at once."""
+
+    def __init__(self, tiers: Sequence[TierSpec], request: TurnRequest, clock: Clock,
+                 listeners: Sequence[Listener] = (), providers: Sequence[Provider] | None = None) -> None:
+        self.tiers = list(tiers)
+        self.request = request
+        self.clock = clock
+        self.listeners: list[Listener] = list(listeners)
+        self.providers: list[Provider] = list(providers) if providers is not None else []
+        self.lanes = [LaneRun(i, tier) for i, tier in enumerate(self.tiers)]
+        self.origin = 0.0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def prepare(self, warm: bool = False) -> None:
+        """Build every provider and let each do its slow set-up before the start. Errors here are config errors."""
+        if not self.providers:
+            self.providers = [create_provider(tier) for tier in self.tiers]
+        await asyncio.gather(*(p.prepare(warm) for p in self.providers))
+
+    def emit(self, lane: int, event: Event) -> None:
+        """Record an event of a lane and hand it to every listener."""
+        self.lanes[lane].events.append(event)
+        for listener in self.listeners:
+            listener(lane, event)
+
+    async def run(self) -> list[LaneRun]:
+        """Run all lanes to the end (or until stopped) and return their events."""
+        if not self.providers:
+            await self.prepare()
+        self.origin = self.clock.now()
+        self._tasks = [asyncio.create_task(self._run_lane(i)) for i in range(len(self.tiers))]
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        return self.lanes
+
+    def stop(self) -> None:
+        """Stop every lane still running; each ends with a ``stopped`` error event."""
+        for task in self._tasks:
+            task.cancel()
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(p.aclose() for p in self.providers), return_exceptions=True)
+
+    async def _run_lane(self, index: int) -> None:
+        clock = LaneClock(self.clock, self.origin)
+        provider = self.providers[index]
+        try:
+            await self.run_turn(index, provider, clock, self.request)
+        except asyncio.CancelledError:
+            self.emit(index, Error(t=clock.now(), error="stopped", message="stopped before the end"))
+        except Exception as exc:  # a failing lane must never take the race down
+            self.emit(index, Error(t=clock.now(), error="internal", message=f"{type(exc).__name__}: {exc}"))
+
+    async def run_turn(self, index: int, provider: Provider, clock: LaneClock, request: TurnRequest) -> bool:
+        """Stream one turn of a lane; True when it ended normally."""
+        seen_request = False
+        async for event in provider.stream(request, clock):
+            if isinstance(event, Request):
+                seen_request = True
+            elif not seen_request:
+                self.emit(index, Request(t=event.t, turn=request.turn, model=provider.tier.model))
+                seen_request = True
+            self.emit(index, event)
+            if isinstance(event, Error):
+                return False
+            if isinstance(event, Done) and not provider.plays_whole_lane:
+                return True
+        last = self.lanes[index].events[-1] if self.lanes[index].events else None
+        if isinstance(last, Done):
+            return True
+        self.emit(index, Error(t=clock.now(), error="incomplete",
+                               message="the stream ended without its final event; the answer may be cut short"))
+        return False

@@ -1,0 +1,94 @@
+"""Headless sessions: run a race one or more times, record it, and report metrics in the JSON contract (DESIGN §8).
+
+``tokrace bench`` and ``tokrace replay --headless`` are thin shells over :func:`run_session` and :func:`report`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import __version__
+from .base import ConfigError, Provider, TierSpec, TurnRequest
+from .clock import Clock, RealClock, VirtualClock
+from .metrics import STALL_THRESHOLD_S, TurnMetrics, summarize, turn_metrics
+from .race import LaneRun, Listener, Race
+from .registry import create_provider
+
+VIRTUAL_PROVIDERS = frozenset({"synthetic", "replay"})
+"""Providers that can run on the virtual clock (``--fast-forward``): no real I/O paces them."""
+
+
+@dataclass(slots=True)
+class SessionResult:
+    """Every run of every lane, with its metrics."""
+
+    tiers: list[TierSpec]
+    runs: list[list[LaneRun]] = field(default_factory=list)
+    metrics: list[list[TurnMetrics]] = field(default_factory=list)
+    """``metrics[lane][run]``."""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def all_ok(self) -> bool:
+        return all(m.ok for lane in self.metrics for m in lane)
+
+
+def lane_metrics(run: LaneRun, stall_threshold_s: float = STALL_THRESHOLD_S) -> TurnMetrics:
+    """The metrics of one lane's run."""
+    return turn_metrics(run.events, run.tier.price, run.tier.model, stall_threshold_s)
+
+
+def check_fast_forward(tiers: Sequence[TierSpec]) -> None:
+    """``--fast-forward`` needs every tier to be synthetic or replay."""
+    real = [t.name for t in tiers if t.provider not in VIRTUAL_PROVIDERS]
+    if real:
+        raise ConfigError(f"--fast-forward runs only synthetic and replay tiers on virtual time; "
+                          f"these talk to real servers: {', '.join(real)}")
+
+
+async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: int = 1,
+                      fast_forward: bool = False, listeners: Sequence[Listener] = (),
+                      on_run_start: Callable[[int], None] | None = None,
+                      on_run_end: Callable[[int], None] | None = None,
+                      providers: Sequence[Provider] | None = None, warm: bool = False,
+                      stall_threshold_s: float = STALL_THRESHOLD_S) -> SessionResult:
+    """Race the tiers ``runs`` times, one run after the other, and compute every lane's metrics."""
+    if fast_forward:
+        check_fast_forward(tiers)
+    provs = list(providers) if providers is not None else [create_provider(t) for t in tiers]
+    result = SessionResult(list(tiers), metrics=[[] for _ in tiers])
+    try:
+        await asyncio.gather(*(p.prepare(warm) for p in provs))
+        for p in provs:
+            result.warnings.extend(getattr(p, "warnings", []))
+        for run in range(runs):
+            if on_run_start is not None:
+                on_run_start(run)
+            clock: Clock = VirtualClock() if fast_forward else RealClock()
+            race = Race(tiers, request, clock, listeners, providers=provs)
+            lanes = await (clock.drive(race.run()) if isinstance(clock, VirtualClock) else race.run())
+            result.runs.append(lanes)
+            for lane in lanes:
+                result.metrics[lane.index].append(lane_metrics(lane, stall_threshold_s))
+            if on_run_end is not None:
+                on_run_end(run)
+    finally:
+        await asyncio.gather(*(p.aclose() for p in provs), return_exceptions=True)
+    return result
+
+
+def report(result: SessionResult) -> dict[str, Any]:
+    """The ``--json`` object: exactly the keys of DESIGN §8."""
+    return {
+        "tool": "tokrace",
+        "version": __version__,
+        "tiers": [
+            {"name": tier.name, "provider": tier.provider, "model": tier.model,
+             "runs": [m.to_json() for m in result.metrics[i]],
+             "summary": summarize(result.metrics[i])}
+            for i, tier in enumerate(result.tiers)
+        ],
+    }

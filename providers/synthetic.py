@@ -1,0 +1,175 @@
+"""The synthetic provider: a deterministic stream from a profile (TTFT, tok/s, jitter, seed, text).
+
+Same profile and seed give the same events, byte for byte; the offline demo and most tests run on it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .base import ConfigError, Provider, TierSpec, TurnRequest
+from .clock import Clock
+from .events import Delta, Done, Error, Event, Headers, Request, Usage
+
+PASSAGE: Final[str] = (
+    "When a model streams fifty tokens a second, it is the slow part of almost every loop, and making it faster "
+    "pays off at once. At seven hundred and fifty tokens a second the picture changes. A paragraph that took "
+    "twenty seconds to arrive now lands in under two, and the eye stops waiting for the model. What remains is "
+    "everything around it: the connection that has to be opened, the queue in front of the first token, the "
+    "tool call that reads a log or runs the tests, the person who has to look at a diff and say yes. None of "
+    "those get faster when the tokens do. This is Amdahl's law in a new costume. If the model accounts for "
+    "half of a coding loop, an infinitely fast model can at best make the loop twice as fast. If it accounts "
+    "for a tenth, the best case is eleven percent. So before moving work to a faster tier, measure the whole "
+    "loop on the same traces: the time to the first token, the tool waits, the retries, the review burden and "
+    "the cost. Speed is worth paying for where answers have a short shelf life, such as an incident at three "
+    "in the morning, a live research question, or a voice that must not fall silent mid-sentence. Elsewhere "
+    "the honest answer may be that the network and the people are now the bottleneck, and that is a finding "
+    "too. "
+)
+"""The built-in answer text: real prose with sentence ends, about the point tokrace makes."""
+
+THINKING: Final[str] = (
+    "The question asks why the bottleneck moves. Start from the loop: request, wait, tokens, tools, review. "
+    "Only the token part scales with the model's speed. Estimate each share, then apply Amdahl's law. "
+)
+"""The built-in reasoning text for the optional thinking phase."""
+
+_PIECE: Final[re.Pattern[str]] = re.compile(r" ?[A-Za-z]+|'[a-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+")
+"""A rough BPE-like pre-tokenizer: words with their leading space, numbers, punctuation, whitespace."""
+
+
+def pieces(text: str) -> list[str]:
+    """Split text into token-sized pieces (close to what a BPE tokenizer counts for English prose)."""
+    return _PIECE.findall(text)
+
+
+def _cycle(text: str, n: int) -> list[str]:
+    base = pieces(text)
+    if not base:
+        raise ConfigError("the synthetic text is empty")
+    out: list[str] = []
+    while len(out) < n:
+        out.extend(base[: n - len(out)])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """How a synthetic tier streams."""
+
+    ttft_ms: float = 500.0
+    tok_s: float = 50.0
+    jitter: float = 0.0
+    seed: int = 0
+    tokens_per_event: int = 1
+    ttfb_ms: float | None = None
+    thinking_tokens: int = 0
+    thinking_tok_s: float | None = None
+    text: str | None = None
+    fail_after_tokens: int | None = None
+    """For demos and tests of failure: stop with an error after this many answer tokens."""
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> Profile:
+        profile = cls(**{k: v for k, v in options.items() if k in SYNTHETIC_OPTIONS})
+        if profile.tok_s <= 0:
+            raise ConfigError("tok_s must be above 0")
+        if profile.ttft_ms < 0:
+            raise ConfigError("ttft_ms must be 0 or more")
+        if not 0 <= profile.jitter < 1:
+            raise ConfigError("jitter must be at least 0 and below 1 (it is relative: 0.15 means ±15 %)")
+        if profile.tokens_per_event < 1:
+            raise ConfigError("tokens_per_event must be 1 or more")
+        return profile
+
+
+SYNTHETIC_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
+    "ttft_ms": (int, float),
+    "tok_s": (int, float),
+    "jitter": (int, float),
+    "seed": (int,),
+    "tokens_per_event": (int,),
+    "ttfb_ms": (int, float),
+    "thinking_tokens": (int,),
+    "thinking_tok_s": (int, float),
+    "text": (str,),
+    "fail_after_tokens": (int,),
+}
+"""The profile keys a synthetic tier accepts, with their TOML types."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One scheduled event of a synthetic stream, before it is stamped by a clock."""
+
+    t: float
+    text: str
+    channel: str
+    tokens: int
+
+
+def schedule(profile: Profile, max_tokens: int, turn: int = 0) -> Iterator[Step]:
+    """The planned deltas: reasoning first (if any), then the answer; deterministic for a profile and seed."""
+    rng = random.Random(f"{profile.seed}:{turn}")
+
+    def jittered(x: float) -> float:
+        return x * (1.0 + profile.jitter * rng.uniform(-1.0, 1.0)) if profile.jitter else x
+
+    t = jittered(profile.ttft_ms / 1000.0)
+    k = profile.tokens_per_event
+    thinking = min(profile.thinking_tokens, max_tokens)
+    phases = [
+        ("reasoning", _cycle(THINKING, thinking) if thinking else [], profile.thinking_tok_s or profile.tok_s),
+        ("content", _cycle(profile.text or PASSAGE, max_tokens - thinking) if profile.text is None
+         else pieces(profile.text)[: max_tokens - thinking], profile.tok_s),
+    ]
+    first = True
+    for channel, toks, rate in phases:
+        for i in range(0, len(toks), k):
+            chunk = toks[i : i + k]
+            if not first:
+                t += jittered(len(chunk) / rate)
+            first = False
+            yield Step(t, "".join(chunk), channel, len(chunk))
+
+
+class SyntheticProvider(Provider):
+    """Streams a built-in or given text at a profile's pace, with the provider-like usage at the end."""
+
+    name = "synthetic"
+
+    def __init__(self, tier: TierSpec) -> None:
+        super().__init__(tier)
+        self.profile = Profile.from_options(tier.options)
+
+    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        profile = self.profile
+        start = clock.now()
+        yield Request(t=start, turn=request.turn, model=self.tier.model or "synthetic", endpoint="synthetic")
+        steps = list(schedule(profile, request.max_tokens, request.turn))
+        ttfb = profile.ttfb_ms / 1000.0 if profile.ttfb_ms is not None else min(0.02, profile.ttft_ms / 1000.0)
+        if steps:
+            ttfb = min(ttfb, steps[0].t)
+        yield Headers(t=await clock.sleep_until(start + ttfb), status=200, request_id=f"synthetic-{request.turn}")
+        input_tokens = sum(len(pieces(m.content)) for m in request.conversation())
+        produced = reasoning = answer = 0
+        last = start + ttfb
+        for step in steps:
+            last = await clock.sleep_until(start + step.t)
+            yield Delta(t=last, text=step.text, channel=step.channel, tokens=step.tokens)  # type: ignore[arg-type]
+            produced += step.tokens
+            if step.channel == "reasoning":
+                reasoning += step.tokens
+            else:
+                answer += step.tokens
+            if profile.fail_after_tokens is not None and answer >= profile.fail_after_tokens:
+                yield Error(t=last, error="synthetic", message="synthetic failure after "
+                            f"{answer} tokens (fail_after_tokens in this tier's profile)")
+                return
+        yield Usage(t=last, input=input_tokens, output=produced, reasoning=reasoning)
+        finish = "length" if produced >= request.max_tokens else "stop"
+        yield Done(t=last, finish_reason=finish)

