@@ -71,7 +71,11 @@ def _looks_secret(key: str) -> bool:
 
 @dataclass(slots=True)
 class Message:
-    """One message of a conversation sent to a model."""
+    """One message of a conversation sent to a model, in a protocol-neutral form each adapter translates.
+
+    Conventions: an assistant turn that called tools is ``Message("assistant", text, {"tool_calls": [{"id",
+    "name", "arguments"}]})``; a tool's result is ``Message("tool", result, {"tool_call_id": id, "name": name})``.
+    """
 
     role: str
     content: str

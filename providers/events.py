@@ -97,6 +97,17 @@ class Error:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The model finished asking for a tool call (its arguments streamed before as ``tool_args`` deltas)."""
+
+    t: float
+    id: str
+    name: str
+    arguments: str
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
 class Extra:
     """A provider's own timing or metadata (Groq ``x_groq.usage``, Cerebras ``time_info``, llama.cpp ``timings``)."""
 
@@ -106,7 +117,7 @@ class Extra:
     kind: Literal["extra"] = "extra"
 
 
-Event: TypeAlias = Request | Headers | Delta | Usage | Segment | Done | Error | Extra
+Event: TypeAlias = Request | Headers | Delta | Usage | Segment | ToolCall | Done | Error | Extra
 """Any event of the vocabulary."""
 
 EVENT_TYPES: Final[dict[str, type[Any]]] = {
@@ -115,6 +126,7 @@ EVENT_TYPES: Final[dict[str, type[Any]]] = {
     "delta": Delta,
     "usage": Usage,
     "segment": Segment,
+    "tool_call": ToolCall,
     "done": Done,
     "error": Error,
     "extra": Extra,
