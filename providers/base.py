@@ -6,10 +6,11 @@ the start, then asks each for the events of one turn.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from .clock import Clock
 from .events import Event
@@ -20,7 +21,11 @@ class TokraceError(Exception):
 
 
 class ConfigError(TokraceError):
-    """A tier or config setting is wrong."""
+    """A tier or config setting is wrong; ``key`` names the setting when one is to blame."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +63,29 @@ class TierSpec:
         if self.price is not None:
             out["price"] = {k: v for k, v in (("input", self.price.input), ("output", self.price.output),
                                               ("cached_input", self.price.cached_input)) if v is not None}
-        out.update({k: v for k, v in self.options.items() if not _looks_secret(k)})
+        out.update(_public(self.options))
         return out
+
+
+SECRET_WORDS: Final[frozenset[str]] = frozenset({
+    "key", "apikey", "secret", "token", "authorization", "auth", "password", "passwd", "cookie", "bearer",
+    "credential", "credentials",
+})
+"""Words of a setting's name that mark its value as a secret (``api_key``, ``x-api-key``, ``access_token``)."""
 
 
 def _looks_secret(key: str) -> bool:
     lowered = key.lower()
-    return any(word in lowered for word in ("key", "secret", "token", "authorization", "password")) and not (
-        lowered.endswith("_env") or lowered in {"max_tokens", "tokens_per_event", "thinking_tokens"}
-    )
+    return not lowered.endswith("_env") and bool(SECRET_WORDS.intersection(re.split(r"[^a-z0-9]+", lowered)))
+
+
+def _public(value: Any) -> Any:
+    """A setting with every secret-named entry left out, however deeply nested (headers, extra bodies)."""
+    if isinstance(value, dict):
+        return {k: _public(v) for k, v in value.items() if not (isinstance(k, str) and _looks_secret(k))}
+    if isinstance(value, list):
+        return [_public(v) for v in value]
+    return value
 
 
 @dataclass(slots=True)
@@ -115,12 +134,12 @@ class Provider(ABC):
     def __init__(self, tier: TierSpec) -> None:
         self.tier = tier
 
-    async def prepare(self, warm: bool = False) -> None:
+    async def prepare(self, warm: bool = False) -> None:  # noqa: B027 (an optional hook: most need none)
         """Get ready before the start (create clients; with ``warm``, open connections)."""
 
     @abstractmethod
     def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
         """The events of one turn."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (an optional hook: most need none)
         """Release clients and files."""

@@ -7,11 +7,13 @@ when driven (``drive``), so synthetic lanes, replays, scenarios and the UI tests
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
+import threading
 import time
 from collections.abc import Awaitable
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -30,8 +32,76 @@ class Clock(Protocol):
         ...
 
 
+MAX_LEAD_S: Final[float] = 0.001
+"""The most the real clock wakes ahead of a deadline to absorb the wake-up latency (then yields to the loop)."""
+
+LONG_WAIT_S: Final[float] = 0.02
+"""A wait longer than this wakes ``MAX_LEAD_S`` early, whatever the recent latency."""
+
+
+class _Waker:
+    """One background thread that resolves asyncio futures at precise ``perf_counter`` deadlines.
+
+    asyncio's own timers go through ``epoll`` with millisecond resolution (rounded up), so a lane streaming every
+    1.3 ms would wake up to a millisecond late; spinning on ``sleep(0)`` instead burns a core. A thread blocked
+    on a condition with a timeout wakes within tens of microseconds and costs next to nothing while it waits.
+    """
+
+    def __init__(self) -> None:
+        self.lead = 0.0002
+        """How early to wake (seconds): the recent latency from a deadline to the sleeper running again."""
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def at(self, t: float) -> asyncio.Future[None]:
+        """A future of the running loop that completes once ``perf_counter()`` reaches ``t``."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        with self._cond:
+            heapq.heappush(self._heap, (t, next(self._seq), loop, fut))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tokrace-clock", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return fut
+
+    def learn(self, latency: float) -> None:
+        """Fold one observed wake-up latency into ``lead``: a moving average of at most ``MAX_LEAD_S``, where one
+        stalled loop (a long frame, a GC pause) moves it by a tenth of that at most."""
+        self.lead = 0.9 * self.lead + 0.1 * min(max(latency, 0.0), MAX_LEAD_S)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                remaining = self._heap[0][0] - time.perf_counter()
+                if remaining > 0:
+                    self._cond.wait(remaining)
+                    continue
+                now = time.perf_counter()
+                due = []
+                while self._heap and self._heap[0][0] <= now:
+                    due.append(heapq.heappop(self._heap))
+            for _, _, loop, fut in due:
+                with contextlib.suppress(RuntimeError):  # that loop has closed; nobody is waiting any more
+                    loop.call_soon_threadsafe(_resolve, fut)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():  # a cancelled sleeper (a stopped lane) is simply not woken
+        fut.set_result(None)
+
+
+_WAKER: Final[_Waker] = _Waker()
+
+
 class RealClock:
-    """Monotonic wall time with a precise final approach, so scheduled events land within a fraction of a ms."""
+    """Monotonic wall time whose sleepers wake within microseconds of their deadline, without burning a core:
+    a thread wakes them just ahead of it (by the recent wake-up latency), and they yield to the loop for the rest."""
 
     virtual = False
 
@@ -39,16 +109,23 @@ class RealClock:
         return time.perf_counter()
 
     async def sleep_until(self, t: float) -> float:
-        # asyncio's timer resolution is ~1 ms and it tends to wake early or late; sleep coarse, then yield
-        # until the deadline so the stamp is faithful without burning a core.
-        while True:
-            remaining = t - time.perf_counter()
-            if remaining <= 0:
-                return time.perf_counter()
-            if remaining > 0.002:
-                await asyncio.sleep(remaining - 0.0015)
-            else:
-                await asyncio.sleep(0)
+        now = time.perf_counter()
+        if t <= now:
+            # Already due: stamp now, but still let the other lanes (and the screen) run, so a lane that has
+            # fallen behind catches up without taking the loop for itself.
+            await asyncio.sleep(0)
+            return now
+        # After a long idle the first wake-up is the slowest (CPU idle states): wake a full lead early then.
+        lead = MAX_LEAD_S if t - now > LONG_WAIT_S else _WAKER.lead
+        if t - now > lead:
+            target = t - lead
+            while target > (now := time.perf_counter()):
+                await _WAKER.at(target)
+            _WAKER.learn(now - target)
+        # The last stretch (about one wake-up's latency, a fraction of a millisecond) passes yielding to the loop.
+        while t > (now := time.perf_counter()):
+            await asyncio.sleep(0)
+        return now
 
 
 class VirtualClock:

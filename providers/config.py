@@ -120,7 +120,12 @@ def load_config(explicit: Path | None = None, cwd: Path | None = None) -> Config
     path = find_config(explicit, cwd)
     if path is None:
         return Config(source=None)
-    return parse_config(path.read_text(encoding="utf-8"), path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        raise ConfigError(f"{path}: cannot read the config ({reason})") from None
+    return parse_config(text, path)
 
 
 class _Locator:
@@ -244,7 +249,10 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: _Locator) -> TierSpec:
 
         create_provider(tier)  # provider-specific checks (a profile's ranges, a replay's file option)
     except ConfigError as exc:
-        raise _fail(path, loc.line_of("provider", "tiers", i), where, str(exc)) from None
+        if exc.key is None or exc.key not in raw:
+            raise _fail(path, loc.line_of("provider", "tiers", i), where, str(exc)) from None
+        problem = str(exc).removeprefix(f"{exc.key} ")
+        raise _fail(path, loc.line_of(exc.key, "tiers", i), f"{where}.{exc.key}", problem) from None
     return tier
 
 

@@ -6,6 +6,7 @@ no TTFT at all (``None``), never a zero.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -13,12 +14,14 @@ from typing import Any, Final
 
 from . import tokens as tokenizer
 from .base import Price
-from .events import Delta, Done, Error, Event, Headers, Request, Segment, Usage
+from .events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
 
 STALL_THRESHOLD_S: Final[float] = 0.25
 """A gap between token-bearing events longer than this (after the first token) is a stall."""
 
-_SENTENCE_END: Final[re.Pattern[str]] = re.compile(r"[.!?…][\"'”’)\]]*(?=\s)")
+SENTENCE_END: Final[re.Pattern[str]] = re.compile(r"[.!?…][\"'”’)\]]*(?=\s)")
+"""An end mark (with any closing quotes or brackets) followed by whitespace: where a sentence is complete
+(``ttfs_s`` and the voice lens share this one rule)."""
 
 DEFINITIONS: Final[dict[str, str]] = {
     "connect_s": "request start → request on the wire (DNS, TCP, TLS, sending); 0 on a reused connection",
@@ -34,6 +37,11 @@ DEFINITIONS: Final[dict[str, str]] = {
     "tokens_per_event": "output tokens ÷ token-bearing events",
     "stalls": f"gaps between token events longer than {STALL_THRESHOLD_S * 1000:.0f} ms after the first token",
     "cost_usd": "usage × the tier's price per million tokens (cached input priced apart)",
+    "turns": "a loop's model requests, each with its own metrics (a loop's TTFT is its first turn's)",
+    "breakdown": "a loop's seconds per segment kind, overlapping parallel tool calls counted once; sums to e2e",
+    "model_share": "time waiting on the model API (wait, think, model of its requests) ÷ the loop's e2e",
+    "amdahl_max_speedup": "e2e ÷ (e2e − model time): the most any faster model could speed this loop up",
+    "what_if": "a model N× faster: e2e − model time + model time ÷ N (tools, people and waits unchanged)",
 }
 """One line per metric: what it means. Shown beside every number in the details view."""
 
@@ -125,7 +133,7 @@ def _first_sentence_end(content: list[tuple[float, str]], end_t: float | None, f
     text = ""
     for t, piece in content:
         text += piece
-        if _SENTENCE_END.search(text):
+        if SENTENCE_END.search(text):
             return t
     if finished and text.strip():
         return end_t
@@ -194,6 +202,9 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         m.error = end.message
     elif end is None:
         m.error = "the turn never ended (no done or error event)"
+    elif not toks and not any(isinstance(e, ToolCall) for e in evs):
+        # An empty answer would otherwise look like the fastest run of the race.
+        m.ok, m.error = False, "the turn ended without generating any token"
     m.finish_reason = end.finish_reason if isinstance(end, Done) else None
     end_t = end.t if end is not None else (evs[-1].t if evs else None)
     m.e2e_s = None if end_t is None else end_t - t0
@@ -206,9 +217,10 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
 
     # Output tokens and their source.
     streamed_reasoning = any(d.channel == "reasoning" for d in toks)
+    if usage is not None:
+        m.input_tokens, m.reasoning_tokens = usage.input, usage.reasoning
     if usage is not None and (usage.output > 0 or not toks):
         m.output_tokens, m.tokens_source = usage.output, "usage"
-        m.input_tokens, m.reasoning_tokens = usage.input, usage.reasoning
     elif toks:
         counted = tokenizer.count("".join(d.text for d in toks), model)
         if counted is not None:
@@ -226,7 +238,7 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         span = toks[-1].t - toks[0].t
         if len(toks) > 1 and span > 0:
             m.decode_tok_s = max(visible - first_tokens, 0) / span
-        gaps = [(b.t - a.t) for a, b in zip(toks, toks[1:], strict=False)]
+        gaps = [(b.t - a.t) for a, b in itertools.pairwise(toks)]
         if gaps:
             ms = [g * 1000.0 for g in gaps]
             m.itl_ms = {"p50": percentile(ms, 50), "p90": percentile(ms, 90), "p99": percentile(ms, 99),

@@ -7,13 +7,19 @@ Providers are built and prepared before the start so lanes start on equal footin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .base import Provider, TierSpec, TurnRequest
 from .clock import Clock, LaneClock
 from .events import Done, Error, Event, Request
+from .loop import is_loop_end
 from .registry import create_provider
+
+if TYPE_CHECKING:
+    from .scenario import Scenario
 
 Listener = Callable[[int, Event], None]
 """Called with (lane index, event) for every event as it happens; must be quick and must not raise."""
@@ -33,12 +39,14 @@ class LaneRun:
 
 
 class Race:
-    """Runs one request on every tier at once."""
+    """Runs one request (or, with a scenario, one whole agent loop) on every tier at once."""
 
     def __init__(self, tiers: Sequence[TierSpec], request: TurnRequest, clock: Clock,
-                 listeners: Sequence[Listener] = (), providers: Sequence[Provider] | None = None) -> None:
+                 listeners: Sequence[Listener] = (), providers: Sequence[Provider] | None = None,
+                 scenario: Scenario | None = None) -> None:
         self.tiers = list(tiers)
         self.request = request
+        self.scenario = scenario
         self.clock = clock
         self.listeners: list[Listener] = list(listeners)
         self.providers: list[Provider] = list(providers) if providers is not None else []
@@ -75,11 +83,21 @@ class Race:
     async def aclose(self) -> None:
         await asyncio.gather(*(p.aclose() for p in self.providers), return_exceptions=True)
 
+    def lane_request(self, index: int) -> TurnRequest:
+        """The race's request as a lane sends it: a tier's own ``max_tokens`` limits that lane only."""
+        limit = self.tiers[index].max_tokens
+        return self.request if limit is None else dataclasses.replace(self.request, max_tokens=limit)
+
     async def _run_lane(self, index: int) -> None:
         clock = LaneClock(self.clock, self.origin)
         provider = self.providers[index]
         try:
-            await self.run_turn(index, provider, clock, self.request)
+            if self.scenario is not None and not provider.plays_whole_lane:
+                from .driver import run_scenario_lane
+
+                await run_scenario_lane(self, index, provider, clock, self.scenario)
+            else:
+                await self.run_turn(index, provider, clock, self.lane_request(index))
         except asyncio.CancelledError:
             self.emit(index, Error(t=clock.now(), error="stopped", message="stopped before the end"))
         except Exception as exc:  # a failing lane must never take the race down
@@ -91,7 +109,8 @@ class Race:
         async for event in provider.stream(request, clock):
             if isinstance(event, Request):
                 seen_request = True
-            elif not seen_request:
+            elif not seen_request and not provider.plays_whole_lane:
+                # A recorded lane carries its own requests (a loop may even start with a person or a tool).
                 self.emit(index, Request(t=event.t, turn=request.turn, model=provider.tier.model))
                 seen_request = True
             self.emit(index, event)
@@ -100,7 +119,7 @@ class Race:
             if isinstance(event, Done) and not provider.plays_whole_lane:
                 return True
         last = self.lanes[index].events[-1] if self.lanes[index].events else None
-        if isinstance(last, Done):
+        if isinstance(last, Done) or (last is not None and is_loop_end(last)):
             return True
         self.emit(index, Error(t=clock.now(), error="incomplete",
                                message="the stream ended without its final event; the answer may be cut short"))

@@ -24,6 +24,14 @@ VERSION: Final[int] = 1
 
 MASK: Final[str] = "[redacted]"
 
+_CREDENTIALS: Final[tuple[re.Pattern[str], ...]] = (
+    re.compile(r"(?i)((?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key)((?:\\?[\"'])?\s*[:=]\s*"
+               r"(?:\\?[\"'])?(?:(?:bearer|basic|token)\s+)?)(?=[A-Za-z._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"(?i)\b(bearer)(\s+)(?=[A-Za-z._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,}"),
+)
+"""Credentials recognisable by their shape (an Authorization or API-key header's value, a bearer token), masked
+even when no key variable names them."""
+
 
 class RecordingError(TokraceError):
     """A file is not a recording this version can read."""
@@ -55,10 +63,12 @@ def secret_values(tiers: Iterable[TierSpec]) -> list[str]:
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret value masked."""
+    """``text`` with every secret value, and anything shaped like a credential, masked."""
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
+    for pattern in _CREDENTIALS:
+        text = pattern.sub(rf"\g<1>\g<2>{MASK}", text)
     return text
 
 
@@ -70,14 +80,17 @@ class Recorder:
         from . import __version__
 
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._secrets = secret_values(tiers)
-        self._fh: IO[str] | None = path.open("w", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh: IO[str] | None = path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise RecordingError(f"{path}: cannot write the recording ({exc.strerror or exc})") from None
         self.run = 0
         """The run index stamped on each event (``--runs N`` writes N runs into one file)."""
         header: dict[str, Any] = {
             "format": FORMAT, "version": VERSION, "tool_version": __version__,
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "prompt": prompt, "scenario": scenario, "tiers": [t.public() for t in tiers],
         }
         header.update(extra or {})

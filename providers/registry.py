@@ -20,9 +20,30 @@ def _replay(tier: TierSpec) -> Provider:
     return ReplayProvider(tier)
 
 
+def _openai(tier: TierSpec) -> Provider:
+    from .openai_chat import OpenAIChatProvider
+
+    return OpenAIChatProvider(tier)
+
+
+def _openai_responses(tier: TierSpec) -> Provider:
+    from .openai_responses import OpenAIResponsesProvider
+
+    return OpenAIResponsesProvider(tier)
+
+
+def _anthropic(tier: TierSpec) -> Provider:
+    from .anthropic import AnthropicProvider
+
+    return AnthropicProvider(tier)
+
+
 FACTORIES: Final[dict[str, Callable[[TierSpec], Provider]]] = {
     "synthetic": _synthetic,
     "replay": _replay,
+    "openai": _openai,
+    "openai-responses": _openai_responses,
+    "anthropic": _anthropic,
 }
 """Provider name → constructor."""
 
@@ -42,6 +63,18 @@ def provider_options(name: str) -> dict[str, tuple[type, ...]]:
         from .replay import REPLAY_OPTIONS
 
         return REPLAY_OPTIONS
+    if name == "openai":
+        from .openai_chat import OPENAI_OPTIONS
+
+        return OPENAI_OPTIONS
+    if name == "openai-responses":
+        from .openai_responses import RESPONSES_OPTIONS
+
+        return RESPONSES_OPTIONS
+    if name == "anthropic":
+        from .anthropic import ANTHROPIC_OPTIONS
+
+        return ANTHROPIC_OPTIONS
     return {}
 
 

@@ -69,9 +69,9 @@ class ReplayProvider(Provider):
         self.speed = float(opts.get("speed", 1.0))
         self.idle_cap: float | None = float(opts["idle_cap"]) if "idle_cap" in opts else None
         if self.speed <= 0:
-            raise ConfigError(f"tier {tier.name!r}: speed must be above 0")
+            raise ConfigError(f"tier {tier.name!r}: speed must be above 0", key="speed")
         if self.idle_cap is not None and self.idle_cap <= 0:
-            raise ConfigError(f"tier {tier.name!r}: idle_cap must be above 0 seconds")
+            raise ConfigError(f"tier {tier.name!r}: idle_cap must be above 0 seconds", key="idle_cap")
         self.recording = recording
         self.index = 0
         self.warnings: list[str] = []
@@ -96,9 +96,10 @@ class ReplayProvider(Provider):
         self._plays += 1
         events = self.recording.lane_events(self.index, run)
         retime = Retimer([e.t for e in events], self.speed, self.idle_cap)
-        start = clock.now()
-        for event in events:
-            stamp = await clock.sleep_until(start + retime(event.t))
+        offsets = [retime(e.t) for e in events]
+        start = clock.now()  # taken after the preparation above, so it does not delay the first events
+        for event, offset in zip(events, offsets, strict=True):
+            stamp = await clock.sleep_until(start + offset)
             if isinstance(event, Segment):
                 yield dataclasses.replace(event, t=stamp, start=start + retime(event.start),
                                           end=start + retime(event.end))
@@ -112,7 +113,8 @@ def replay_tiers(recording: Recording, speed: float = 1.0, idle_cap: float | Non
     from .config import tier_from_public
 
     tiers = []
-    lanes = recording.tiers or [{"name": f"lane {i}"} for i in range(1 + max((ln for _, ln in recording.events), default=0))]
+    count = 1 + max((ln for _, ln in recording.events), default=0)
+    lanes = recording.tiers or [{"name": f"lane {i}"} for i in range(count)]
     for i, public in enumerate(lanes):
         original = tier_from_public(public)
         options: dict[str, Any] = {"file": str(recording.path), "lane": i, "speed": speed}

@@ -13,9 +13,12 @@ from typing import Any
 from . import __version__
 from .base import ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock, RealClock, VirtualClock
+from .loop import loop_metrics
 from .metrics import STALL_THRESHOLD_S, TurnMetrics, summarize, turn_metrics
 from .race import LaneRun, Listener, Race
 from .registry import create_provider
+from .scenario import Scenario
+from .voice import VoiceMetrics, VoiceSettings, conversation_verdict, lane_voice
 
 VIRTUAL_PROVIDERS = frozenset({"synthetic", "replay"})
 """Providers that can run on the virtual clock (``--fast-forward``): no real I/O paces them."""
@@ -35,10 +38,15 @@ class SessionResult:
     def all_ok(self) -> bool:
         return all(m.ok for lane in self.metrics for m in lane)
 
+    def voice(self, settings: VoiceSettings) -> list[list[VoiceMetrics]]:
+        """The voice lens over every run of every lane: ``voice(settings)[lane][run]``."""
+        return [[lane_voice(run[i].events, settings) for run in self.runs] for i in range(len(self.tiers))]
 
-def lane_metrics(run: LaneRun, stall_threshold_s: float = STALL_THRESHOLD_S) -> TurnMetrics:
-    """The metrics of one lane's run."""
-    return turn_metrics(run.events, run.tier.price, run.tier.model, stall_threshold_s)
+
+def lane_metrics(run: LaneRun, stall_threshold_s: float = STALL_THRESHOLD_S, loop: bool = False) -> TurnMetrics:
+    """The metrics of one lane's run; with ``loop``, the loop metrics of a scenario lane (``LoopMetrics``)."""
+    measure = loop_metrics if loop else turn_metrics
+    return measure(run.events, run.tier.price, run.tier.model, stall_threshold_s)
 
 
 def check_fast_forward(tiers: Sequence[TierSpec]) -> None:
@@ -54,25 +62,30 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
                       on_run_start: Callable[[int], None] | None = None,
                       on_run_end: Callable[[int], None] | None = None,
                       providers: Sequence[Provider] | None = None, warm: bool = False,
-                      stall_threshold_s: float = STALL_THRESHOLD_S) -> SessionResult:
-    """Race the tiers ``runs`` times, one run after the other, and compute every lane's metrics."""
+                      stall_threshold_s: float = STALL_THRESHOLD_S, scenario: Scenario | None = None,
+                      loop: bool = False) -> SessionResult:
+    """Race the tiers ``runs`` times, one run after the other, and compute every lane's metrics.
+
+    With ``scenario`` every lane plays that agent loop; ``loop`` asks for loop metrics without one (replaying
+    a scenario's recording)."""
+    loop = loop or scenario is not None
     if fast_forward:
         check_fast_forward(tiers)
     provs = list(providers) if providers is not None else [create_provider(t) for t in tiers]
     result = SessionResult(list(tiers), metrics=[[] for _ in tiers])
     try:
         await asyncio.gather(*(p.prepare(warm) for p in provs))
-        for p in provs:
-            result.warnings.extend(getattr(p, "warnings", []))
+        for p in provs:  # lanes replaying one file would repeat its warning: say it once
+            result.warnings.extend(w for w in getattr(p, "warnings", []) if w not in result.warnings)
         for run in range(runs):
             if on_run_start is not None:
                 on_run_start(run)
             clock: Clock = VirtualClock() if fast_forward else RealClock()
-            race = Race(tiers, request, clock, listeners, providers=provs)
+            race = Race(tiers, request, clock, listeners, providers=provs, scenario=scenario)
             lanes = await (clock.drive(race.run()) if isinstance(clock, VirtualClock) else race.run())
             result.runs.append(lanes)
             for lane in lanes:
-                result.metrics[lane.index].append(lane_metrics(lane, stall_threshold_s))
+                result.metrics[lane.index].append(lane_metrics(lane, stall_threshold_s, loop))
             if on_run_end is not None:
                 on_run_end(run)
     finally:
@@ -80,9 +93,10 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
     return result
 
 
-def report(result: SessionResult) -> dict[str, Any]:
-    """The ``--json`` object: exactly the keys of DESIGN §8."""
-    return {
+def report(result: SessionResult, voice: VoiceSettings | None = None) -> dict[str, Any]:
+    """The ``--json`` object: the keys of DESIGN §8; with ``voice``, a ``voice`` object on each run and the
+    tier's conversation verdict."""
+    out: dict[str, Any] = {
         "tool": "tokrace",
         "version": __version__,
         "tiers": [
@@ -92,3 +106,10 @@ def report(result: SessionResult) -> dict[str, Any]:
             for i, tier in enumerate(result.tiers)
         ],
     }
+    if voice is not None:
+        for tier, lane in zip(out["tiers"], result.voice(voice), strict=True):
+            for run, v in zip(tier["runs"], lane, strict=True):
+                run["voice"] = v.to_json()
+            holds, why = conversation_verdict(lane)
+            tier["voice"] = {"holds_conversation": holds, "reason": why}
+    return out

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from .base import ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock
-from .events import Delta, Done, Error, Event, Headers, Request, Usage
+from .events import Delta, Done, Error, Event, Headers, Request, ToolCall, Usage
 
 PASSAGE: Final[str] = (
     "When a model streams fifty tokens a second, it is the slow part of almost every loop, and making it faster "
@@ -48,9 +48,8 @@ def pieces(text: str) -> list[str]:
 
 
 def _cycle(text: str, n: int) -> list[str]:
+    """The first ``n`` pieces of ``text`` repeated as often as needed (``text`` is one of the built-in ones)."""
     base = pieces(text)
-    if not base:
-        raise ConfigError("the synthetic text is empty")
     out: list[str] = []
     while len(out) < n:
         out.extend(base[: n - len(out)])
@@ -76,14 +75,20 @@ class Profile:
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Profile:
         profile = cls(**{k: v for k, v in options.items() if k in SYNTHETIC_OPTIONS})
-        if profile.tok_s <= 0:
-            raise ConfigError("tok_s must be above 0")
-        if profile.ttft_ms < 0:
-            raise ConfigError("ttft_ms must be 0 or more")
-        if not 0 <= profile.jitter < 1:
-            raise ConfigError("jitter must be at least 0 and below 1 (it is relative: 0.15 means ±15 %)")
-        if profile.tokens_per_event < 1:
-            raise ConfigError("tokens_per_event must be 1 or more")
+        for key, ok, expected in (
+            ("tok_s", profile.tok_s > 0, "above 0"),
+            ("ttft_ms", profile.ttft_ms >= 0, "0 or more"),
+            ("jitter", 0 <= profile.jitter < 1, "at least 0 and below 1 (it is relative: 0.15 means ±15 %)"),
+            ("tokens_per_event", profile.tokens_per_event >= 1, "1 or more"),
+            ("ttfb_ms", profile.ttfb_ms is None or profile.ttfb_ms >= 0, "0 or more"),
+            ("thinking_tokens", profile.thinking_tokens >= 0, "0 or more"),
+            ("thinking_tok_s", profile.thinking_tok_s is None or profile.thinking_tok_s > 0, "above 0"),
+            ("fail_after_tokens", profile.fail_after_tokens is None or profile.fail_after_tokens >= 0,
+             "0 or more"),
+            ("text", profile.text is None or bool(profile.text.strip()), "some words to stream"),
+        ):
+            if not ok:
+                raise ConfigError(f"{key} must be {expected}", key=key)
         return profile
 
 
@@ -110,35 +115,57 @@ class Step:
     text: str
     channel: str
     tokens: int
+    call: int | None = None
+    """For ``tool_args`` steps: which of the turn's tool calls these arguments belong to."""
 
 
-def schedule(profile: Profile, max_tokens: int, turn: int = 0) -> Iterator[Step]:
-    """The planned deltas: reasoning first (if any), then the answer; deterministic for a profile and seed."""
+def schedule(profile: Profile, max_tokens: int, turn: int = 0,
+             tool_args: Sequence[str] = ()) -> Iterator[Step]:
+    """The planned deltas: reasoning first (if any), then the answer (or, for a turn with scripted tool calls,
+    each call's arguments in turn instead); deterministic for a profile and seed.
+
+    Times are computed from token counts, not summed gap by gap, so a profile without jitter lands exactly on
+    ``ttft + n / tok_s`` (jitter is a separate, seeded drift)."""
     rng = random.Random(f"{profile.seed}:{turn}")
 
-    def jittered(x: float) -> float:
-        return x * (1.0 + profile.jitter * rng.uniform(-1.0, 1.0)) if profile.jitter else x
+    def wobble(x: float) -> float:
+        return x * profile.jitter * rng.uniform(-1.0, 1.0) if profile.jitter else 0.0
 
-    t = jittered(profile.ttft_ms / 1000.0)
+    base = profile.ttft_ms / 1000.0
+    drift = wobble(base)
     k = profile.tokens_per_event
     thinking = min(profile.thinking_tokens, max_tokens)
-    phases = [
-        ("reasoning", _cycle(THINKING, thinking) if thinking else [], profile.thinking_tok_s or profile.tok_s),
-        ("content", _cycle(profile.text or PASSAGE, max_tokens - thinking) if profile.text is None
-         else pieces(profile.text)[: max_tokens - thinking], profile.tok_s),
-    ]
+    answer = (_cycle(PASSAGE, max_tokens - thinking) if profile.text is None
+              else pieces(profile.text)[: max_tokens - thinking])
+    reasoning = _cycle(THINKING, thinking) if thinking else []
+    phases: list[tuple[str, list[str], float, int | None]] = [
+        ("reasoning", reasoning, profile.thinking_tok_s or profile.tok_s, None)]
+    if tool_args:
+        phases.extend(("tool_args", pieces(args), profile.tok_s, n) for n, args in enumerate(tool_args))
+    else:
+        phases.append(("content", answer, profile.tok_s, None))
     first = True
-    for channel, toks, rate in phases:
+    for channel, toks, rate, call in phases:
+        counted = 0
+        t = base
         for i in range(0, len(toks), k):
             chunk = toks[i : i + k]
             if not first:
-                t += jittered(len(chunk) / rate)
+                counted += len(chunk)
+                drift += wobble(len(chunk) / rate)
             first = False
-            yield Step(t, "".join(chunk), channel, len(chunk))
+            t = base + counted / rate
+            yield Step(t + drift, "".join(chunk), channel, len(chunk), call)
+        base = t
 
 
 class SyntheticProvider(Provider):
-    """Streams a built-in or given text at a profile's pace, with the provider-like usage at the end."""
+    """Streams a built-in or given text at a profile's pace, with the provider-like usage at the end.
+
+    When a scenario scripts tool calls for the turn, it streams each call's arguments (``tool_args`` deltas)
+    instead of an answer, ends each call with a ``ToolCall`` event and the turn with
+    ``finish_reason="tool_calls"``.
+    """
 
     name = "synthetic"
 
@@ -150,7 +177,9 @@ class SyntheticProvider(Provider):
         profile = self.profile
         start = clock.now()
         yield Request(t=start, turn=request.turn, model=self.tier.model or "synthetic", endpoint="synthetic")
-        steps = list(schedule(profile, request.max_tokens, request.turn))
+        calls = request.scripted_tool_calls
+        args = [str(c["arguments"]) for c in calls]
+        steps = list(schedule(profile, request.max_tokens, request.turn, args))
         ttfb = profile.ttfb_ms / 1000.0 if profile.ttfb_ms is not None else min(0.02, profile.ttft_ms / 1000.0)
         if steps:
             ttfb = min(ttfb, steps[0].t)
@@ -158,7 +187,8 @@ class SyntheticProvider(Provider):
         input_tokens = sum(len(pieces(m.content)) for m in request.conversation())
         produced = reasoning = answer = 0
         last = start + ttfb
-        for step in steps:
+        called = 0
+        for j, step in enumerate(steps):
             last = await clock.sleep_until(start + step.t)
             yield Delta(t=last, text=step.text, channel=step.channel, tokens=step.tokens)  # type: ignore[arg-type]
             produced += step.tokens
@@ -170,6 +200,16 @@ class SyntheticProvider(Provider):
                 yield Error(t=last, error="synthetic", message="synthetic failure after "
                             f"{answer} tokens (fail_after_tokens in this tier's profile)")
                 return
+            ends_call = step.call is not None and (j + 1 == len(steps) or steps[j + 1].call != step.call)
+            while ends_call and step.call is not None and called <= step.call:
+                yield _tool_call(calls[called], last)  # a call's event comes as its last argument piece lands
+                called += 1
+        for call in calls[called:]:
+            yield _tool_call(call, last)
         yield Usage(t=last, input=input_tokens, output=produced, reasoning=reasoning)
-        finish = "length" if produced >= request.max_tokens else "stop"
+        finish = "tool_calls" if calls else "length" if produced >= request.max_tokens else "stop"
         yield Done(t=last, finish_reason=finish)
+
+
+def _tool_call(call: dict[str, Any], t: float) -> ToolCall:
+    return ToolCall(t=t, id=str(call["id"]), name=str(call["name"]), arguments=str(call["arguments"]))

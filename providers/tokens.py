@@ -13,6 +13,8 @@ from functools import lru_cache
 from typing import Any, Final
 
 O200K_URL: Final[str] = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+O200K_SHA256: Final[str] = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+"""tiktoken's expected hash of the o200k file: a cached copy that does not match would make it download again."""
 O200K_PREFIXES: Final[tuple[str, ...]] = ("gpt-5", "gpt-4.5", "gpt-4.1", "gpt-4o", "chatgpt-4o", "o1", "o3", "o4",
                                           "gpt-oss", "ft:gpt-4o")
 """Model name prefixes that tiktoken maps to o200k (PROTOCOLS §6.1)."""
@@ -30,11 +32,26 @@ def _cache_dir() -> str:
 
 
 def o200k_cached() -> bool:
-    """Whether o200k_base can load without the network (its file is in tiktoken's cache)."""
+    """Whether o200k_base can load without the network (its file is in tiktoken's cache, intact)."""
     directory = _cache_dir()
     if not directory:
         return False
-    return os.path.exists(os.path.join(directory, hashlib.sha1(O200K_URL.encode()).hexdigest()))
+    path = os.path.join(directory, hashlib.sha1(O200K_URL.encode()).hexdigest())
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return False
+    return _intact(path, stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _intact(path: str, size: int, mtime_ns: int) -> bool:
+    """Whether the file hashes as tiktoken expects; size and mtime key the cache, so a changed file is re-read."""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest() == O200K_SHA256
+    except OSError:
+        return False
 
 
 def wants_o200k(model: str) -> bool:
@@ -60,10 +77,12 @@ def _encoding(name: str) -> Any:
 def get_encoding(model: str) -> tuple[str, Any | None]:
     """The encoding's name and object for a model; ``None`` when no tokenizer can load offline."""
     name = encoding_name_for(model)
-    try:
-        return name, _encoding(name)
-    except Exception:
-        return name, None
+    for candidate in dict.fromkeys((name, "cl100k_base")):
+        try:
+            return candidate, _encoding(candidate)
+        except Exception:  # a damaged or missing data file: try the next, never the network
+            continue
+    return name, None
 
 
 def count(text: str, model: str = "") -> tuple[int, str] | None:

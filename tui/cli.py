@@ -7,12 +7,19 @@ tiktoken, httpx) happen only inside the command that needs them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from providers import __version__
-from providers.base import TokraceError, TurnRequest
+from providers.base import TierSpec, TokraceError, TurnRequest
+
+if TYPE_CHECKING:
+    from providers.scenario import Scenario
+    from providers.speak import Speaker
+    from providers.voice import VoiceSettings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -41,6 +48,71 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+def _add_voice_options(p: argparse.ArgumentParser) -> None:
+    voice = p.add_argument_group("voice lens", "when would a voice start speaking, and would it run dry?")
+    voice.add_argument("--voice", action="store_true",
+                       help="add the voice lens: a table (and a voice object per run in --json)")
+    voice.add_argument("--wpm", type=_positive_float, metavar="N",
+                       help="speaking rate in words per minute (default 165; implies --voice)")
+    voice.add_argument("--tts-delay", type=_non_negative_float, metavar="MS",
+                       help="text-to-speech delay from a complete sentence to its audio (default 200; "
+                            "implies --voice)")
+    voice.add_argument("--speak", metavar="CMD",
+                       help="pipe each completed sentence of one lane to a text-to-speech command as it "
+                            "completes, e.g. --speak espeak-ng (or say, or a piper pipeline)")
+    voice.add_argument("--speak-lane", metavar="NAME",
+                       help="the tier to speak with --speak (default: the first)")
+
+
+def _voice(args: argparse.Namespace) -> VoiceSettings | None:
+    from providers.voice import DEFAULT_TTS_DELAY_S, DEFAULT_WPM, VoiceSettings
+
+    if not (args.voice or args.wpm is not None or args.tts_delay is not None):
+        return None
+    delay = args.tts_delay / 1000.0 if args.tts_delay is not None else DEFAULT_TTS_DELAY_S
+    return VoiceSettings(wpm=args.wpm if args.wpm is not None else DEFAULT_WPM, tts_delay_s=delay)
+
+
+def _speaker(args: argparse.Namespace, tiers: Sequence[TierSpec]) -> Speaker | None:
+    """The --speak listener, checked before the race: the command must exist and the lane must be a tier."""
+    import shlex
+    import shutil
+
+    from providers.speak import Speaker
+
+    if args.speak is None:
+        if args.speak_lane is not None:
+            raise UsageError("--speak-lane needs --speak CMD (the text-to-speech command)")
+        return None
+    try:
+        argv = shlex.split(args.speak)
+    except ValueError as exc:
+        raise UsageError(f"--speak: cannot read the command {args.speak!r} ({exc})") from None
+    if not argv:
+        raise UsageError("--speak: the text-to-speech command is empty")
+    if shutil.which(argv[0]) is None:
+        raise UsageError(f"--speak: no command {argv[0]!r} found; install a text-to-speech program "
+                         "(espeak-ng, say, piper) or name one that is installed")
+    lane = 0
+    if args.speak_lane is not None:
+        names = [t.name.lower() for t in tiers]
+        if args.speak_lane.lower() not in names:
+            raise UsageError(f"--speak-lane: no tier named {args.speak_lane!r} in this race "
+                             f"(tiers: {', '.join(t.name for t in tiers)})")
+        lane = names.index(args.speak_lane.lower())
+    return Speaker(argv, lane)
+
+
 def _add_race_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, metavar="FILE", help="config file (default: ./tokrace.toml, then the "
                    "user config dir; the built-in offline demo when there is none)")
@@ -49,6 +121,9 @@ def _add_race_options(p: argparse.ArgumentParser) -> None:
     prompt.add_argument("--prompt", metavar="TEXT", help="the prompt to race (default: the config's)")
     prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="read the prompt from a file")
     p.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output token limit per turn")
+    p.add_argument("--scenario", metavar="NAME|FILE",
+                   help="race a whole agent loop instead of one prompt: a built-in (see tokrace scenarios) "
+                        "or a scenario TOML file")
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
@@ -64,9 +139,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tokrace",
         description="Race LLM tiers side by side and see where the time goes. With no command, opens the race "
-                    "on the configured tiers (or the built-in offline demo).")
+                    "on the configured tiers (or the built-in offline demo); piped, prints the bench table.",
+        argument_default=argparse.SUPPRESS)  # the race options below are the screen's; a command has its own
     parser.add_argument("--version", action="version", version=f"tokrace {__version__}")
+    _add_race_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="the race screen on the built-in offline demo tiers",
+                          description="Open the race screen on the built-in offline demo: three synthetic Sol "
+                                      "tiers, no keys, no network. Piped, prints the bench table instead.")
+    demo_prompt = demo.add_mutually_exclusive_group()
+    demo_prompt.add_argument("--prompt", metavar="TEXT", help="the prompt to race (default: the demo's)")
+    demo_prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="read the prompt from a file")
+    demo.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output token limit per turn")
+    demo.add_argument("--scenario", metavar="NAME|FILE", help="race a whole agent loop on the demo tiers")
 
     bench = sub.add_parser("bench", help="headless race: print a table (or JSON) and exit",
                            description="Race the tiers headless and print a table, or JSON with --json. "
@@ -78,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="record the session to FILE (default: a new file in the recordings folder)")
     rec.add_argument("--no-record", action="store_true", help="do not record this session")
     bench.add_argument("--warm", action="store_true", help="open connections before the start")
+    bench.add_argument("--what-if", type=_positive_float, default=14.0, metavar="N", dest="what_if",
+                       help="with a scenario: how long the loop would take with a model N times faster "
+                            "(default 14)")
+    _add_voice_options(bench)
 
     replay = sub.add_parser("replay", help="replay a recording with its original timing",
                             description="Replay every lane of a recording with its original timing.")
@@ -86,10 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="play X times faster (default 1)")
     replay.add_argument("--idle-cap", type=_positive_float, metavar="S",
                         help="shorten every pause longer than S seconds to S")
-    replay.add_argument("--headless", action="store_true", help="no screen: print bench-style output")
+    replay.add_argument("--headless", action="store_true", help="no screen: print bench-style output (also "
+                        "when stdout is not a terminal)")
     replay.add_argument("--run", type=int, metavar="N", help="replay only run N of a multi-run recording")
     replay.add_argument("--json", metavar="FILE|-", dest="json_target", help="with --headless: JSON output")
     replay.add_argument("--fast-forward", action="store_true", help="with --headless: virtual time, no waiting")
+    _add_voice_options(replay)
 
     recordings = sub.add_parser("recordings", help="list recordings", description="List recordings, newest first.")
     recordings.add_argument("--dir", type=Path, metavar="DIR", help="folder to list (default: the recordings "
@@ -99,6 +191,19 @@ def build_parser() -> argparse.ArgumentParser:
                            description="The configured tiers with their endpoints and whether each key "
                                        "variable is set (never the key), then the presets.")
     tiers.add_argument("--config", type=Path, metavar="FILE", help="config file")
+
+    sub.add_parser("scenarios", help="list the built-in scenarios (agent loops)",
+                   description="The built-in scenarios for --scenario NAME: model requests, tools and people. "
+                               "--scenario FILE takes your own (the format is in the README).")
+
+    sub.add_parser("themes", help="list the themes and any broken theme files",
+                   description="One line per theme: its name and where it comes from (built-in or a file in "
+                               "the themes folder of the user config dir), then every broken theme file with "
+                               "its problem. Exit 1 when a theme file is broken.")
+
+    from .serve_cmd import add_serve_parser
+
+    add_serve_parser(sub)
     return parser
 
 
@@ -124,14 +229,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     tiers = config.select(args.tiers)
+    scenario = _scenario(args, config.defaults.scenario)
     request = _request(args, config.defaults.prompt, config.defaults.max_tokens)
-    for tier in tiers:
-        if tier.max_tokens is not None and not args.max_tokens:
-            request.max_tokens = min(request.max_tokens, tier.max_tokens) if len(tiers) > 1 else tier.max_tokens
-    record = None if args.no_record else (args.record or default_path(request.prompt))
+    if args.max_tokens:  # the command line wins over every tier's own limit (in a loop: caps every request)
+        tiers = [dataclasses.replace(tier, max_tokens=args.max_tokens if scenario else None) for tier in tiers]
+    if scenario is not None:
+        request.prompt = scenario.first_prompt()
+    voice, speaker = _voice(args), _speaker(args, tiers)
+    slug = scenario.name if scenario is not None else request.prompt
+    record = None if args.no_record else (args.record or default_path(slug))
     return run_headless(tiers, request, runs=args.runs, fast_forward=args.fast_forward, record=record,
                         prompt=request.prompt, json_target=args.json_target, warm=args.warm,
-                        stall_threshold_s=config.defaults.stall_threshold_ms / 1000.0)
+                        stall_threshold_s=config.defaults.stall_threshold_ms / 1000.0,
+                        voice=voice, speaker=speaker, scenario=scenario, what_if=args.what_if)
+
+
+def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
+    """The scenario to race: --scenario, else the config's (unless a prompt was given on the command line)."""
+    from providers.scenario import load_scenario
+
+    prompted = bool(getattr(args, "prompt", None) or getattr(args, "prompt_file", None))
+    if args.scenario and prompted:
+        raise UsageError("--scenario and --prompt both say what to race; give one of them")
+    name = args.scenario or (None if prompted else default)
+    return load_scenario(name) if name else None
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -139,16 +260,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from providers.replay import replay_tiers
 
     recording = read_recording(args.file)
-    if not args.headless:
-        raise UsageError("the replay screen is not available yet; use --headless")
-    from .headless import run_headless
-
     if args.run is not None and not 0 <= args.run < recording.runs:
         raise UsageError(f"{args.file}: no run {args.run} (it has {recording.runs})")
+    if not args.headless and sys.stdout.isatty():
+        from .launch import run_replay
+
+        # The screen's playback clock applies the speed (and the user changes it), so the lanes play at 1×.
+        return run_replay(recording, replay_tiers(recording, 1.0, args.idle_cap, run=args.run), args.speed,
+                          args.idle_cap, args.run)
+    from .headless import run_headless
+
     runs = recording.runs if args.run is None else 1
     tiers = replay_tiers(recording, args.speed, args.idle_cap, run=args.run)
+    scenario = recording.header.get("scenario")
     return run_headless(tiers, TurnRequest(prompt=recording.prompt), runs=runs, fast_forward=args.fast_forward,
-                        record=None, prompt=recording.prompt, json_target=args.json_target)
+                        record=None, prompt=recording.prompt, json_target=args.json_target,
+                        voice=_voice(args), speaker=_speaker(args, tiers),
+                        loop=str(scenario) if scenario else None)
 
 
 def cmd_recordings(args: argparse.Namespace) -> int:
@@ -212,20 +340,107 @@ def cmd_tiers(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from providers.scenario import HumanStep, builtin_scenarios
+
+    table = Table(title="built-in scenarios (--scenario NAME)", title_justify="left")
+    for col, justify in (("name", "left"), ("what happens", "left"), ("model requests", "right"),
+                         ("tools", "left"), ("people", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for sc in builtin_scenarios():
+        people = sum(1 for step in sc.steps if isinstance(step, HumanStep))
+        table.add_row(sc.name, sc.description, str(sc.model_steps), ", ".join(sc.tools), str(people))
+    Console().print(table)
+    return EXIT_OK
+
+
+def cmd_themes(args: argparse.Namespace) -> int:
+    from themes.loader import load_themes
+
+    catalog = load_themes()
+    width = max(len(name) for name in catalog.themes)
+    for name, loaded in catalog.themes.items():
+        print(f"{name:<{width}}  {loaded.origin}")
+    if not catalog.problems:
+        return EXIT_OK
+    print("\nbroken theme files:")
+    for problem in catalog.problems:
+        print(problem)
+    return EXIT_FAILED
+
+
+RACE_KEYS = ("config", "tiers", "prompt", "prompt_file", "max_tokens", "scenario")
+"""The options ``tokrace`` takes without a command (as ``bench`` does)."""
+
+
+def cmd_race(args: argparse.Namespace) -> int:
+    """``tokrace`` alone: the race screen on the configured tiers (or the demo); piped, the bench table."""
+    if not sys.stdout.isatty():
+        bench = build_parser().parse_args(["bench"])
+        bench.__dict__.update({key: getattr(args, key) for key in RACE_KEYS if hasattr(args, key)})
+        return cmd_bench(bench)
+    from providers.config import load_config
+
+    from .launch import run_race
+
+    for key in RACE_KEYS:
+        if not hasattr(args, key):
+            setattr(args, key, None)
+    config = load_config(args.config)
+    tiers = config.select(args.tiers)
+    scenario = _scenario(args, config.defaults.scenario)
+    request = _request(args, config.defaults.prompt, config.defaults.max_tokens)
+    if args.max_tokens:  # as in bench: the command line wins over every tier's own limit
+        tiers = [dataclasses.replace(tier, max_tokens=args.max_tokens if scenario else None) for tier in tiers]
+    if scenario is not None:
+        request.prompt = scenario.first_prompt()
+    return run_race(tiers, request, scenario)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The race on the built-in demo tiers: on screen in a terminal, else the bench table (not recorded)."""
+    from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
+
+    scenario = _scenario(args, None)
+    request = _request(args, DEMO_PROMPT, DEMO_MAX_TOKENS)
+    if scenario is not None:
+        request.prompt = scenario.first_prompt()
+    if not sys.stdout.isatty():
+        from .headless import run_headless
+
+        return run_headless(demo_tiers(), request, runs=1, fast_forward=False, record=None, prompt=request.prompt,
+                            json_target=None, scenario=scenario)
+    from .launch import run_race
+
+    return run_race(demo_tiers(), request, scenario)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .serve_cmd import cmd_serve as serve
+
+    return serve(args)
+
+
 COMMANDS = {
     "bench": cmd_bench,
+    "demo": cmd_demo,
     "replay": cmd_replay,
     "recordings": cmd_recordings,
     "tiers": cmd_tiers,
+    "scenarios": cmd_scenarios,
+    "themes": cmd_themes,
+    "serve": cmd_serve,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    command = args.command or "bench"
     try:
-        return COMMANDS[command](args) if args.command else cmd_bench(parser.parse_args(["bench"]))
+        return COMMANDS[args.command](args) if args.command else cmd_race(args)
     except TokraceError as exc:
         print(f"tokrace: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -5,17 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from providers.base import TierSpec, TurnRequest
+from providers.base import TierSpec, TokraceError, TurnRequest
+from providers.loop import WHAT_IF_FACTOR
 from providers.metrics import TurnMetrics, percentile
+from providers.race import Listener
 from providers.recording import Recorder
+from providers.scenario import Scenario
 from providers.session import SessionResult, report, run_session
+from providers.speak import Speaker
+from providers.voice import CONVERSATION_GAP_S, VoiceSettings, conversation_verdict
+
+from .loop_report import bottleneck_table, speedup_line
 
 SOURCE_MARK = {"usage": "", "tokenizer": "≈", "chunks": "~"}
 """How a token count is marked: exact from usage, ≈ from the tokenizer, ~ counted in chunks."""
@@ -46,33 +55,85 @@ def results_table(result: SessionResult, runs: int) -> Table:
         tokens = _p50([float(m.output_tokens) for m in pick])
         source = pick[0].tokens_source if pick else "chunks"
         cost = _p50([m.cost_usd for m in pick])
-        status = "[green]ok[/]" if not failed else f"[red]{len(failed)} failed[/]: {failed[0].error}"
+        reason = escape(failed[0].error or "") if failed else ""
+        status = "[green]ok[/]" if not failed else f"[red]{len(failed)} failed[/]: {reason}"
         e2e = _p50([m.e2e_s for m in pick])
         style = "bold" if fastest is not None and fastest in ms else ""
-        table.add_row(tier.name, tier.model or tier.provider, _fmt(_p50([m.ttft_s for m in pick]), " s", 3),
+        table.add_row(escape(tier.name), escape(tier.model or tier.provider),
+                      _fmt(_p50([m.ttft_s for m in pick]), " s", 3),
                       _fmt(_p50([m.decode_tok_s for m in pick]), "", 1), _fmt(e2e, " s"),
                       "—" if tokens is None else f"{SOURCE_MARK.get(source, '')}{tokens:.0f}",
                       "—" if cost is None else f"${cost:.4f}", status, style=style)
     return table
 
 
-def write_json(result: SessionResult, target: str) -> None:
-    """Write the JSON contract to a file, or stdout for ``-``."""
-    text = json.dumps(report(result), indent=2, ensure_ascii=False)
+def voice_table(result: SessionResult, settings: VoiceSettings, runs: int) -> Table:
+    """The voice lens, a row per tier: when speech could start and whether the text ever ran dry under it."""
+    title = (f"voice at {settings.wpm:g} wpm, TTS delay {settings.tts_delay_s * 1000:.0f} ms"
+             + (f" — p50 of {runs} runs" if runs > 1 else ""))
+    table = Table(title=title, title_justify="left")
+    for col, justify in (("tier", "left"), ("TTFS", "right"), ("1st audio", "right"), ("stalls", "right"),
+                         ("silent", "right"), ("margin", "right"), ("talk", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for tier, lane in zip(result.tiers, result.voice(settings), strict=True):
+        holds, _ = conversation_verdict(lane)
+        stalls = _p50([float(v.stalls) for v in lane])
+        table.add_row(escape(tier.name), _fmt(_p50([v.ttfs_s for v in lane]), " s", 3),
+                      _fmt(_p50([v.first_audio_max_s for v in lane]), " s", 3),
+                      "—" if stalls is None else f"{stalls:g}",
+                      _fmt(_p50([v.stall_s for v in lane]), " s", 1),
+                      _fmt(_p50([v.min_margin_s for v in lane]), " s", 1),
+                      "[green]holds[/]" if holds else "[red]gaps[/]")
+    return table
+
+
+def verdict_line(result: SessionResult, settings: VoiceSettings) -> str:
+    """Which tiers could hold a conversation without a gap, and why the others could not (Rich markup)."""
+    holds: list[str] = []
+    gaps: list[str] = []
+    for tier, lane in zip(result.tiers, result.voice(settings), strict=True):
+        ok, why = conversation_verdict(lane)
+        (holds if ok else gaps).append(escape(tier.name) if ok else f"{escape(tier.name)} ({why})")
+    rule = f"first audio within {CONVERSATION_GAP_S:g} s and never silent mid-answer"
+    if not holds:
+        return f"no tier could hold a conversation without a gap ({rule}): {', '.join(gaps)}"
+    line = f"could hold a conversation without a gap ({rule}): {', '.join(holds)}"
+    return line + (f"; not: {', '.join(gaps)}" if gaps else "")
+
+
+def write_json(result: SessionResult, target: str, voice: VoiceSettings | None = None) -> None:
+    """Write the JSON contract to a file, or stdout for ``-``; with ``voice``, the voice lens on every run."""
+    text = json.dumps(report(result, voice), indent=2, ensure_ascii=False)
     if target == "-":
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
-    else:
+        return
+    try:
         Path(target).write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise TokraceError(f"{target}: cannot write the JSON ({exc.strerror or exc})") from None
 
 
 def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast_forward: bool,
                  record: Path | None, prompt: str, json_target: str | None, warm: bool = False,
-                 stall_threshold_s: float = 0.25, header_extra: dict[str, Any] | None = None) -> int:
-    """Run, print, and return the exit code (0 all ok, 1 a run failed)."""
+                 stall_threshold_s: float = 0.25, header_extra: dict[str, Any] | None = None,
+                 voice: VoiceSettings | None = None, speaker: Speaker | None = None,
+                 scenario: Scenario | None = None, loop: str | None = None, what_if: float = WHAT_IF_FACTOR) -> int:
+    """Run, print, and return the exit code (0 all ok, 1 a run failed). With ``speaker``, one lane is spoken
+    aloud as it streams, and the run waits for the voice to finish. With ``scenario`` every lane plays that
+    agent loop (``loop`` names a recorded one being replayed) and a bottleneck table follows, with a what-if
+    for a model ``what_if``× faster."""
+    loop = scenario.name if scenario is not None else loop
     err = Console(stderr=True)
-    recorder = Recorder(record, prompt, tiers, extra=header_extra) if record is not None else None
-    listeners = [recorder] if recorder is not None else []
+    if json_target not in (None, "-"):  # find out now, not after a long race
+        folder = Path(json_target).parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise TokraceError(f"{json_target}: cannot write the JSON (no writable folder {folder})")
+    recorder = (Recorder(record, prompt, tiers, scenario=loop, extra=header_extra)
+                if record is not None else None)
+    listeners: list[Listener] = [recorder] if recorder is not None else []
+    if speaker is not None:
+        listeners.append(speaker)
     progress = None
     task = None
     if runs > 1:
@@ -91,24 +152,45 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
         if progress is not None and task is not None:
             progress.update(task, completed=run + 1)
 
+    async def session() -> SessionResult:
+        try:
+            done = await run_session(tiers, request, runs=runs, fast_forward=fast_forward,
+                                     listeners=listeners, on_run_start=on_start, on_run_end=on_end,
+                                     warm=warm, stall_threshold_s=stall_threshold_s, scenario=scenario,
+                                     loop=loop is not None)
+            if speaker is not None:
+                await speaker.drain()
+            return done
+        finally:
+            if speaker is not None:
+                await speaker.aclose()
+
     try:
-        result = asyncio.run(run_session(tiers, request, runs=runs, fast_forward=fast_forward,
-                                         listeners=listeners, on_run_start=on_start, on_run_end=on_end,
-                                         warm=warm, stall_threshold_s=stall_threshold_s))
+        result = asyncio.run(session())
     finally:
         if progress is not None:
             progress.stop()
         if recorder is not None:
             recorder.close()
-    for warning in result.warnings:
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    for warning in [*result.warnings, *(speaker.problems if speaker is not None else [])]:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if json_target != "-":
         Console().print(results_table(result, runs))
         if any(m.tokens_source != "usage" for lane in result.metrics for m in lane):
-            err.print("tokens: ≈ counted by the tokenizer, ~ counted in chunks; otherwise the provider's usage",
-                      style="dim", highlight=False)
+            encodings = sorted({m.encoding for lane in result.metrics for m in lane if m.encoding})
+            by = f"tiktoken {', '.join(encodings)}" if encodings else "the tokenizer"
+            err.print(f"tokens: ≈ counted by {by}, ~ counted in chunks; otherwise the provider's usage",
+                      style="dim", highlight=False, markup=False)
+        if loop is not None:
+            Console().print(bottleneck_table(result, what_if, loop, runs))
+            line = speedup_line(result, what_if)
+            if line is not None:
+                Console().print(escape(line), highlight=False)
+        if voice is not None:
+            Console().print(voice_table(result, voice, runs))
+            Console().print(verdict_line(result, voice), highlight=False)
     if json_target is not None:
-        write_json(result, json_target)
+        write_json(result, json_target, voice)
     if recorder is not None:
-        err.print(f"recorded to {record}", style="dim", highlight=False)
+        err.print(f"recorded to {record}", style="dim", highlight=False, markup=False)
     return 0 if result.all_ok else 1

@@ -1,0 +1,477 @@
+"""Live lane state for the screen: a race listener folds each event into a small per-lane model in constant
+time, and the screen samples that model at frame rate (text tail, tokens, tok/s window and history, state,
+TTFT, elapsed, cost, timeline segments). Nothing here knows about widgets; the numbers agree with ``metrics``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeAlias
+
+from .base import TierSpec
+from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage
+from .loop import LOOP_SOURCE
+from .metrics import SegmentSpan, cost
+
+LaneState: TypeAlias = Literal["idle", "connecting", "waiting", "thinking", "streaming", "tool", "human",
+                               "retry", "done", "error", "stopped"]
+"""What a lane is doing, as its badge says."""
+
+TERMINAL_STATES: Final[frozenset[str]] = frozenset({"done", "error", "stopped"})
+"""States after which a lane produces nothing more (unless a loop starts another turn)."""
+
+TokenSource: TypeAlias = Literal["usage", "provider", "tokenizer", "chunks"]
+"""Where a live count comes from: the provider's usage, its per-piece counts, tiktoken, or counted chunks."""
+
+SOURCE_MARK: Final[dict[str, str]] = {"usage": "", "provider": "", "tokenizer": "≈", "chunks": "~"}
+"""How a count is marked on screen: exact counts plain, ≈ counted by the tokenizer, ~ counted in chunks."""
+
+WINDOW_S: Final[float] = 1.0
+"""The sliding window of the live tok/s gauge."""
+
+RAMP_S: Final[float] = 0.1
+"""A stream younger than the window has its rate averaged over at least this long (no spike at its start)."""
+
+BUCKET_S: Final[float] = 0.25
+"""The width of one sparkline bar of the rate history."""
+
+SPAN_STATES: Final[dict[str, LaneState]] = {"tool": "tool", "human": "human", "retry": "retry", "wait": "waiting"}
+"""The badge while a span announced ahead of time (a scenario's tool, person or wait step) lasts."""
+
+_MAX_WINDOW_SAMPLES: Final[int] = 4096
+
+
+@dataclass(slots=True)
+class _Turn:
+    """What the live model keeps of one turn: enough for its segments, its count and its decode rate."""
+
+    start: float
+    wait_from: float
+    first: float | None = None
+    first_reasoning: bool = False
+    first_tokens: int = 0
+    answer: float | None = None
+    last_token: float | None = None
+    end: float | None = None
+    token_events: int = 0
+    streamed: int = 0
+    streamed_reasoning: bool = False
+    usage: Usage | None = None
+    tool_called: bool = False
+
+    def tokens(self) -> int:
+        """The turn's count: the provider's usage when it sent one, else what was counted while streaming."""
+        if self.usage is not None and (self.usage.output > 0 or not self.token_events):
+            return self.usage.output
+        return self.streamed
+
+    def decode_parts(self) -> tuple[float, float] | None:
+        """(tokens after the first event, seconds from first to last token), as ``metrics.decode_tok_s``."""
+        if self.first is None or self.last_token is None or self.token_events < 2:
+            return None
+        span = self.last_token - self.first
+        if span <= 0:
+            return None
+        hidden = 0
+        if self.usage is not None and self.usage.output > 0 and not self.streamed_reasoning:
+            hidden = self.usage.reasoning
+        visible = max(self.tokens() - hidden, self.token_events)
+        return max(visible - self.first_tokens, 0), span
+
+
+class LiveLane:
+    """One lane as the screen sees it. ``on_event`` is the only writer and costs a few microseconds."""
+
+    def __init__(self, tier: TierSpec, expected_turns: int | None = 1,
+                 on_needs_encoding: Callable[[LiveLane], None] | None = None) -> None:
+        self.tier = tier
+        self.expected_turns = expected_turns
+        """Turns after which the lane is finished; ``None`` when only the end of the race says so."""
+        self.on_needs_encoding = on_needs_encoding
+        """Called once when a delta comes without a token count and no tokenizer is loaded yet."""
+        self.state: LaneState = "idle"
+        self.detail = ""
+        """A word on the state: the tool's name, the error's message."""
+        self.error: str | None = None
+        self.finished = False
+        """No more events will come: render the final answer."""
+        self.version = 0
+        """Bumped on every change, so the screen redraws only what moved."""
+        self.pieces: list[tuple[str, str]] = []
+        """Everything shown in the lane, in order, as (channel, text); ``meta`` marks tool calls and turns."""
+        self.ttft: float | None = None
+        self.turns: list[_Turn] = []
+        self.explicit: list[SegmentSpan] = []
+        """Segments the events named (connect, tool, human, retry, stall)."""
+        self.last_t = 0.0
+        self.loop_end: float | None = None
+        """When a scenario's loop ended (after its last tool or person, not just its last model turn)."""
+        self.encoding: str | None = None
+        """The tiktoken encoding counting deltas that came without a count, once loaded."""
+        self._counter: Any = None
+        self._counter_total = 0
+        self._pending: list[str] = []
+        self._asked_encoding = False
+        self._sources: set[str] = set()
+        self._stream_total = 0
+        self._window: deque[tuple[float, int]] = deque()
+        self.history: list[int] = []
+        """Tokens streamed per ``BUCKET_S`` of lane time, from the lane's start."""
+        self._span_state: LaneState | None = None
+        self._span_until = 0.0
+
+    # -- the writer ------------------------------------------------------------------------------------------
+
+    def on_event(self, event: Event) -> None:
+        """Fold one event into the lane."""
+        t = event.t
+        if t > self.last_t:
+            self.last_t = t
+        self.version += 1
+        if isinstance(event, Delta):
+            if event.text:
+                self._on_delta(event, t)
+            return
+        turn = self.turns[-1] if self.turns else None
+        if isinstance(event, Request):
+            if self.turns:
+                self.pieces.append(("meta", "\n\n"))
+            self.turns.append(_Turn(start=t, wait_from=t))
+            self._set_state("connecting")
+        elif isinstance(event, Headers):
+            if self.state == "connecting":
+                self._set_state("waiting")
+        elif isinstance(event, Usage):
+            if turn is not None:
+                turn.usage = event
+        elif isinstance(event, Segment):
+            self.explicit.append(SegmentSpan(event.seg, event.start, event.end, event.label))
+            if turn is not None and event.seg in ("connect", "retry"):
+                turn.wait_from = max(turn.wait_from, event.end)
+            if event.seg == "connect" and self.state == "connecting":
+                self._set_state("waiting")
+            if event.seg in SPAN_STATES and event.end > t:
+                self._span_state, self._span_until = SPAN_STATES[event.seg], event.end
+            if event.seg in ("tool", "human"):
+                label = f" {event.label}" if event.label else ""
+                self.pieces.append(("meta", f"\n[{event.seg}{label}: {event.end - event.start:.2f} s]\n"))
+        elif isinstance(event, ToolCall):
+            if turn is not None:
+                turn.tool_called = True
+            self.pieces.append(("meta", f"\n→ {event.name}({event.arguments})\n"))
+            self._set_state("tool", event.name)
+        elif isinstance(event, Done):
+            if turn is not None and turn.end is None:
+                turn.end = t
+            if event.finish_reason == "tool_calls" or (turn is not None and turn.tool_called):
+                self._set_state("tool", self.detail)
+            else:
+                self._set_state("done")
+            self._check_finished()
+        elif isinstance(event, Error):
+            if turn is not None and turn.end is None:
+                turn.end = t
+            self.error = event.message
+            self._set_state("stopped" if event.error == "stopped" else "error", event.message)
+            self.finished = True
+        elif isinstance(event, Extra) and event.source == LOOP_SOURCE:  # a scenario's loop is over
+            self.loop_end = t
+            self._set_state("done")
+            self.finished = True
+
+    def _on_delta(self, delta: Delta, t: float) -> None:
+        turn = self.turns[-1] if self.turns else None
+        if turn is None:  # a provider that skipped its Request: the race adds one, but stay safe
+            turn = _Turn(start=0.0, wait_from=0.0)
+            self.turns.append(turn)
+        channel = delta.channel
+        self.pieces.append((channel, delta.text))
+        if delta.tokens is not None:
+            inc = delta.tokens
+            self._sources.add("provider")
+        elif self._counter is not None:
+            total = self._counter.feed(delta.text)
+            inc = total - self._counter_total
+            self._counter_total = total
+            self._sources.add("tokenizer")
+        else:
+            inc = 1
+            self._pending.append(delta.text)
+            self._sources.add("chunks")
+            if not self._asked_encoding and self.on_needs_encoding is not None:
+                self._asked_encoding = True
+                self.on_needs_encoding(self)
+        if turn.first is None:
+            turn.first = t
+            turn.first_tokens = inc
+            turn.first_reasoning = channel == "reasoning"
+            if self.ttft is None:
+                self.ttft = t - self.turns[0].start
+        if channel != "reasoning" and turn.answer is None:
+            turn.answer = t
+        if channel == "reasoning":
+            turn.streamed_reasoning = True
+        turn.last_token = t
+        turn.token_events += 1
+        turn.streamed += inc
+        self._stream_total += inc
+        window = self._window
+        window.append((t, self._stream_total))
+        if len(window) > _MAX_WINDOW_SAMPLES:
+            self._prune(t)
+        bucket = int(t / BUCKET_S)
+        history = self.history
+        if bucket >= len(history):
+            history.extend([0] * (bucket + 1 - len(history)))
+        history[bucket] += inc
+        state: LaneState = "thinking" if channel == "reasoning" else "streaming"
+        if self.state != state:
+            self._set_state(state)
+
+    def _set_state(self, state: LaneState, detail: str = "") -> None:
+        self.state = state
+        self.detail = detail
+
+    def _check_finished(self) -> None:
+        ended = sum(1 for turn in self.turns if turn.end is not None)
+        if self.expected_turns is not None and ended >= self.expected_turns:
+            self.finished = True
+
+    def finish(self) -> None:
+        """The race is over: nothing more will come."""
+        if not self.finished:
+            self.finished = True
+            self.version += 1
+
+    def set_encoding(self, name: str, encoding: Any) -> None:
+        """Count with a tokenizer from now on; the text that came before it is counted at once."""
+        from .tokens import IncrementalCounter
+
+        self.encoding = name
+        self._counter = IncrementalCounter(encoding)
+        if self._pending:
+            counted = self._counter.feed("".join(self._pending))
+            adjust = counted - len(self._pending)
+            self._counter_total = counted
+            self._pending.clear()
+            self._stream_total += adjust
+            if self.turns:
+                self.turns[-1].streamed += adjust
+            self._window.clear()  # the re-count is not a burst of speed
+            self._sources.discard("chunks")
+            self._sources.add("tokenizer")
+        self.version += 1
+
+    # -- what the screen samples -----------------------------------------------------------------------------
+
+    @property
+    def tokens(self) -> int:
+        """Output tokens so far, all turns."""
+        return sum(turn.tokens() for turn in self.turns)
+
+    @property
+    def tokens_source(self) -> TokenSource:
+        """Where the count comes from; the least exact source of any turn wins."""
+        counted = [turn for turn in self.turns if turn.token_events]
+        if counted and all(turn.usage is not None and turn.usage.output > 0 for turn in counted):
+            return "usage"
+        for source in ("chunks", "tokenizer", "provider"):
+            if source in self._sources:
+                return source
+        return "usage" if any(turn.usage is not None for turn in self.turns) else "chunks"
+
+    @property
+    def ended_at(self) -> float | None:
+        """When the lane's last turn ended, once it is in a final state."""
+        if self.state not in TERMINAL_STATES or not self.turns:
+            return None
+        if self.loop_end is not None:
+            return self.loop_end
+        ends = [turn.end for turn in self.turns if turn.end is not None]
+        return max(ends) if ends else self.last_t
+
+    @property
+    def started_at(self) -> float | None:
+        return self.turns[0].start if self.turns else None
+
+    @property
+    def e2e(self) -> float | None:
+        """Request start → end of the last turn, once ended."""
+        end, start = self.ended_at, self.started_at
+        return None if end is None or start is None else end - start
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "done" and self.error is None
+
+    def state_at(self, now: float) -> LaneState:
+        """The badge at ``now``: a tool, human or retry span announced ahead of time shows until it ends."""
+        if self._span_state is not None and now < self._span_until and self.state not in ("error", "stopped"):
+            return self._span_state
+        return self.state
+
+    def elapsed(self, now: float) -> float:
+        """Seconds since the race started, frozen when the lane ended."""
+        end = self.ended_at
+        if end is not None:
+            return end
+        return max(now, self.last_t) if self.turns else 0.0
+
+    def decode_rate(self) -> float | None:
+        """Tokens after the first event ÷ first-to-last token time, all turns, as ``metrics.decode_tok_s``."""
+        parts = [p for p in (turn.decode_parts() for turn in self.turns) if p is not None]
+        span = sum(s for _, s in parts)
+        return sum(n for n, _ in parts) / span if span > 0 else None
+
+    def _prune(self, now: float) -> None:
+        window, cutoff = self._window, now - WINDOW_S
+        while len(window) > 1 and window[1][0] <= cutoff:
+            window.popleft()
+
+    def rate(self, now: float) -> float:
+        """Tokens per second over the last ``WINDOW_S`` (over the stream's age, at least ``RAMP_S``, if less).
+
+        The first sample of a young stream is its base: its own tokens came before any time had passed."""
+        window = self._window
+        if not window:
+            return 0.0
+        self._prune(now)
+        cutoff = now - WINDOW_S
+        base_t, base_total = window[0]
+        last_total = window[-1][1]
+        if base_t <= cutoff:
+            return max(last_total - base_total, 0) / WINDOW_S
+        return max(last_total - base_total, 0) / max(now - base_t, RAMP_S)
+
+    def history_rates(self, now: float, count: int) -> list[float]:
+        """The last ``count`` complete history buckets before ``now``, in tok/s, oldest first."""
+        complete = min(int(now / BUCKET_S), len(self.history)) if not self.finished else len(self.history)
+        rates = [n / BUCKET_S for n in self.history[max(complete - count, 0):complete]]
+        return rates
+
+    def cost_so_far(self) -> float | None:
+        """USD so far from the usage that came and the tokens counted, at the tier's price."""
+        input_tokens = sum(turn.usage.input for turn in self.turns if turn.usage is not None)
+        cached = sum(turn.usage.cached for turn in self.turns if turn.usage is not None)
+        usage = Usage(t=self.last_t, input=input_tokens, cached=cached) if input_tokens else None
+        return cost(self.tier.price, usage, self.tokens)
+
+    def segments(self, now: float) -> list[SegmentSpan]:
+        """The lane's timeline so far, as ``metrics.turn_segments`` cuts it; an open turn grows to ``now``."""
+        spans = list(self.explicit)
+        for turn in self.turns:
+            end = turn.end if turn.end is not None else max(now, self.last_t)
+            if turn.first is None:
+                spans.append(SegmentSpan("wait", turn.wait_from, end))
+                continue
+            spans.append(SegmentSpan("wait", turn.wait_from, turn.first))
+            if turn.first_reasoning:
+                think_end = turn.answer if turn.answer is not None else end
+                spans.append(SegmentSpan("think", turn.first, think_end))
+            if turn.answer is not None:
+                spans.append(SegmentSpan("model", turn.answer, end))
+        return sorted(spans, key=lambda s: (s.start, s.end))
+
+    def tail(self, chars: int) -> list[tuple[str, str]]:
+        """The last pieces holding at least ``chars`` characters (the first one cut), for the visible tail."""
+        out: list[tuple[str, str]] = []
+        need = chars
+        pieces = self.pieces
+        i = len(pieces) - 1
+        while i >= 0 and need > 0:
+            channel, text = pieces[i]
+            if len(text) > need:
+                text = text[-need:]
+            out.append((channel, text))
+            need -= len(text)
+            i -= 1
+        out.reverse()
+        return out
+
+    def answer_text(self) -> str:
+        """The visible answer of every turn (content only), for the final Markdown."""
+        parts = []
+        for channel, text in self.pieces:
+            if channel == "content" or (channel == "meta" and text == "\n\n"):  # answers, and turn breaks
+                parts.append(text)
+        return "".join(parts).strip()
+
+    def channel_text(self, channel: str) -> str:
+        return "".join(text for ch, text in self.pieces if ch == channel)
+
+
+@dataclass(frozen=True, slots=True)
+class LaneResult:
+    """One lane's place in the race summary."""
+
+    name: str
+    e2e: float
+    decode: float | None
+    tokens_speedup: float | None
+    """This lane's decode rate ÷ the slowest lane's."""
+    turn_speedup: float
+    """The slowest lane's e2e ÷ this lane's."""
+
+
+@dataclass(frozen=True, slots=True)
+class RaceSummary:
+    """Who finished first, by how much, and every lane's speed-up against the slowest."""
+
+    first: str | None = None
+    first_e2e: float | None = None
+    runner_up: str | None = None
+    lead_s: float | None = None
+    slowest: str | None = None
+    results: list[LaneResult] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def race_summary(lanes: Sequence[LiveLane]) -> RaceSummary:
+    """The summary of a finished race; lanes that failed are named apart and left out of the comparison."""
+    ok = [(lane, lane.e2e) for lane in lanes if lane.ok and lane.e2e is not None]
+    failed = [lane.tier.name for lane in lanes if not (lane.ok and lane.e2e is not None)]
+    if not ok:
+        return RaceSummary(failed=failed)
+    ordered = sorted(ok, key=lambda pair: pair[1] or 0.0)
+    first, first_e2e = ordered[0]
+    slow_lane, slow_e2e = ordered[-1]
+    slow_decode = slow_lane.decode_rate()
+    results = []
+    for lane, e2e in ordered:
+        assert e2e is not None
+        decode = lane.decode_rate()
+        tokens_x = decode / slow_decode if decode is not None and slow_decode else None
+        results.append(LaneResult(lane.tier.name, e2e, decode, tokens_x,
+                                  (slow_e2e or 0.0) / e2e if e2e > 0 else 1.0))
+    runner_up = ordered[1] if len(ordered) > 1 else None
+    return RaceSummary(first=first.tier.name, first_e2e=first_e2e,
+                       runner_up=runner_up[0].tier.name if runner_up else None,
+                       lead_s=(runner_up[1] or 0.0) - (first_e2e or 0.0) if runner_up else None,
+                       slowest=slow_lane.tier.name if len(ordered) > 1 else None, results=results,
+                       failed=failed)
+
+
+class LiveRace:
+    """The race listener the screen reads: one :class:`LiveLane` per tier."""
+
+    def __init__(self, tiers: Sequence[TierSpec], expected_turns: Sequence[int | None] | None = None,
+                 on_needs_encoding: Callable[[LiveLane], None] | None = None) -> None:
+        expected = list(expected_turns) if expected_turns is not None else [1] * len(tiers)
+        self.lanes = [LiveLane(tier, expected[i], on_needs_encoding) for i, tier in enumerate(tiers)]
+
+    def __call__(self, lane: int, event: Event) -> None:
+        self.lanes[lane].on_event(event)
+
+    def finish(self) -> None:
+        """The race ended: every lane is final."""
+        for lane in self.lanes:
+            lane.finish()
+
+    @property
+    def finished(self) -> bool:
+        return all(lane.finished for lane in self.lanes)
+
+    def summary(self) -> RaceSummary:
+        return race_summary(self.lanes)

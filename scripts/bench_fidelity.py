@@ -1,0 +1,231 @@
+"""Fidelity benchmark: does tokrace, reading real HTTP, measure what a server really did?
+
+A ground-truth server (the engine of ``tokrace serve``, in a process of its own) streams known schedules at
+750 tok/s to 4 lanes (OpenAI Chat twice, Responses, Anthropic) and notes when it read each request and when it
+wrote each first and last token. tokrace races the 4 lanes over loopback HTTP, with a screen drawing in the
+same interpreter. Per lane it prints the error of ``ttft_s − connect_s`` against the server's own first-token
+time (p50, p99 over the runs) and of ``decode_tok_s`` against the server's own rate.
+
+Targets: TTFT error p50 < 1 ms and p99 < 5 ms; decode error < 1 %. Not a test: it prints figures.
+
+    python scripts/bench_fidelity.py [--runs 30] [--ui app|load|none] [--reader process|thread|loop]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from providers.base import TierSpec, TurnRequest  # noqa: E402
+from providers.events import Event, Headers  # noqa: E402
+from providers.metrics import percentile, turn_metrics  # noqa: E402
+
+TOK_S, TTFT_MS, TOKENS, JITTER = 750.0, 200.0, 400, 0.1
+LANES = (("openai", "/v1"), ("openai-responses", "/v1"), ("anthropic", ""), ("openai", "/v1"))
+TTFT_P50_MS, TTFT_P99_MS, DECODE_PCT = 1.0, 5.0, 1.0
+
+
+class _CoarseClock:
+    """The truth server's clock: plain asyncio sleeps. Its writes land up to ~1 ms late, which changes nothing
+    (it notes when it really wrote) and keeps it from spinning a core the client needs."""
+
+    virtual = False
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    async def sleep_until(self, t: float) -> float:
+        delay = t - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return time.perf_counter()
+
+
+def _truth_server(conn: Connection) -> None:
+    """The ground-truth server process: a seeded schedule per lane (by model name), truth sent back per request."""
+    from providers.serve import Served, ServeServer, SyntheticSource
+    from providers.serve_wire import Plan
+    from providers.synthetic import Profile
+
+    class PerLane(SyntheticSource):
+        """Each lane's own seeded schedule, and a new schedule every run."""
+
+        runs = 0
+        lanes: dict[int, SyntheticSource] = {}
+
+        def plan(self, body: dict[str, Any], max_tokens: int, turn: int) -> Plan:
+            seed = int(str(body.get("model", "lane-0")).rsplit("-", 1)[-1])
+            lane = self.lanes.get(seed)
+            if lane is None:
+                profile = Profile(ttft_ms=TTFT_MS, tok_s=TOK_S, jitter=JITTER, seed=seed)
+                lane = self.lanes[seed] = SyntheticSource(profile)
+            return lane.plan(body, max_tokens, turn + self.runs)
+
+    def sent(record: Served) -> None:
+        conn.send((record.request_id, record.ttft_s, record.decode_tok_s, record.fault))
+
+    async def main() -> None:
+        source = PerLane(Profile())
+        server = ServeServer(source, clock=_CoarseClock(), on_served=sent)
+        await server.start()
+        conn.send(("port", server.port))
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+
+        def command() -> None:
+            message = conn.recv()
+            if message == "stop":
+                stop.set()
+            else:  # the next run: make its plans now, not while answers are being timed
+                source.runs = int(message)
+                for seed in range(len(LANES)):
+                    source.plan({"model": f"lane-{seed}"}, TOKENS, 0)
+                conn.send(("ready", message))
+
+        loop.add_reader(conn.fileno(), command)
+        await stop.wait()
+        await server.close()
+
+    asyncio.run(main())
+
+
+class StandInLoad:
+    """A stand-in for a screen drawing in the same interpreter: ``ms`` of Python work per frame at ``hz``."""
+
+    def __init__(self, ms: float, hz: float) -> None:
+        self.ms, self.hz = ms, hz
+        self.task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        period = 1.0 / self.hz
+        while True:
+            end = time.perf_counter() + self.ms / 1000.0
+            text = ""
+            while time.perf_counter() < end:
+                text = " ".join(str(i) for i in range(50))  # pure-Python work, as widget rendering is
+            del text
+            await asyncio.sleep(period)
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+def tiers(port: int) -> list[TierSpec]:
+    return [TierSpec(name=f"lane {i} ({provider})", provider=provider, model=f"lane-{i}",
+                     base_url=f"http://127.0.0.1:{port}{suffix}")
+            for i, (provider, suffix) in enumerate(LANES)]
+
+
+def measure(args: argparse.Namespace) -> dict[int, dict[str, list[float]]]:
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    server = ctx.Process(target=_truth_server, args=(child,), daemon=True)
+    server.start()
+    tag, port = parent.recv()
+    assert tag == "port"
+    errors: dict[int, dict[str, list[float]]] = {i: {"ttft_ms": [], "decode_pct": []} for i in range(len(LANES))}
+    try:
+        asyncio.run(_race_runs(args, port, parent, errors))
+    finally:
+        parent.send("stop")
+        server.join(5)
+    return errors
+
+
+async def _race_runs(args: argparse.Namespace, port: int, truth: Connection,
+                     errors: dict[int, dict[str, list[float]]]) -> None:
+    from providers.race import Race
+    from providers.registry import create_provider
+    from providers.clock import RealClock
+
+    specs = tiers(port)
+    providers = [create_provider(t) for t in specs]
+    providers = wrap_readers(args.reader, providers)
+    await asyncio.gather(*(p.prepare(True) for p in providers))
+    load = StandInLoad(args.load_ms, args.load_hz) if args.ui == "load" else None
+    if load is not None:
+        load.start()
+    request = TurnRequest(prompt="Count, steadily.", max_tokens=TOKENS)
+    try:
+        for run in range(args.runs + 1):  # run 0 warms everything up and is not counted
+            truth.send(str(run))
+            while truth.recv()[0] != "ready":
+                pass
+            race = Race(specs, request, RealClock(), providers=providers)
+            lanes = await race.run()
+            records = {}
+            while len(records) < len(specs):
+                rid, ttft, decode, _ = await asyncio.to_thread(truth.recv)
+                records[rid] = (ttft, decode)
+            if run == 0:
+                continue
+            for lane in lanes:
+                m = turn_metrics(lane.events, None, lane.tier.model)
+                head = next(e for e in lane.events if isinstance(e, Headers))
+                server_ttft, server_decode = records[head.request_id]
+                if not m.ok or m.ttft_s is None or m.decode_tok_s is None:
+                    raise SystemExit(f"lane {lane.index} failed: {m.error}")
+                errors[lane.index]["ttft_ms"].append((m.ttft_s - m.connect_s - server_ttft) * 1000.0)
+                errors[lane.index]["decode_pct"].append((m.decode_tok_s / server_decode - 1.0) * 100.0)
+    finally:
+        if load is not None:
+            load.stop()
+        await asyncio.gather(*(p.aclose() for p in providers))
+
+
+def wrap_readers(reader: str, providers: list[Any]) -> list[Any]:
+    if reader == "loop":
+        return providers
+    raise SystemExit(f"reader {reader!r} is not available")
+
+
+def report(errors: dict[int, dict[str, list[float]]], say: Callable[[str], None]) -> bool:
+    ok = True
+    say(f"{'lane':24} {'TTFT err p50':>13} {'p99':>9} {'max':>9} {'decode err p50':>15} {'max |err|':>10}")
+    for i, (provider, _) in enumerate(LANES):
+        e = errors[i]
+        t50, t99 = percentile(e["ttft_ms"], 50), percentile(e["ttft_ms"], 99)
+        tmax = max(e["ttft_ms"], key=abs)
+        d50 = statistics.median(e["decode_pct"])
+        dmax = max(abs(x) for x in e["decode_pct"])
+        lane_ok = abs(t50) < TTFT_P50_MS and abs(t99) < TTFT_P99_MS and dmax < DECODE_PCT
+        ok = ok and lane_ok
+        say(f"{f'lane {i} ({provider})':24} {t50:10.3f} ms {t99:6.3f} ms {tmax:6.3f} ms {d50:13.3f} % "
+            f"{dmax:8.3f} %  {'ok' if lane_ok else 'MISSED'}")
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--ui", choices=("app", "load", "none"), default="load")
+    parser.add_argument("--reader", choices=("process", "thread", "loop"), default="loop")
+    parser.add_argument("--load-ms", type=float, default=10.0, help="stand-in screen: work per frame")
+    parser.add_argument("--load-hz", type=float, default=40.0, help="stand-in screen: frames per second")
+    args = parser.parse_args()
+    print(f"{len(LANES)} lanes × {TOKENS} tokens at {TOK_S:g} tok/s (jitter ±{JITTER:.0%}), TTFT {TTFT_MS:g} ms; "
+          f"{args.runs} runs; reader: {args.reader}; screen: {args.ui}"
+          + (f" ({args.load_ms:g} ms of work at {args.load_hz:g} Hz)" if args.ui == "load" else ""))
+    errors = measure(args)
+    ok = report(errors, print)
+    print(f"targets: TTFT error p50 < {TTFT_P50_MS:g} ms, p99 < {TTFT_P99_MS:g} ms; decode error < {DECODE_PCT:g} %"
+          f" — {'met' if ok else 'missed'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Shared fixtures: every test runs with its own user dirs (never the real ones) and builds lanes on virtual time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from providers.base import Price, TierSpec, TurnRequest
+from providers.clock import VirtualClock
+from providers.events import Event
+from providers.race import LaneRun, Listener, Race
+
+
+@pytest.fixture(autouse=True)
+def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point platformdirs' data and config dirs into a temporary folder, so no test touches the real ones."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    return home
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run from an empty folder, so no ./tokrace.toml is found by accident."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def synthetic(name: str = "lane", *, model: str = "", price: Price | None = None, max_tokens: int | None = None,
+              **profile: Any) -> TierSpec:
+    """A synthetic tier with the given profile options."""
+    return TierSpec(name=name, provider="synthetic", model=model, price=price, max_tokens=max_tokens,
+                    options=profile)
+
+
+def race_virtually(tiers: Sequence[TierSpec], max_tokens: int = 50, prompt: str = "Why?",
+                   listeners: Sequence[Listener] = ()) -> list[LaneRun]:
+    """Race the tiers once on a fresh virtual clock and return every lane's events."""
+    import asyncio
+
+    async def go() -> list[LaneRun]:
+        clock = VirtualClock()
+        race = Race(tiers, TurnRequest(prompt=prompt, max_tokens=max_tokens), clock, listeners)
+        return await clock.drive(race.run())
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[[str], Path]:
+    """Write a config file into the test's folder and return its path."""
+    def write(text: str, name: str = "tokrace.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+def kinds(events: Sequence[Event]) -> list[str]:
+    """The kinds of a sequence of events, in order."""
+    return [e.kind for e in events]

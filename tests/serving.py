@@ -1,0 +1,90 @@
+"""Helpers for the HTTP tests: a ``tokrace serve`` server on 127.0.0.1 (port 0) and lanes that stream from it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from providers.base import Provider, TierSpec, TurnRequest
+from providers.clock import LaneClock, RealClock
+from providers.events import Delta, Event
+from providers.registry import FACTORIES
+from providers.serve import ServeServer, Source, SyntheticSource
+from providers.synthetic import Profile
+
+PROTOCOLS = ("openai", "openai-responses", "anthropic")
+"""The three wire protocols, by provider name."""
+
+FAST = Profile(ttft_ms=0, tok_s=200_000, ttfb_ms=0)
+"""A profile that streams at once: these tests are about what arrives, not when."""
+
+
+def fast_source(**profile: Any) -> SyntheticSource:
+    base = {"ttft_ms": 0, "tok_s": 200_000, "ttfb_ms": 0, **profile}
+    return SyntheticSource(Profile(**base))
+
+
+def base_url(server: ServeServer, protocol: str) -> str:
+    """The base_url a tier of this protocol uses for the server (OpenAI's ends in /v1, Anthropic's is the host)."""
+    return server.url if protocol == "anthropic" else server.url + "/v1"
+
+
+def tier(server: ServeServer, protocol: str, name: str = "lane", fault: str | None = None,
+         **options: Any) -> TierSpec:
+    if fault is not None:
+        options.setdefault("headers", {})["x-tokrace-fault"] = fault
+    return TierSpec(name=name, provider=protocol, model="m", base_url=base_url(server, protocol), options=options)
+
+
+def instant_backoff(retries: int) -> float:
+    return 0.001
+
+
+def provider(spec: TierSpec, **kwargs: Any) -> Provider:
+    """A provider whose retry backoff takes a millisecond, so retry tests stay fast."""
+    cls = type(FACTORIES[spec.provider](spec))
+    return cls(spec, backoff=instant_backoff, **kwargs)  # type: ignore[call-arg]
+
+
+async def stream_turn(spec: TierSpec, request: TurnRequest | None = None, **kwargs: Any) -> list[Event]:
+    """Prepare a provider for the tier, stream one turn on the real clock, and close it."""
+    prov = provider(spec, **kwargs)
+    await prov.prepare()
+    try:
+        clock = RealClock()
+        lane = LaneClock(clock, clock.now())
+        return [e async for e in prov.stream(request or TurnRequest("Say hello.", max_tokens=20), lane)]
+    finally:
+        await prov.aclose()
+
+
+def text_of(events: Sequence[Event], channel: str = "content") -> str:
+    return "".join(e.text for e in events if isinstance(e, Delta) and e.channel == channel)
+
+
+@contextmanager
+def serve_in_thread(source: Source | None = None, **kwargs: Any) -> Iterator[ServeServer]:
+    """A server on its own event loop in a thread, for code that runs its own loop (the CLI's ``asyncio.run``)."""
+    loop = asyncio.new_event_loop()
+    server = ServeServer(source or fast_source(), **kwargs)
+    started = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(5), "the test server did not start"
+    try:
+        yield server
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()

@@ -1,0 +1,131 @@
+"""Clocks: the virtual clock only moves when told, wakes sleepers in deadline order, and drives tasks instantly."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from providers.clock import LaneClock, RealClock, VirtualClock
+
+
+async def test_virtual_time_stands_still_until_told() -> None:
+    clock = VirtualClock(start=5.0)
+    await asyncio.sleep(0)
+    assert clock.now() == 5.0
+    await clock.advance(1.5)
+    assert clock.now() == 6.5
+
+
+async def test_virtual_clock_wakes_sleepers_in_deadline_order_with_exact_stamps() -> None:
+    clock = VirtualClock()
+    woke: list[tuple[str, float, float]] = []
+
+    async def sleeper(name: str, t: float) -> None:
+        stamp = await clock.sleep_until(t)
+        woke.append((name, stamp, clock.now()))
+
+    tasks = [asyncio.create_task(sleeper(n, t)) for n, t in (("c", 3.0), ("a", 1.0), ("b", 2.0), ("a2", 1.0))]
+    await clock.advance_to(10.0)
+    await asyncio.gather(*tasks)
+    assert woke == [("a", 1.0, 1.0), ("a2", 1.0, 1.0), ("b", 2.0, 2.0), ("c", 3.0, 3.0)]
+    assert clock.now() == 10.0
+
+
+async def test_advance_to_wakes_only_the_sleepers_that_are_due() -> None:
+    clock = VirtualClock()
+    early = asyncio.create_task(clock.sleep_until(1.0))
+    late = asyncio.create_task(clock.sleep_until(2.0))
+    await clock.advance_to(1.5)
+    assert early.done() and early.result() == 1.0
+    assert not late.done()
+    assert clock.next_deadline == 2.0
+    await clock.advance_to(2.0)
+    assert late.result() == 2.0
+
+
+async def test_sleeping_until_a_past_time_returns_at_once_with_the_current_time() -> None:
+    clock = VirtualClock(start=4.0)
+    assert await clock.sleep_until(1.0) == 4.0
+
+
+async def test_drive_runs_a_task_to_completion_jumping_from_deadline_to_deadline() -> None:
+    clock = VirtualClock()
+
+    async def slow() -> str:
+        for t in (0.5, 60.0, 3600.0):
+            await clock.sleep_until(t)
+        return "done"
+
+    started = time.perf_counter()
+    assert await clock.drive(slow()) == "done"
+    assert clock.now() == 3600.0
+    assert time.perf_counter() - started < 1.0
+
+
+async def test_drive_interleaves_concurrent_sleepers_by_virtual_time() -> None:
+    clock = VirtualClock()
+    order: list[tuple[str, float]] = []
+
+    async def ticker(name: str, period: float, n: int) -> None:
+        for i in range(1, n + 1):
+            order.append((name, await clock.sleep_until(i * period)))
+
+    async def both() -> None:
+        await asyncio.gather(ticker("fast", 0.1, 5), ticker("slow", 0.25, 2))
+
+    await clock.drive(both())
+    assert [t for _, t in order] == sorted(t for _, t in order)
+    assert [n for n, _ in order] == ["fast", "fast", "slow", "fast", "fast", "slow", "fast"]
+
+
+async def test_lane_clock_measures_from_the_lane_start() -> None:
+    base = VirtualClock(start=100.0)
+    lane = LaneClock(base, origin=100.0)
+    assert lane.now() == 0.0
+    assert lane.virtual
+    task = asyncio.create_task(lane.sleep_until(0.3))
+    await base.advance_to(100.3)
+    assert await task == 0.3
+    assert lane.now() == base.now() - 100.0
+
+
+async def test_lane_clock_stamps_are_exact_despite_origin_rounding() -> None:
+    base = VirtualClock(start=0.1)
+    lane = LaneClock(base, origin=0.1)
+    stamps = []
+
+    async def go() -> None:
+        for i in range(1, 200):
+            stamps.append(await lane.sleep_until(i / 750))
+
+    await base.drive(go())
+    assert stamps == [i / 750 for i in range(1, 200)]
+
+
+async def test_real_clock_never_wakes_before_the_deadline() -> None:
+    clock = RealClock()
+    assert not clock.virtual
+    deadline = clock.now() + 0.003
+    stamp = await clock.sleep_until(deadline)
+    assert stamp >= deadline
+    assert clock.now() >= deadline
+
+
+async def test_real_clock_wakes_concurrent_sleepers_in_deadline_order() -> None:
+    clock = RealClock()
+    start = clock.now()
+    deadlines = [start + ms / 1000 for ms in (6, 2, 4, 3, 5)]
+    stamps = await asyncio.gather(*(clock.sleep_until(t) for t in deadlines))
+    assert all(stamp >= t for stamp, t in zip(stamps, deadlines, strict=True))
+    assert sorted(range(5), key=lambda i: stamps[i]) == sorted(range(5), key=lambda i: deadlines[i])
+
+
+async def test_a_cancelled_real_sleeper_does_not_disturb_the_others() -> None:
+    clock = RealClock()
+    start = clock.now()
+    doomed = asyncio.create_task(clock.sleep_until(start + 0.002))
+    survivor = asyncio.create_task(clock.sleep_until(start + 0.004))
+    await asyncio.sleep(0)
+    doomed.cancel()
+    assert await survivor >= start + 0.004
+    assert doomed.cancelled()

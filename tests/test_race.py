@@ -1,0 +1,151 @@
+"""The race: lanes run one prompt concurrently on equal footing; a failing lane never stops or slows the others."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from conftest import kinds, race_virtually, synthetic
+
+from providers.base import Provider, TierSpec, TurnRequest
+from providers.clock import Clock, VirtualClock
+from providers.events import Delta, Done, Error, Event, Headers, Request
+from providers.race import Race
+from providers.synthetic import SyntheticProvider
+
+
+class Exploding(Provider):
+    """Streams a token, then raises like a buggy adapter would."""
+
+    name = "exploding"
+
+    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        yield Request(t=clock.now())
+        yield Delta(t=await clock.sleep_until(0.1), text="Hi")
+        raise RuntimeError("adapter bug")
+
+
+class Unfinished(Provider):
+    """Streams without a Request first and stops without Done or Error."""
+
+    name = "unfinished"
+
+    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        yield Headers(t=await clock.sleep_until(0.05))
+        yield Delta(t=await clock.sleep_until(0.1), text="Hi")
+
+
+class SlowToPrepare(SyntheticProvider):
+    """A synthetic lane whose set-up takes a (virtual) second, like creating an HTTP client."""
+
+    def __init__(self, tier: TierSpec, clock: VirtualClock) -> None:
+        super().__init__(tier)
+        self.clock = clock
+
+    async def prepare(self, warm: bool = False) -> None:
+        await self.clock.sleep_until(self.clock.now() + 1.0)
+
+
+def tier(name: str) -> TierSpec:
+    return TierSpec(name=name, provider="custom")
+
+
+def test_every_lane_runs_the_prompt_and_ends_done() -> None:
+    lanes = race_virtually([synthetic("a", tok_s=100), synthetic("b", tok_s=50, ttft_ms=100)], max_tokens=20)
+    assert [lane.ok for lane in lanes] == [True, True]
+    assert [lane.tier.name for lane in lanes] == ["a", "b"]
+    assert all(kinds(lane.events)[0] == "request" and kinds(lane.events)[-1] == "done" for lane in lanes)
+
+
+def test_listeners_see_every_event_of_every_lane_in_time_order() -> None:
+    seen: list[tuple[int, Event]] = []
+    lanes = race_virtually([synthetic("a", tok_s=100), synthetic("b", tok_s=70, ttft_ms=300)], max_tokens=30,
+                           listeners=[lambda lane, event: seen.append((lane, event))])
+    assert [e for lane, e in seen if lane == 0] == lanes[0].events
+    assert [e for lane, e in seen if lane == 1] == lanes[1].events
+    times = [e.t for _, e in seen]
+    assert times == sorted(times)
+    assert {lane for lane, _ in seen[:10]} == {0, 1}
+
+
+def test_a_failing_lane_neither_stops_nor_slows_the_others() -> None:
+    healthy = [synthetic("steady", tok_s=120, jitter=0.2, seed=5), synthetic("other", tok_s=300, ttft_ms=50)]
+    alone = race_virtually(healthy, max_tokens=80)
+    with_failure = race_virtually([healthy[0], synthetic("flaky", tok_s=200, fail_after_tokens=10), healthy[1]],
+                                  max_tokens=80)
+    assert not with_failure[1].ok
+    assert isinstance(with_failure[1].events[-1], Error)
+    assert with_failure[0].events == alone[0].events
+    assert with_failure[2].events == alone[1].events
+
+
+def test_an_exception_in_an_adapter_becomes_an_error_event_on_its_lane_only() -> None:
+    async def go() -> Race:
+        clock = VirtualClock()
+        providers = [Exploding(tier("boom")), SyntheticProvider(synthetic("fine", tok_s=100))]
+        race = Race([p.tier for p in providers], TurnRequest("Hi", max_tokens=10), clock, providers=providers)
+        await clock.drive(race.run())
+        return race
+
+    race = asyncio.run(go())
+    boom, fine = race.lanes
+    assert kinds(boom.events) == ["request", "delta", "error"]
+    error = boom.events[-1]
+    assert isinstance(error, Error) and error.error == "internal" and "adapter bug" in error.message
+    assert fine.ok and len([e for e in fine.events if isinstance(e, Delta)]) == 10
+
+
+def test_a_stream_without_its_request_or_final_event_is_completed_by_the_race() -> None:
+    async def go() -> Race:
+        clock = VirtualClock()
+        provider = Unfinished(tier("cut"))
+        race = Race([provider.tier], TurnRequest("Hi"), clock, providers=[provider])
+        await clock.drive(race.run())
+        return race
+
+    (lane,) = asyncio.run(go()).lanes
+    assert kinds(lane.events) == ["request", "headers", "delta", "error"]
+    assert lane.events[0].t == 0.05
+    error = lane.events[-1]
+    assert isinstance(error, Error) and error.error == "incomplete"
+
+
+def test_lanes_start_on_equal_footing_after_every_provider_is_prepared() -> None:
+    async def go() -> Race:
+        clock = VirtualClock()
+        providers = [SlowToPrepare(synthetic("slow setup", tok_s=100), clock),
+                     SyntheticProvider(synthetic("quick setup", tok_s=100))]
+        race = Race([p.tier for p in providers], TurnRequest("Hi", max_tokens=5), clock, providers=providers)
+        await clock.drive(race.prepare())
+        await clock.drive(race.run())
+        return race
+
+    race = asyncio.run(go())
+    assert race.origin == 1.0
+    slow, quick = race.lanes
+    assert [e.t for e in slow.events] == [e.t for e in quick.events]
+    assert slow.events[0] == Request(t=0.0, model="synthetic", endpoint="synthetic")
+
+
+def test_stop_ends_every_running_lane_with_a_stopped_error() -> None:
+    async def go() -> Race:
+        clock = VirtualClock()
+        race = Race([synthetic("a", tok_s=10), synthetic("b", tok_s=10)], TurnRequest("Hi", max_tokens=100), clock)
+        task = asyncio.create_task(race.run())
+        await clock.advance_to(1.0)
+        race.stop()
+        await task
+        return race
+
+    for lane in asyncio.run(go()).lanes:
+        last = lane.events[-1]
+        assert isinstance(last, Error) and last.error == "stopped"
+        assert 0 < len([e for e in lane.events if isinstance(e, Delta)]) < 100
+
+
+def test_a_tiers_own_max_tokens_limits_its_lane_only() -> None:
+    lanes = race_virtually([synthetic("short", tok_s=100, max_tokens=5), synthetic("default", tok_s=100)],
+                           max_tokens=20)
+    counts = [len([e for e in lane.events if isinstance(e, Delta)]) for lane in lanes]
+    assert counts == [5, 20]
+    assert all(isinstance(lane.events[-1], Done) for lane in lanes)

@@ -1,0 +1,207 @@
+"""Recordings (DESIGN §7): a header then one flushed line per event; read back leniently at the end only; never
+a secret."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import race_virtually, synthetic
+
+from providers.base import TierSpec
+from providers.events import Delta, Error, Event, event_to_dict
+from providers.recording import (
+    FORMAT,
+    VERSION,
+    Recorder,
+    RecordingError,
+    default_path,
+    list_recordings,
+    read_recording,
+    recordings_dir,
+)
+
+FAKE_KEY = "sk-tokrace-test-0123456789abcdef"
+FAKE_BEARER = "tok_live_ABCDEF0123456789"
+
+
+def record_race(path: Path, tiers: list[TierSpec], max_tokens: int = 20, prompt: str = "Why?") -> Recorder:
+    recorder = Recorder(path, prompt, tiers)
+    race_virtually(tiers, max_tokens=max_tokens, prompt=prompt, listeners=[recorder])
+    recorder.close()
+    return recorder
+
+
+def lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_first_line_is_a_header_with_format_version_prompt_and_tiers(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    record_race(path, [synthetic("fast", model="m1", tok_s=500), synthetic("slow", tok_s=50)], prompt="Hello?")
+    header = lines(path)[0]
+    assert header["format"] == FORMAT and header["version"] == VERSION == 1
+    assert header["prompt"] == "Hello?"
+    assert [t["name"] for t in header["tiers"]] == ["fast", "slow"]  # type: ignore[attr-defined]
+    assert header["tool_version"] == "0.1.0"
+
+
+def test_every_following_line_is_one_event_with_its_lane_and_run(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    tiers = [synthetic("a", tok_s=100), synthetic("b", tok_s=200)]
+    recorder = Recorder(path, "Why?", tiers)
+    lanes = race_virtually(tiers, max_tokens=10, listeners=[recorder])
+    recorder.close()
+    body = lines(path)[1:]
+    assert len(body) == sum(len(lane.events) for lane in lanes)
+    for lane in lanes:
+        assert [{k: v for k, v in obj.items() if k not in ("lane", "run")} for obj in body
+                if obj["lane"] == lane.index] == [event_to_dict(e) for e in lane.events]
+    assert {obj["run"] for obj in body} == {0}
+
+
+def test_each_event_is_on_disk_as_soon_as_it_happens(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    tiers = [synthetic("a", tok_s=100)]
+    recorder = Recorder(path, "Why?", tiers)
+    checked: list[bool] = []
+
+    def check_disk(lane: int, event: Event) -> None:
+        last = path.read_text(encoding="utf-8").splitlines()[-1]
+        checked.append(json.loads(last) == {"lane": lane, "run": 0, **event_to_dict(event)})
+
+    race_virtually(tiers, max_tokens=10, listeners=[recorder, check_disk])
+    recorder.close()
+    assert len(checked) == 14 and all(checked)
+
+
+def test_a_recording_reads_back_to_the_same_events(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    tiers = [synthetic("a", tok_s=100, jitter=0.3, seed=4), synthetic("b", tok_s=300, thinking_tokens=5)]
+    recorder = Recorder(path, "Why?", tiers)
+    lanes = race_virtually(tiers, max_tokens=30, listeners=[recorder])
+    recorder.close()
+    rec = read_recording(path)
+    assert rec.warnings == []
+    assert rec.runs == 1
+    assert [rec.lane_events(i) for i in range(2)] == [lane.events for lane in lanes]
+    assert rec.lane_index("b") == 1
+    assert rec.duration == max(lane.events[-1].t for lane in lanes)
+
+
+def test_a_truncated_last_line_is_dropped_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    record_race(path, [synthetic("a", tok_s=100)], max_tokens=10)
+    text = path.read_text(encoding="utf-8").rstrip("\n")
+    path.write_text(text[: text.rindex("\n") + 12], encoding="utf-8")
+    rec = read_recording(path)
+    assert len(rec.warnings) == 1 and "last line is incomplete" in rec.warnings[0]
+    assert len(rec.lane_events(0)) == 13
+
+
+def test_damage_before_the_last_line_is_refused_with_its_line_number(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    record_race(path, [synthetic("a", tok_s=100)], max_tokens=10)
+    body = path.read_text(encoding="utf-8").splitlines()
+    body[3] = body[3][:10]
+    path.write_text("\n".join(body) + "\n", encoding="utf-8")
+    with pytest.raises(RecordingError, match="line 4 is not a recorded event"):
+        read_recording(path)
+
+
+def test_a_newer_format_version_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    path = tmp_path / "future.jsonl"
+    path.write_text(json.dumps({"format": FORMAT, "version": VERSION + 1}) + "\n", encoding="utf-8")
+    with pytest.raises(RecordingError, match="version 2 is newer than this tokrace reads"):
+        read_recording(path)
+
+
+@pytest.mark.parametrize("content", ["", "hello\n", '{"format": "something-else", "version": 1}\n', "[1, 2]\n"])
+def test_a_file_that_is_not_a_recording_is_refused(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(RecordingError, match="not a tokrace recording"):
+        read_recording(path)
+
+
+def test_a_binary_or_missing_file_is_refused(tmp_path: Path) -> None:
+    binary = tmp_path / "b.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(RecordingError, match="cannot read it"):
+        read_recording(binary)
+    with pytest.raises(RecordingError, match="no such file"):
+        read_recording(tmp_path / "missing.jsonl")
+
+
+def test_no_secret_is_ever_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOKRACE_TEST_KEY", FAKE_KEY)
+    tier = synthetic("leaky", tok_s=200, text=f"My key is {FAKE_KEY} and I send Authorization: Bearer {FAKE_BEARER} "
+                                              "to the server.")
+    tier.api_key_env = "TOKRACE_TEST_KEY"
+    tier.options.update({"api_key": FAKE_KEY, "headers": {"Authorization": f"Bearer {FAKE_BEARER}"}})
+    path = tmp_path / "r.jsonl"
+    recorder = Recorder(path, f"prompt with {FAKE_KEY}", [tier])
+    race_virtually([tier], max_tokens=100, listeners=[recorder])
+    recorder(0, Error(t=9.0, error="http", message=f'HTTP 401 for {{"authorization": "Bearer {FAKE_BEARER}"}}'))
+    recorder.close()
+    written = path.read_text(encoding="utf-8")
+    assert FAKE_KEY not in written
+    assert FAKE_BEARER not in written
+    assert "TOKRACE_TEST_KEY" in written  # the variable's name is fine, and useful
+    assert "[redacted]" in written
+
+
+def test_a_tiers_public_form_keeps_token_counts_and_key_variable_names_but_not_keys() -> None:
+    tier = synthetic("t", tok_s=10, tokens_per_event=2, fail_after_tokens=4, thinking_tokens=3)
+    tier.api_key_env = "OPENAI_API_KEY"
+    tier.options.update({"api_key": FAKE_KEY, "access_token": FAKE_BEARER, "client_secret": "s3cr3t-value"})
+    public = tier.public()
+    assert public["api_key_env"] == "OPENAI_API_KEY"
+    assert (public["tokens_per_event"], public["fail_after_tokens"], public["thinking_tokens"]) == (2, 4, 3)
+    assert not {"api_key", "access_token", "client_secret"} & set(public)
+
+
+def test_recordings_go_to_the_user_data_dir_named_by_time_and_prompt(isolated_user_dirs: Path) -> None:
+    import datetime as dt
+
+    path = default_path("Why is the sky blue?", dt.datetime(2026, 8, 13, 9, 30, 5))
+    assert path == isolated_user_dirs / "data" / "tokrace" / "recordings" / "20260813-093005-why-is-the-sky-blue.jsonl"
+    assert recordings_dir() == path.parent
+
+
+def test_a_recording_that_cannot_be_created_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    with pytest.raises(RecordingError, match="cannot write the recording"):
+        Recorder(blocker / "r.jsonl", "Why?", [synthetic()])
+
+
+def test_listing_shows_newest_first_with_prompt_tiers_duration_and_problems(tmp_path: Path) -> None:
+    import os
+
+    older, newer, broken = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    record_race(older, [synthetic("one", tok_s=100)], prompt="first")
+    record_race(newer, [synthetic("two", tok_s=100), synthetic("three", tok_s=50)], prompt="second")
+    broken.write_text("not json\n", encoding="utf-8")
+    os.utime(older, (1_000_000, 1_000_000))
+    os.utime(newer, (2_000_000, 2_000_000))
+    os.utime(broken, (3_000_000, 3_000_000))
+    infos = list_recordings(tmp_path)
+    assert [i.path.name for i in infos] == ["c.jsonl", "b.jsonl", "a.jsonl"]
+    assert infos[0].problem is not None and "not a tokrace recording" in infos[0].problem
+    assert (infos[1].prompt, infos[1].tiers) == ("second", ["two", "three"])
+    assert infos[1].duration == pytest.approx(0.5 + 19 / 100 * 2 - 0.19, abs=0.2)
+    assert infos[2].created
+
+
+def test_listing_a_missing_folder_is_empty(tmp_path: Path) -> None:
+    assert list_recordings(tmp_path / "nothing") == []
+
+
+def test_recorded_deltas_keep_their_text_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    tier = synthetic("u", tok_s=100, text="Ünïcödé “quotes” — and emoji 🚀 stay.")
+    record_race(path, [tier], max_tokens=50)
+    text = "".join(e.text for e in read_recording(path).lane_events(0) if isinstance(e, Delta))
+    assert text == "Ünïcödé “quotes” — and emoji 🚀 stay."

@@ -1,0 +1,97 @@
+"""Token counting without usage: offline tiktoken only, and cheap per delta while streaming."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from providers import tokens
+from providers.synthetic import PASSAGE, pieces
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "tiktoken-cache"
+    directory.mkdir()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(directory))
+    return directory
+
+
+@pytest.mark.parametrize(("model", "expected"), [
+    ("gpt-5.6-sol", True), ("gpt-4o-mini", True), ("openai/gpt-4.1", True), ("o3-mini", True),
+    ("gpt-oss-120b", True), ("gpt-4", False), ("gpt-3.5-turbo", False), ("claude-sonnet-4", False),
+    ("llama-3.3-70b", False),
+])
+def test_models_that_tiktoken_maps_to_o200k_are_recognised(model: str, expected: bool) -> None:
+    assert tokens.wants_o200k(model) is expected
+
+
+def test_without_a_cached_o200k_file_cl100k_counts(cache_dir: Path) -> None:
+    assert tokens.encoding_name_for("gpt-5.6-sol") == "cl100k_base"
+    assert tokens.count("Hello world", "gpt-5.6-sol") == (2, "cl100k_base")
+
+
+def test_a_damaged_o200k_cache_file_is_ignored_rather_than_downloaded_again(cache_dir: Path) -> None:
+    (cache_dir / hashlib.sha1(tokens.O200K_URL.encode()).hexdigest()).write_bytes(b"not a bpe file")
+    assert not tokens.o200k_cached()
+    assert tokens.encoding_name_for("gpt-5.6-sol") == "cl100k_base"
+
+
+def test_models_outside_o200k_count_with_cl100k() -> None:
+    assert tokens.encoding_name_for("llama-3.3-70b") == "cl100k_base"
+
+
+def test_an_encoding_that_cannot_load_falls_back_to_cl100k(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "o200k_cached", lambda: True)
+    real = tokens._encoding
+
+    def only_cl100k(name: str) -> object:
+        if name == "o200k_base":
+            raise ValueError("no o200k here")
+        return real(name)
+
+    monkeypatch.setattr(tokens, "_encoding", only_cl100k)
+    name, encoding = tokens.get_encoding("gpt-5.6-sol")
+    assert name == "cl100k_base" and encoding is not None
+
+
+def test_count_is_none_when_no_tokenizer_can_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(name: str) -> object:
+        raise OSError("no data")
+
+    monkeypatch.setattr(tokens, "_encoding", broken)
+    assert tokens.count("Hello", "gpt-4") is None
+
+
+def test_incremental_counter_matches_a_full_encode_fed_token_by_token() -> None:
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    text = PASSAGE * 4
+    counter = tokens.IncrementalCounter(encoding)
+    for piece in pieces(text):
+        counter.feed(piece)
+    assert counter.total == len(encoding.encode_ordinary(text))
+
+
+def test_incremental_counter_stays_within_a_fraction_of_a_percent_fed_character_by_character() -> None:
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    text = PASSAGE * 2
+    counter = tokens.IncrementalCounter(encoding)
+    totals = [counter.feed(ch) for ch in text]
+    exact = len(encoding.encode_ordinary(text))
+    assert abs(counter.total - exact) / exact < 0.005
+    assert totals[-1] == counter.total
+
+
+def test_incremental_counter_re_encodes_only_a_short_tail() -> None:
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    counter = tokens.IncrementalCounter(encoding)
+    longest = 0
+    for piece in pieces(PASSAGE * 4):
+        counter.feed(piece)
+        longest = max(longest, len(counter._tail))
+    assert longest <= tokens.TAIL_CHARS + 16

@@ -1,0 +1,83 @@
+"""The Textual app: the race screen over a runner, the app's colour variables, and the command palette.
+
+Kept thin on purpose: the screen composes the widgets, the runner runs races, the live model holds the state.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+
+from providers.base import TierSpec, TurnRequest
+from providers.clock import Clock, RealClock
+
+from .replay_control import ReplayControl
+from .runner import ClockFactory, ProviderFactory, RaceRunner
+from .screens.race import RaceScreen
+from .widgets.palette import APP_COLOURS
+
+if TYPE_CHECKING:
+    from providers.scenario import Scenario
+
+
+class TokraceApp(App[int]):
+    """Races (or replays) the tiers on one screen."""
+
+    TITLE = "tokrace"
+
+    def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, *, animate: bool = True,
+                 freeze_gc: bool = True) -> None:
+        super().__init__()
+        self.runner = runner
+        self.replay = replay
+        self.animate = animate
+        """Off in tests and screenshots: no cursor blink, nothing that moves on its own."""
+        self.freeze_gc = freeze_gc
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(APP_COLOURS)
+
+    def on_mount(self) -> None:
+        self.push_screen(RaceScreen(self.runner, self.replay, cursor_blink=self.animate))
+        if self.freeze_gc:
+            # A full collection over the mounted widget tree pauses the loop for ~100 ms about once a second;
+            # what exists now lives for the whole run, so take it out of the collector's way.
+            self.call_after_refresh(self._freeze)
+
+    def _freeze(self) -> None:
+        gc.collect()
+        gc.freeze()
+
+    async def on_unmount(self) -> None:
+        await self.runner.aclose()
+        if self.freeze_gc:
+            gc.unfreeze()
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        if isinstance(screen, RaceScreen):
+            for title, help_text, callback in screen.commands():
+                yield SystemCommand(title, help_text, callback)
+        yield from super().get_system_commands(screen)
+
+
+def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory: ClockFactory | None = None,
+              provider_factory: ProviderFactory | None = None, replay: ReplayControl | None = None,
+              scenario: Scenario | None = None, animate: bool = True, freeze_gc: bool = True) -> TokraceApp:
+    """The app racing ``tiers`` on ``request`` (or a whole ``scenario``): on real time, or on the replay's
+    playback clock."""
+    factory: ClockFactory
+    if replay is not None:
+        factory = replay.make_clock
+    elif clock_factory is not None:
+        factory = clock_factory
+    else:
+        real: Clock = RealClock()
+        factory = lambda: real  # noqa: E731 - one real clock for every race
+    runner = RaceRunner(tiers, request, factory, scenario=scenario)
+    if provider_factory is not None:
+        runner.provider_factory = provider_factory
+    return TokraceApp(runner, replay, animate=animate, freeze_gc=freeze_gc)

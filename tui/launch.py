@@ -1,0 +1,45 @@
+"""Opening the screen: a race on the tiers, or a replay of a recording. The command line calls these only when
+stdout is a terminal; Textual is imported here, never on the headless paths."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from providers.base import TierSpec, TokraceError, TurnRequest
+
+if TYPE_CHECKING:
+    from providers.recording import Recording
+    from providers.scenario import Scenario
+
+MAX_LANES: Final[int] = 6
+"""The screen shows two to six lanes side by side."""
+
+
+def _check_lanes(tiers: Sequence[TierSpec]) -> None:
+    if len(tiers) > MAX_LANES:
+        raise TokraceError(f"the screen races up to {MAX_LANES} tiers and this race has {len(tiers)}; "
+                           "choose some with --tiers NAME,NAME")
+
+
+def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario | None = None) -> int:
+    """Race the tiers on screen until the user quits."""
+    _check_lanes(tiers)
+    from .app import build_app
+
+    app = build_app(tiers, request, scenario=scenario)
+    app.run()
+    return app.return_code or 0
+
+
+def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1.0,
+               idle_cap: float | None = None, run: int | None = None) -> int:
+    """Replay a recording on screen with its original timing, under the user's controls."""
+    _check_lanes(tiers)
+    from .app import build_app
+    from .replay_control import ReplayControl, replay_duration
+
+    control = ReplayControl(recording.path, replay_duration(recording, idle_cap, run), speed)
+    app = build_app(tiers, TurnRequest(prompt=recording.prompt), replay=control)
+    app.run()
+    return app.return_code or 0

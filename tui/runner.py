@@ -1,0 +1,184 @@
+"""Races for the screen: build and prepare the providers once, start and stop races on a clock, and feed every
+event to the live model the screen samples. Plain asyncio: no widget is touched from here.
+
+A tier whose provider cannot be built or prepared races as a lane that fails at once with the reason, so the
+other lanes still run and the screen shows why in that lane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING
+
+from providers import tokens
+from providers.base import Provider, TierSpec, TokraceError, TurnRequest
+from providers.clock import Clock
+from providers.events import Error, Event, Request
+from providers.live import LiveLane, LiveRace
+from providers.race import Listener, Race
+from providers.registry import create_provider
+
+if TYPE_CHECKING:
+    from providers.scenario import Scenario
+
+ClockFactory = Callable[[], Clock]
+"""Makes the clock of each race: real time live, a playback clock in replays, virtual time in tests."""
+
+ProviderFactory = Callable[[TierSpec], Provider]
+
+
+class BrokenProvider(Provider):
+    """Stands in for a tier that could not be set up: its lane fails at once, with the reason."""
+
+    name = "broken"
+
+    def __init__(self, tier: TierSpec, message: str) -> None:
+        super().__init__(tier)
+        self.message = message
+
+    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        t = clock.now()
+        yield Request(t=t, turn=request.turn, model=self.tier.model)
+        yield Error(t=t, error="setup", message=self.message)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return text if isinstance(exc, TokraceError) and text else f"{type(exc).__name__}: {text}".rstrip(": ")
+
+
+def expected_turns(provider: Provider, scenario: Scenario | None = None) -> int | None:
+    """How many turns make a lane's run: one for a live request; what was recorded for a replay; ``None`` for
+    a scenario's loop (its end event says) or when it cannot be known (the end of the race says)."""
+    if not provider.plays_whole_lane:
+        return None if scenario is not None else 1
+    recording = getattr(provider, "recording", None)
+    index = getattr(provider, "index", None)
+    if recording is None or not isinstance(index, int):
+        return None
+    run = getattr(provider, "run", None)
+    events = recording.lane_events(index, run if isinstance(run, int) else 0)
+    return sum(1 for e in events if isinstance(e, Request)) or None
+
+
+class RaceRunner:
+    """One race at a time on the given tiers; ``live`` always holds the lanes of the current (or last) race."""
+
+    def __init__(self, tiers: Sequence[TierSpec], request: TurnRequest, clock_factory: ClockFactory,
+                 provider_factory: ProviderFactory = create_provider, listeners: Sequence[Listener] = (),
+                 scenario: Scenario | None = None) -> None:
+        self.tiers = list(tiers)
+        self.request = request
+        self.scenario = scenario
+        """A whole agent loop to race instead of one prompt."""
+        self.clock_factory = clock_factory
+        self.provider_factory = provider_factory
+        self.listeners = list(listeners)
+        self.live = LiveRace(self.tiers)
+        self.clock: Clock | None = None
+        self.race: Race | None = None
+        self.problem: str | None = None
+        """What went wrong outside any lane, in one line (the lanes carry their own errors)."""
+        self.races = 0
+        self._providers: list[Provider] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._started = asyncio.Event()
+        self._helpers: set[asyncio.Task[None]] = set()
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def now(self) -> float:
+        """Seconds since the current race started (0 before any)."""
+        if self.race is None or self.clock is None or not self._started.is_set():
+            return 0.0
+        return self.clock.now() - self.race.origin
+
+    def start(self, prompt: str | None = None) -> None:
+        """Start a race (the previous one must be over: see :meth:`restart`)."""
+        if self.running:
+            raise RuntimeError("a race is already running")
+        if prompt is not None:
+            self.request.prompt = prompt
+        self._started = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def wait_started(self) -> None:
+        """Until the current race's lanes are running."""
+        await self._started.wait()
+
+    async def wait_finished(self) -> None:
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def stop(self) -> None:
+        """Stop the race; every lane still running ends as stopped."""
+        task = self._task
+        if task is None or task.done():
+            return
+        if self.race is not None and self._started.is_set():
+            self.race.stop()
+        else:  # still preparing: nothing raced yet
+            task.cancel()
+        await asyncio.wait({task})
+
+    async def restart(self, prompt: str | None = None) -> None:
+        """Stop the race if one runs, then race again (with a new prompt when given)."""
+        await self.stop()
+        self.start(prompt)
+
+    async def aclose(self) -> None:
+        await self.stop()
+        for helper in list(self._helpers):
+            helper.cancel()
+        if self._providers is not None:
+            await asyncio.gather(*(p.aclose() for p in self._providers), return_exceptions=True)
+
+    async def _prepare(self) -> list[Provider]:
+        if self._providers is None:
+            providers: list[Provider] = []
+            for tier in self.tiers:
+                try:
+                    providers.append(self.provider_factory(tier))
+                except Exception as exc:
+                    providers.append(BrokenProvider(tier, _one_line(exc)))
+            results = await asyncio.gather(*(p.prepare() for p in providers), return_exceptions=True)
+            for i, result in enumerate(results):
+                if isinstance(result, BaseException):
+                    providers[i] = BrokenProvider(self.tiers[i], _one_line(result))
+            self._providers = providers
+        return self._providers
+
+    async def _run(self) -> None:
+        live = self.live
+        self.race = None
+        try:
+            providers = await self._prepare()
+            live = LiveRace(self.tiers, [expected_turns(p, self.scenario) for p in providers], self._load_encoding)
+            self.live = live
+            self.clock = self.clock_factory()
+            self.race = Race(self.tiers, self.request, self.clock, [live, *self.listeners], providers=providers,
+                             scenario=self.scenario)
+            self.races += 1
+            self.problem = None
+            run = asyncio.ensure_future(self.race.run())
+            self._started.set()
+            await run
+        except Exception as exc:  # the screen shows it as one line; never a traceback
+            self.problem = _one_line(exc)
+        finally:
+            self._started.set()
+            live.finish()
+
+    def _load_encoding(self, lane: LiveLane) -> None:
+        """A lane got text without a count: load its tokenizer off the loop, then count with it."""
+        async def load() -> None:
+            name, encoding = await asyncio.to_thread(tokens.get_encoding, lane.tier.model)
+            if encoding is not None:
+                lane.set_encoding(name, encoding)
+
+        task = asyncio.get_running_loop().create_task(load())
+        self._helpers.add(task)
+        task.add_done_callback(self._helpers.discard)

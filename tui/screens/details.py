@@ -1,0 +1,156 @@
+"""A lane's details: every metric of DESIGN §6 with its value, where the number came from, and its definition.
+
+The figures are computed from the lane's events by ``providers.metrics`` (the same code as ``tokrace bench``),
+one turn at a time; while the lane still runs they are the figures so far and refresh each second.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Final
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+from providers.base import TierSpec
+from providers.events import Event
+from providers.live import LiveLane
+from providers.metrics import DEFINITIONS, TurnMetrics, split_turns, turn_metrics
+
+TOKEN_SOURCES: Final[dict[str, str]] = {
+    "usage": "the provider's usage event (exact)",
+    "tokenizer": "tiktoken on the streamed text (≈)",
+    "chunks": "counted chunks: no usage, no tokenizer (~)",
+}
+
+
+def _s(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f} s"
+
+
+def token_source(m: TurnMetrics) -> str:
+    if m.tokens_source == "tokenizer" and m.encoding:
+        return f"tiktoken {m.encoding} on the streamed text (≈)"
+    return TOKEN_SOURCES.get(m.tokens_source, m.tokens_source)
+
+
+def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
+    """(metric, value, where it came from) for every metric of ``DEFINITIONS``, in its order."""
+    tokens = token_source(m)
+    has_connect = any(s.kind == "connect" for s in m.segments)
+    price = tier.price
+    if price is None or price.output is None:
+        cost_from = "no price for this tier"
+    else:
+        cost_from = f"usage × ${price.output:g}/M out" + (f", ${price.input:g}/M in" if price.input is not None else "")
+    itl = "—" if m.itl_ms is None else " · ".join(f"{k} {v:.1f}" for k, v in m.itl_ms.items()) + " ms"
+    values: dict[str, tuple[str, str]] = {
+        "connect_s": (_s(m.connect_s), "connect segment (HTTP trace)" if has_connect
+                      else "no connect event: reused connection or not reported"),
+        "ttfb_s": (_s(m.ttfb_s), "headers event, stamped when read"),
+        "ttft_s": (_s(m.ttft_s), "first delta with text, stamped when read"),
+        "ttfa_s": (_s(m.ttfa_s), "first content delta"),
+        "ttfs_s": (_s(m.ttfs_s), "content deltas: the first sentence end"),
+        "e2e_s": (_s(m.e2e_s), "done or error event" if m.ok or m.error else "last event so far"),
+        "output_tokens": (f"{m.output_tokens:,}", tokens),
+        "decode_tok_s": ("—" if m.decode_tok_s is None else f"{m.decode_tok_s:,.1f}",
+                         f"tokens from {m.tokens_source} ÷ delta stamps"),
+        "e2e_tok_s": ("—" if m.e2e_tok_s is None else f"{m.e2e_tok_s:,.1f}", f"tokens from {m.tokens_source} ÷ e2e"),
+        "itl_ms": (itl, f"{m.token_events} token events' stamps"),
+        "tokens_per_event": ("—" if m.tokens_per_event is None else f"{m.tokens_per_event:.2f}",
+                             f"tokens from {m.tokens_source} ÷ {m.token_events} events"),
+        "stalls": (str(m.stalls), "gaps between delta stamps"),
+        "cost_usd": ("—" if m.cost_usd is None else f"${m.cost_usd:.6f}", cost_from),
+    }
+    return [(name, *values[name]) for name in DEFINITIONS if name in values]
+
+
+def details_table(m: TurnMetrics, tier: TierSpec) -> Table:
+    table = Table(expand=True, show_edge=False, pad_edge=False, header_style="bold")
+    table.add_column("metric", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("from", ratio=2)
+    table.add_column("definition", ratio=3, style="dim")
+    for name, value, source in metric_rows(m, tier):
+        table.add_row(name, value, source, DEFINITIONS[name])
+    return table
+
+
+class DetailsScreen(ModalScreen[None]):
+    """Every metric of one lane, a turn at a time."""
+
+    CSS_PATH = "details.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,d,q", "dismiss", "Close"),
+        Binding("left", "turn(-1)", "Previous turn"),
+        Binding("right", "turn(1)", "Next turn"),
+    ]
+
+    def __init__(self, index: int, lane: LiveLane, events: list[Event]) -> None:
+        super().__init__()
+        self.index = index
+        self.lane = lane
+        self.events = events
+        self.turn = 0
+        self.title_bar = Static(classes="details-title")
+        self.body = Static(classes="details-body")
+        self.problem = Static(classes="details-error")
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="details", classes=f"lane-{self.index % 6}"):
+            yield self.title_bar
+            yield self.problem
+            with VerticalScroll():
+                yield self.body
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show()
+        if not self.lane.finished:
+            self.set_interval(1.0, self._refresh_while_running)
+
+    def _refresh_while_running(self) -> None:
+        self.show()
+
+    def turns(self) -> list[list[Event]]:
+        return split_turns(self.events)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "turn":
+            return len(self.turns()) > 1
+        return True
+
+    def action_turn(self, delta: int) -> None:
+        count = len(self.turns())
+        if count:
+            self.turn = (self.turn + delta) % count
+            self.show()
+
+    def show(self) -> None:
+        tier = self.lane.tier
+        turns = self.turns()
+        title = Text()
+        title.append(tier.name, style="bold")
+        title.append(f"  {tier.model or '(no model)'} · {tier.provider}")
+        if tier.service_tier:
+            title.append(f" · service tier {tier.service_tier}")
+        if tier.base_url:
+            title.append(f" · {tier.base_url}")
+        if len(turns) > 1:
+            title.append(f"   turn {self.turn + 1} of {len(turns)} (← →)", style="bold")
+        if not self.lane.finished:
+            title.append("   still running: the figures so far", style="italic")
+        self.title_bar.update(title)
+        if not turns:
+            self.body.update("No events yet: the lane has not started.")
+            self.problem.display = False
+            return
+        m = turn_metrics(turns[min(self.turn, len(turns) - 1)], tier.price, tier.model)
+        self.problem.display = bool(m.error) and self.lane.finished
+        if m.error:
+            self.problem.update(f"✗ {m.error}")
+        self.body.update(details_table(m, tier))

@@ -1,0 +1,82 @@
+"""Help: the keys of the race screen (from its own bindings, so never out of date), what the colours and marks
+mean, and where the numbers come from."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from ..widgets.palette import SEGMENT_KINDS, palette
+
+SEGMENT_MEANINGS = {
+    "connect": "opening the connection (DNS, TCP, TLS) and sending",
+    "wait": "waiting for the first token",
+    "think": "reasoning tokens before the answer",
+    "model": "the answer streaming",
+    "tool": "a tool running (tests, a query, a search)",
+    "human": "a person reviewing or approving",
+    "retry": "backing off before a retry",
+    "stall": "the voice would fall silent",
+}
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys, legend and provenance, over the race."""
+
+    CSS_PATH = "help.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
+
+    def __init__(self, keys: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.keys = keys
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help"):
+            yield Static(Text("tokrace — keys and legend", style="bold"), classes="help-title")
+            with VerticalScroll():
+                yield Static(self._keys_table(), classes="help-keys")
+                yield Static(id="legend", classes="help-legend")
+                yield Static(self._notes(), classes="help-notes")
+            yield Static(Text("escape closes", style="dim"), classes="help-close")
+
+    def on_mount(self) -> None:
+        self.query_one("#legend", Static).update(self._legend())
+
+    def _keys_table(self) -> Table:
+        table = Table(show_header=False, show_edge=False, box=None, pad_edge=False)
+        table.add_column(style="bold", no_wrap=True, min_width=12)
+        table.add_column()
+        for key, description in self.keys:
+            table.add_row(key, description)
+        table.add_row("ctrl+p", "command palette: every action by name, and the theme")
+        return table
+
+    def _legend(self) -> Table:
+        pal = palette(self.app)
+        table = Table(show_header=False, show_edge=False, box=None, pad_edge=False, title="timeline",
+                      title_justify="left", title_style="bold")
+        table.add_column(no_wrap=True, min_width=12)
+        table.add_column()
+        for kind in SEGMENT_KINDS:
+            glyph = "━━━━" if kind in ("connect", "wait") else "████"
+            table.add_row(Text(f"{glyph} {kind}", style=pal.segment(kind)), SEGMENT_MEANINGS[kind])
+        return table
+
+    def _notes(self) -> Text:
+        return Text.from_markup(
+            "\n[bold]numbers[/]\n"
+            "tokens: plain = the provider's count (usage, or per-piece counts while streaming); "
+            "≈ = counted by tiktoken; ~ = counted in chunks.\n"
+            "gauge: tok/s over the last second, on one scale for all lanes; once a lane ends, its average "
+            "decode rate. The sparkline shows the rate every quarter second.\n"
+            "TTFT and every time are measured from the moment the request starts, stamped when the bytes are "
+            "read. Press d on a lane for every metric, its definition and its source.\n"
+            "The summary compares each lane with the slowest: tokens = decode speed, turn = end to end."
+        )

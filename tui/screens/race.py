@@ -1,0 +1,276 @@
+"""The race screen: a prompt bar, the lanes side by side (stacked when narrow), the shared timeline, the summary.
+
+One timer samples the live model at frame rate and hands each widget what it needs; no event ever touches a
+widget. Text repaints each frame, gauges and figures four times a second, the timeline ten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Container
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Input, Static
+
+from providers.live import LiveRace
+
+from ..replay_control import ReplayControl
+from ..runner import RaceRunner
+from ..widgets.gauge import nice_scale
+from ..widgets.lane import LaneView
+from ..widgets.replay_bar import ReplayBar
+from ..widgets.summary import racing_line, summary_line
+from ..widgets.timeline import Timeline
+from .details import DetailsScreen
+from .help import HelpScreen
+
+FRAME_HZ = 30
+SLOW_EVERY = 8
+"""Gauges and figures repaint every 8th frame (under 4 Hz)."""
+TIMELINE_EVERY = 3
+
+REPLAY_ACTIONS = frozenset({"restart", "pause", "step", "faster", "slower"})
+RACE_ACTIONS = frozenset({"race", "edit_prompt"})
+
+
+class RaceScreen(Screen[None]):
+    """Lanes, timeline and summary, for a live race or a replay."""
+
+    CSS_PATH = "race.tcss"
+    AUTO_FOCUS = ""
+    """Nothing focused at start: keys go to the screen, not the prompt bar."""
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (100, "-wide")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "race", "Race"),
+        Binding("r", "restart", "Restart"),
+        Binding("s", "stop", "Stop"),
+        Binding("space", "pause", "Pause"),
+        Binding("full_stop", "step", "Step", key_display="."),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
+        Binding("minus", "slower", "Slower", key_display="-"),
+        Binding("d", "details", "Details"),
+        Binding("z", "zoom", "Zoom"),
+        Binding("p,slash", "edit_prompt", "Prompt", key_display="p"),
+        Binding("1", "focus_lane(0)", "Lane", key_display="1-6"),
+        *(Binding(str(i + 1), f"focus_lane({i})", f"Lane {i + 1}", show=False) for i in range(1, 6)),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
+        Binding("q", "app.quit", "Quit"),
+        Binding("escape", "leave_prompt", "Leave the prompt", show=False),
+    ]
+
+    def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, cursor_blink: bool = True) -> None:
+        super().__init__()
+        self.runner = runner
+        self.replay = replay
+        self.cursor_blink = cursor_blink
+        self.views = [LaneView(i, lane) for i, lane in enumerate(runner.live.lanes)]
+        self.timeline = Timeline(id="timeline")
+        self.summary = Static("", id="summary")
+        self.replay_bar = ReplayBar(id="replay-bar") if replay is not None else None
+        self.focused_lane = 0
+        self._live: LiveRace = runner.live
+        self._frame = 0
+        self._peak = 0.0
+        self._summarised: LiveRace | None = None
+        self._problem_shown: str | None = None
+        self._timer: Timer | None = None
+
+    # -- layout -------------------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        if self.replay is None:
+            prompt = Input(self.runner.request.prompt, placeholder="the prompt to race: Enter races it",
+                           id="prompt", select_on_focus=False)
+            prompt.cursor_blink = self.cursor_blink
+            yield prompt
+        else:
+            assert self.replay_bar is not None
+            yield self.replay_bar
+            yield Static(f"prompt: {self.runner.request.prompt}", id="replay-prompt", markup=False)
+        with Container(id="lanes"):
+            yield from self.views
+        yield self.timeline
+        yield self.summary
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.timeline.bind(self._live.lanes)
+        self._set_focused(0)
+        self._timer = self.set_interval(1 / FRAME_HZ, self.sample)
+        self.call_after_refresh(self._start)
+
+    def _start(self) -> None:
+        if not self.runner.running and self.runner.races == 0:
+            self.runner.start()
+
+    # -- the frame ------------------------------------------------------------------------------------------------
+
+    def sample(self, force: bool = False) -> None:
+        """Read the live model once and repaint what moved; ``force`` repaints everything now."""
+        runner = self.runner
+        live = runner.live
+        if live is not self._live:
+            self._rebind(live)
+        now = runner.now()
+        self._frame += 1
+        slow = force or self._frame % SLOW_EVERY == 0
+        scale = self._scale(now) if slow else nice_scale(self._peak)
+        for view in self.views:
+            view.sample(now, scale, slow)
+        if force or self._frame % TIMELINE_EVERY == 0:
+            self.timeline.sample(now)
+        if live.finished and runner.races and not runner.running:
+            if self._summarised is not live:
+                self._summarised = live
+                self.summary.update(summary_line(live.summary()))
+        elif slow and runner.races:
+            self.summary.update(racing_line(live, now), layout=False)
+        if slow and self.replay is not None and self.replay_bar is not None:
+            self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
+        if runner.problem and runner.problem != self._problem_shown:
+            self._problem_shown = runner.problem
+            self.notify(runner.problem, title="the race could not run", severity="error")
+
+    def _rebind(self, live: LiveRace) -> None:
+        self._live = live
+        self._peak = 0.0
+        self._summarised = None
+        for view, lane in zip(self.views, live.lanes, strict=True):
+            view.bind(lane)
+        self.timeline.bind(live.lanes)
+        self.summary.update("")
+
+    def _scale(self, now: float) -> float:
+        """One tok/s scale for every gauge: the highest rate seen this race, rounded up (never shrinks)."""
+        for lane in self._live.lanes:
+            self._peak = max(self._peak, lane.rate(now), *lane.history_rates(now, len(lane.history)), 0.0)
+        return nice_scale(self._peak)
+
+    def _set_focused(self, index: int) -> None:
+        self.focused_lane = index
+        for view in self.views:
+            view.set_class(view.index == index, "-focused")
+
+    # -- actions --------------------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in REPLAY_ACTIONS:
+            return self.replay is not None
+        if action in RACE_ACTIONS:
+            return self.replay is None
+        if action == "focus_lane":
+            return bool(parameters) and isinstance(parameters[0], int) and parameters[0] < len(self.views)
+        if action == "stop":
+            return True if self.runner.running else None
+        return True
+
+    def action_race(self) -> None:
+        """Race again; a race still running is stopped first."""
+        self.run_worker(self._restart(None), group="race", exclusive=True, exit_on_error=False)
+
+    def action_restart(self) -> None:
+        """Start the replay over, at the speed chosen."""
+        self.run_worker(self._restart(None), group="race", exclusive=True, exit_on_error=False)
+
+    async def _restart(self, prompt: str | None) -> None:
+        await self.runner.restart(prompt)
+        self.sample(force=True)
+
+    def action_stop(self) -> None:
+        self.run_worker(self.runner.stop(), group="race", exclusive=True, exit_on_error=False)
+
+    def action_pause(self) -> None:
+        if self.replay is not None:
+            self.replay.toggle()
+            self.sample(force=True)
+
+    def action_step(self) -> None:
+        if self.replay is not None:
+            self.replay.step()
+            self.sample(force=True)
+
+    def action_faster(self) -> None:
+        if self.replay is not None:
+            self.replay.faster()
+            self.sample(force=True)
+
+    def action_slower(self) -> None:
+        if self.replay is not None:
+            self.replay.slower()
+            self.sample(force=True)
+
+    def action_focus_lane(self, index: int) -> None:
+        if 0 <= index < len(self.views):
+            self._set_focused(index)
+            self.views[index].focus_body()
+
+    def action_details(self) -> None:
+        index = self.focused_lane
+        race = self.runner.race
+        events = list(race.lanes[index].events) if race is not None else []
+        self.app.push_screen(DetailsScreen(index, self._live.lanes[index], events))
+
+    def action_zoom(self) -> None:
+        self.timeline.cycle_zoom()
+
+    def action_edit_prompt(self) -> None:
+        self.query_one("#prompt", Input).focus()
+
+    def action_leave_prompt(self) -> None:
+        self.set_focus(None)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(self.key_help()))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        prompt = event.value.strip()
+        if not prompt:
+            self.notify("type a prompt first", severity="warning")
+            return
+        self.set_focus(None)
+        self.run_worker(self._restart(prompt), group="race", exclusive=True, exit_on_error=False)
+
+    # -- what help and the command palette list ----------------------------------------------------------------------
+
+    def key_help(self) -> list[tuple[str, str]]:
+        """(keys, what they do) for every binding this screen offers now."""
+        out = []
+        for binding in self.BINDINGS:
+            assert isinstance(binding, Binding)
+            action, _, params = binding.action.partition("(")
+            if not binding.show or self.check_action(action.removeprefix("app."), (0,) if params else ()) is False:
+                continue
+            keys = binding.key_display or binding.key.replace("question_mark", "?").replace(",", ", ")
+            out.append((keys, binding.description))
+        out.append(("escape", "leave the prompt bar"))
+        return out
+
+    def commands(self) -> Iterator[tuple[str, str, Callable[[], object]]]:
+        """(title, help, callback) for the command palette."""
+        replay = self.replay is not None
+        if replay:
+            yield "Restart the replay", "play the recording again from its start", self.action_restart
+        else:
+            yield "Race again", "race the prompt again on every tier", self.action_race
+        yield "Stop", "stop every lane still running", self.action_stop
+        if replay:
+            yield "Pause or play", "pause the replay, or play it on", self.action_pause
+            yield "Step", "pause and move a tenth of a second, or to the next event", self.action_step
+            yield "Faster", "play faster", self.action_faster
+            yield "Slower", "play slower", self.action_slower
+        else:
+            yield "Edit the prompt", "change the prompt and race again", self.action_edit_prompt
+        for view in self.views:
+            name = view.lane.tier.name
+            yield (f"Details: {name}", f"every metric of {name}, its definition and its source",
+                   lambda i=view.index: self._details_of(i))
+        yield "Zoom the timeline", "cycle ×1, ×2, ×4, ×8 from the start of the race", self.action_zoom
+        yield "Help", "keys, colours and where the numbers come from", self.action_help
+
+    def _details_of(self, index: int) -> None:
+        self._set_focused(index)
+        self.action_details()

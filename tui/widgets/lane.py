@@ -1,0 +1,129 @@
+"""One lane of the race: its tier, a state badge, the streaming text (Markdown once final), its error, a
+tok/s gauge with a sparkline, and TTFT, tokens, elapsed and cost.
+
+The screen calls :meth:`LaneView.sample` every frame; the lane repaints only what changed, and the gauge and the
+figures at most a few times a second, without a layout pass.
+"""
+
+from __future__ import annotations
+
+from rich.markdown import Markdown
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Static
+
+from providers.live import SOURCE_MARK, LiveLane
+
+from .gauge import Gauge
+from .tail import TailText
+
+
+def describe_tier(lane: LiveLane) -> str:
+    """Model, provider and service tier in one line."""
+    tier = lane.tier
+    parts = [tier.model or "(no model)", tier.provider]
+    if tier.service_tier:
+        parts.append(tier.service_tier)
+    return " · ".join(parts)
+
+
+def figures(lane: LiveLane, now: float) -> str:
+    """TTFT, tokens (marked by source), elapsed and cost so far."""
+    ttft = "—" if lane.ttft is None else f"{lane.ttft:.2f} s"
+    tokens = f"{SOURCE_MARK[lane.tokens_source]}{lane.tokens:,}" if lane.turns else "—"
+    cost = lane.cost_so_far()
+    money = "$—" if cost is None else f"${cost:.4f}"
+    return f"TTFT {ttft} · {tokens} tok · {lane.elapsed(now):.2f} s · {money}"
+
+
+def gauge_reading(lane: LiveLane, now: float) -> tuple[float, str]:
+    """The live rate while tokens flow; the average decode rate once the lane has ended."""
+    if lane.ended_at is not None:
+        decode = lane.decode_rate()
+        return (0.0, "— tok/s") if decode is None else (decode, f"avg {decode:,.0f} tok/s")
+    if lane.ttft is None:
+        return 0.0, "— tok/s"
+    rate = lane.rate(now)
+    return rate, f"{rate:,.0f} tok/s"
+
+
+class LaneView(Vertical):
+    """A lane's widgets, bound to one :class:`LiveLane` at a time (a new race rebinds them)."""
+
+    def __init__(self, index: int, lane: LiveLane) -> None:
+        super().__init__(id=f"lane-{index}", classes=f"lane lane-{index % 6}")
+        self.index = index
+        self.lane = lane
+        self.tail = TailText(lane, classes="tail")
+        self.final = VerticalScroll(classes="final")
+        self.final_text = Static(classes="final-text")
+        self.badge = Static("", classes="badge -idle")
+        self.error = Static("", classes="lane-error")
+        self.gauge = Gauge(index, classes="gauge")
+        self.stats = Static("", classes="lane-stats")
+        self._state = ""
+        self._version = -1
+        self._final_for: LiveLane | None = None
+        self.border_title = lane.tier.name
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="lane-head"):
+            yield Static(self.lane.tier.name, classes="lane-name", markup=False)
+            yield Static(describe_tier(self.lane), classes="lane-meta", markup=False)
+            yield self.badge
+        yield self.tail
+        with self.final:
+            yield self.final_text
+        yield self.error
+        yield self.gauge
+        yield self.stats
+
+    def on_mount(self) -> None:
+        self.final.display = False
+        self.error.display = False
+
+    def bind(self, lane: LiveLane) -> None:
+        """Show a new race's lane: back to the streaming tail, no error."""
+        self.lane = lane
+        self.tail.bind(lane)
+        self._state, self._version, self._final_for = "", -1, None
+        self.final.display = False
+        self.tail.display = True
+        self.error.display = False
+
+    def focus_body(self) -> None:
+        """Focus what can scroll: the final answer once shown."""
+        if self.final.display:
+            self.final.focus()
+
+    def sample(self, now: float, scale: float, slow: bool) -> None:
+        """Repaint what moved since the last frame; the gauge and figures only when ``slow``."""
+        lane = self.lane
+        state = lane.state_at(now)
+        if state != self._state:
+            self._state = state
+            label = f"{state}: {lane.detail}" if state in ("tool", "human") and lane.detail else state
+            self.badge.update(f" {label} ", layout=False)
+            self.badge.set_classes(f"badge -{state}")
+        if lane.version != self._version:
+            self._version = lane.version
+            self.tail.refresh()
+            if lane.error and not self.error.display:
+                self.error.update(f"✗ {lane.error}")
+                self.error.display = True
+        if lane.finished and self._final_for is not lane:
+            self._show_final(lane)
+        if slow:
+            value, label = gauge_reading(lane, now)
+            self.gauge.set(value, label, scale, lane.history_rates(now, max(self.gauge.size.width, 1)))
+            self.stats.update(figures(lane, now), layout=False)
+
+    def _show_final(self, lane: LiveLane) -> None:
+        """Render the answer as Markdown, once, when nothing more will come."""
+        self._final_for = lane
+        answer = lane.answer_text()
+        if not answer:
+            return  # nothing to render: keep the tail (reasoning, tool calls) in view
+        self.final_text.update(Markdown(answer))
+        self.tail.display = False
+        self.final.display = True

@@ -1,0 +1,172 @@
+"""The shared timeline: a row per lane on one time axis with second ticks, segments coloured by kind.
+
+Waiting (connect, wait) is drawn thin, work (think, model, tool, human, retry) as solid blocks, so the two read
+apart even without colour. The axis is anchored at the race's start; zoom shows its first half, quarter...
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import Widget
+
+from providers.live import LiveLane
+
+from .palette import palette
+
+LABEL_WIDTH: Final[int] = 16
+ZOOMS: Final[tuple[int, ...]] = (1, 2, 4, 8)
+THIN: Final[frozenset[str]] = frozenset({"connect", "wait"})
+SPANS: Final[tuple[float, ...]] = (1, 2, 3, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
+TICKS: Final[tuple[float, ...]] = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800)
+END_MARK: Final[dict[str, str]] = {"done": "✓", "error": "✗", "stopped": "■"}
+
+
+def axis_span(seconds: float) -> float:
+    """A round length for the axis that holds ``seconds`` with a little room, so the axis rescales rarely."""
+    want = seconds * 1.05
+    return next((s for s in SPANS if s >= want), math.ceil(want / 3600) * 3600)
+
+
+def tick_step(span: float, cells: int) -> float:
+    """The smallest tick step that keeps tick labels at least 10 cells apart."""
+    for step in TICKS:
+        if cells * step / span >= 10:
+            return step
+    return TICKS[-1]
+
+
+def tick_label(t: float, step: float) -> str:
+    if step < 1:
+        return f"{t:.1f}s"
+    if t >= 120 and step >= 60:
+        return f"{t / 60:.0f}m"
+    return f"{t:.0f}s"
+
+
+def paint(segments: list[tuple[str, float, float]], span: float, cells: int) -> list[str | None]:
+    """The kind drawn in each cell: segments in start order, each at least one cell wide, later ones on top."""
+    out: list[str | None] = [None] * cells
+    if cells <= 0 or span <= 0:
+        return out
+    per = cells / span
+    for kind, start, end in segments:
+        if start >= span:
+            continue
+        first = int(start * per)
+        last = max(first + 1, math.ceil(min(end, span) * per))
+        for c in range(first, min(last, cells)):
+            out[c] = kind
+    return out
+
+
+class Timeline(Widget):
+    """One row per lane and an axis row; the screen sets ``now`` and calls ``refresh`` at a few hertz."""
+
+    DEFAULT_CSS = """
+    Timeline { height: auto; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.lanes: list[LiveLane] = []
+        self.now = 0.0
+        self.zoom = 1
+
+    def bind(self, lanes: list[LiveLane]) -> None:
+        changed = len(lanes) != len(self.lanes)
+        self.lanes = lanes
+        self.refresh(layout=changed)
+
+    def sample(self, now: float) -> None:
+        self.now = now
+        self.refresh()
+
+    def cycle_zoom(self) -> int:
+        """Zoom in one step (after the deepest, back to the whole race); returns the new zoom."""
+        self.zoom = ZOOMS[(ZOOMS.index(self.zoom) + 1) % len(ZOOMS)] if self.zoom in ZOOMS else 1
+        self.refresh()
+        return self.zoom
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.lanes) + 1
+
+    @property
+    def span(self) -> float:
+        """The seconds the axis shows."""
+        longest = max((lane.elapsed(self.now) for lane in self.lanes), default=self.now)
+        return axis_span(longest) / self.zoom
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        cells = max(width - LABEL_WIDTH, 1)
+        span = self.span
+        if y < len(self.lanes):
+            return self._lane_row(y, cells, span, base).adjust_cell_length(width, base)
+        if y == len(self.lanes):
+            return self._axis(cells, span, base).adjust_cell_length(width, base)
+        return Strip.blank(width, base)
+
+    def _lane_row(self, index: int, cells: int, span: float, base: Style) -> Strip:
+        pal = palette(self.app)
+        lane = self.lanes[index]
+        name = lane.tier.name
+        label = (name if len(name) < LABEL_WIDTH - 1 else name[: LABEL_WIDTH - 2] + "…").ljust(LABEL_WIDTH)
+        segments = [Segment(label, base + pal.lane(index) + Style(bold=True))]
+        spans = [(s.kind, s.start, s.end) for s in lane.segments(self.now)]
+        kinds = paint(spans, span, cells)
+        run_kind: str | None = None
+        run = 0
+        end_cell = max((i for i, k in enumerate(kinds) if k is not None), default=-1)
+
+        def flush() -> None:
+            if run:
+                if run_kind is None:
+                    segments.append(Segment(" " * run, base))
+                else:
+                    glyph = "━" if run_kind in THIN else "█"
+                    segments.append(Segment(glyph * run, base + pal.segment(run_kind)))
+
+        for kind in kinds:
+            if kind != run_kind:
+                flush()
+                run_kind, run = kind, 0
+            run += 1
+        flush()
+        mark = END_MARK.get(lane.state)
+        end = lane.ended_at
+        if mark and end is not None and end_cell + 1 < cells:
+            style = base + (Style(color="red", bold=True) if lane.state == "error" else pal.lane(index))
+            text = f"{mark} {end:.2f}s"
+            if end_cell + 1 + len(text) > cells:
+                text = mark
+            segments = _overwrite(segments, LABEL_WIDTH + end_cell + 1, text, style)
+        return Strip(segments)
+
+    def _axis(self, cells: int, span: float, base: Style) -> Strip:
+        step = tick_step(span, cells)
+        line = [" "] * cells
+        t = 0.0
+        while t <= span + 1e-9:
+            pos = round(t / span * cells)
+            text = "▏" + tick_label(t, step)
+            if pos + len(text) <= cells:
+                line[pos: pos + len(text)] = list(text)
+            t += step
+        zoom = f"zoom ×{self.zoom}" if self.zoom > 1 else ""
+        head = zoom.ljust(LABEL_WIDTH)[:LABEL_WIDTH]
+        return Strip([Segment(head, base + Style(bold=True)), Segment("".join(line), base + Style(dim=True))])
+
+
+def _overwrite(segments: list[Segment], at: int, text: str, style: Style) -> list[Segment]:
+    """Write ``text`` from cell ``at`` of the row, over whatever was there."""
+    strip = Strip(segments)
+    left = strip.crop(0, at)
+    right = strip.crop(at + len(text), strip.cell_length)
+    return [*left, Segment(text, style), *right]
