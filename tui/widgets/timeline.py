@@ -140,10 +140,10 @@ class Timeline(Widget):
             run += 1
         flush()
         mark = END_MARK.get(lane.state)
-        end = lane.ended_at
-        if mark and end is not None and end_cell + 1 < cells:
+        e2e = lane.e2e
+        if mark and e2e is not None and end_cell + 1 < cells:
             style = base + (Style(color="red", bold=True) if lane.state == "error" else pal.lane(index))
-            text = f"{mark} {end:.2f}s"
+            text = f"{mark} {e2e:.2f}s"
             if end_cell + 1 + len(text) > cells:
                 text = mark
             segments = _overwrite(segments, LABEL_WIDTH + end_cell + 1, text, style)

@@ -1,0 +1,104 @@
+"""Helpers for the screen's tests: the app on virtual time, scripted lanes for every state, frame control."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from providers.base import Price, Provider, TierSpec, TurnRequest
+from providers.clock import Clock, VirtualClock
+from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
+from providers.events import Event
+from providers.recording import Recorder
+from providers.registry import create_provider
+from tui.app import TokraceApp, build_app
+from tui.replay_control import ReplayControl
+
+
+class ScriptedProvider(Provider):
+    """Plays a fixed list of events, each at its own ``t`` after the turn starts (for states no profile makes)."""
+
+    name = "scripted"
+    plays_whole_lane = True
+
+    def __init__(self, tier: TierSpec, events: Sequence[Event]) -> None:
+        super().__init__(tier)
+        self.events = list(events)
+
+    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        import dataclasses
+
+        start = clock.now()
+        for event in self.events:
+            stamp = await clock.sleep_until(start + event.t)
+            yield dataclasses.replace(event, t=stamp)
+
+
+def scripted(name: str, events: Sequence[Event], model: str = "scripted-1") -> TierSpec:
+    """A tier whose lane plays ``events`` (see :func:`factory`)."""
+    return TierSpec(name=name, provider="scripted", model=model, options={"events": list(events)})
+
+
+def factory(tier: TierSpec) -> Provider:
+    """Builds scripted lanes as scripted, everything else as configured."""
+    if tier.provider == "scripted":
+        return ScriptedProvider(tier, tier.options["events"])
+    return create_provider(tier)
+
+
+def demo_app(tiers: Sequence[TierSpec] | None = None, prompt: str = DEMO_PROMPT,
+             max_tokens: int = DEMO_MAX_TOKENS) -> tuple[TokraceApp, VirtualClock]:
+    """The app on a virtual clock: nothing moves until the test advances time."""
+    clock = VirtualClock()
+    app = build_app(list(tiers) if tiers is not None else demo_tiers(), TurnRequest(prompt, max_tokens),
+                    clock_factory=lambda: clock, provider_factory=factory, animate=False, freeze_gc=False)
+    return app, clock
+
+
+def failing_demo_tiers() -> list[TierSpec]:
+    """The demo with its priority lane failing part-way (the others race on)."""
+    tiers = demo_tiers()
+    tiers[1].options["fail_after_tokens"] = 60
+    return tiers
+
+
+async def at(pilot: Pilot[object], clock: VirtualClock, t: float) -> None:
+    """Move the race to ``t`` seconds and draw one whole frame of it."""
+    app = pilot.app
+    assert isinstance(app, TokraceApp)
+    await app.runner.wait_started()
+    await clock.advance_to(app.runner.race.origin + t if app.runner.race else t)
+    app.screen.sample(force=True)
+    await pilot.pause()
+
+
+async def record_demo(path: Path, max_tokens: int = 40) -> Path:
+    """A recording of a short demo race, as ``tokrace bench`` writes it."""
+    from providers.race import Race
+
+    tiers = demo_tiers()
+    recorder = Recorder(path, "Why?", tiers)
+    clock = VirtualClock()
+    await clock.drive(Race(tiers, TurnRequest("Why?", max_tokens), clock, [recorder]).run())
+    recorder.close()
+    return path
+
+
+def replay_app(path: Path) -> tuple[TokraceApp, VirtualClock, ReplayControl]:
+    """The replay screen on a recording, its playback clock over virtual time."""
+    from providers.recording import read_recording
+    from providers.replay import replay_tiers
+    from tui.replay_control import replay_duration
+
+    recording = read_recording(path)
+    base = VirtualClock()
+    control = ReplayControl(path, replay_duration(recording), base=lambda: base)
+    app = build_app(replay_tiers(recording), TurnRequest(recording.prompt), replay=control, animate=False,
+                    freeze_gc=False)
+    return app, base, control
+
+
+PRICED = Price(input=5.0, output=30.0)
+"""A price for lanes whose cost the tests read."""
