@@ -256,7 +256,7 @@ class HTTPProvider(Provider):
                                   f"set; export it with the key for {self.host}", key="api_key_env")
         if self._client is None:
             self._client = httpx.AsyncClient(
-                transport=self._transport,
+                transport=self._transport or stamped_transport(),
                 timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
                 headers={"user-agent": "tokrace", "accept": "text/event-stream"},
             )
@@ -306,6 +306,7 @@ class HTTPProvider(Provider):
         client = self._client
         assert client is not None
         headers = self._headers()
+        headers["accept-encoding"] = "identity"  # compressing would hold events back in buffers
         retries = 0
         while True:
             attempt = clock.now()
@@ -321,7 +322,9 @@ class HTTPProvider(Provider):
                     continue
                 yield self._transport_error(exc, clock.now(), retries)
                 return
-            head = marks.head if marks.head is not None else clock.now()
+            stream = response.extensions.get("network_stream")
+            head = at_socket(clock, getattr(stream, "read_at", None), marks.head)
+            marks.sent(clock, getattr(stream, "sent_at", None))
             if response.status_code >= 400:
                 raw = await _read_error_body(response)
                 if retries < self.max_retries and should_retry(response.status_code, response.headers):
@@ -336,7 +339,7 @@ class HTTPProvider(Provider):
                 return
             yield marks.connect_segment(attempt)
             yield self._headers_event(response, head)
-            async for event in self._read(response, clock):
+            async for event in self._read(response, clock, stream, head):
                 yield event
             return
 
@@ -352,16 +355,20 @@ class HTTPProvider(Provider):
         rid = response.headers.get("x-request-id") or response.headers.get("request-id") or ""
         return Headers(t=t, status=response.status_code, request_id=rid)
 
-    async def _read(self, response: httpx.Response, clock: Clock) -> AsyncIterator[Event]:
-        """Decode the stream, stamping every event with the moment its chunk of bytes was read."""
+    async def _read(self, response: httpx.Response, clock: Clock, stream: Any, head: float,
+                    ) -> AsyncIterator[Event]:
+        """Decode the stream, stamping every event with the moment its bytes reached the socket (never before
+        the event ahead of it: two conversions of the same moment may differ by a few nanoseconds)."""
         decoder = self.decoder()
         parser = SSEParser()
-        chunks = response.aiter_bytes()
-        t = clock.now()
+        encoded = response.headers.get("content-encoding", "identity").lower() not in ("", "identity")
+        chunks = response.aiter_bytes() if encoded else response.aiter_raw()
+        stamped = stream is not None and hasattr(stream, "read_at") and not clock.virtual
+        t = head
         final: list[Event] = []
         try:
             async for chunk in chunks:
-                t = clock.now()
+                t = max(t, at_socket(clock, stream.read_at) if stamped else clock.now())
                 for sse in parser.feed(chunk):
                     if not sse.valid_utf8:
                         final = [Error(t=t, error="encoding", message=self.clean(
@@ -555,6 +562,11 @@ class _Marks:
         self.head: float | None = None
         self.new_connection = False
 
+    def sent(self, clock: Clock, sent_at: float | None) -> None:
+        """Take the socket's own note of when the request's last byte went out, when there is one."""
+        if sent_at is not None and not clock.virtual:
+            self.on_wire = at_socket(clock, sent_at, self.on_wire)
+
     async def trace(self, name: str, info: Mapping[str, Any]) -> None:
         if name.endswith(".send_request_body.started" if not self.big else ".send_request_body.complete"):
             self.on_wire = self.clock.now()
@@ -568,6 +580,33 @@ class _Marks:
         end = self.on_wire if self.on_wire is not None else attempt
         label = "new connection" if self.new_connection else "reused connection"
         return Segment(t=end, seg="connect", start=attempt, end=end, label=label)
+
+
+def at_socket(clock: Clock, perf: float | None, fallback: float | None = None) -> float:
+    """A ``time.perf_counter()`` moment noted at the socket, on a lane's (real) clock; else ``fallback`` or now."""
+    if perf is None or clock.virtual:
+        return fallback if fallback is not None else clock.now()
+    return clock.now() - max(time.perf_counter() - perf, 0.0)
+
+
+def stamped_transport() -> httpx.AsyncBaseTransport | None:
+    """httpx's transport on the socket-time backend (:mod:`.stamped`); ``None`` (httpx's own) behind a proxy,
+    which the backend does not speak through."""
+    import urllib.request
+
+    import httpcore
+
+    from .stamped import StampedBackend
+
+    if urllib.request.getproxies():
+        return None
+    context = httpx.create_ssl_context(trust_env=True)
+    transport = httpx.AsyncHTTPTransport(verify=context)
+    if not hasattr(transport, "_pool"):
+        return None
+    transport._pool = httpcore.AsyncConnectionPool(ssl_context=context, http1=True, http2=False,
+                                                   network_backend=StampedBackend())
+    return transport
 
 
 def tool_parts(tool: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:

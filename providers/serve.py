@@ -15,10 +15,10 @@ import json
 import socket
 import struct
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, SupportsIndex
 
 from .base import ConfigError, TokraceError
 from .clock import Clock, RealClock
@@ -272,6 +272,20 @@ def _max_tokens(body: dict[str, Any], default: int) -> int:
     return default
 
 
+class _ArrivalReader(asyncio.StreamReader):
+    """A stream reader that notes when bytes came off the socket: the loop reads them as soon as it polls, while
+    the handler may get to them only after other requests' handlers have run."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.arrived = 0.0
+
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        self.arrived = self.clock.now()
+        super().feed_data(data)
+
+
 class ServeServer:
     """An HTTP/1.1 server on asyncio streams that answers the three streaming protocols from a :class:`Source`."""
 
@@ -299,7 +313,12 @@ class ServeServer:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._server = await asyncio.start_server(self._connection, host, port)
+        loop = asyncio.get_running_loop()
+
+        def protocol() -> asyncio.StreamReaderProtocol:
+            return asyncio.StreamReaderProtocol(_ArrivalReader(self.clock), self._connection)
+
+        self._server = await loop.create_server(protocol, host, port)
 
     @property
     def port(self) -> int:
@@ -376,7 +395,8 @@ class ServeServer:
             await reader.readline()
         else:
             body = await reader.readexactly(int(headers.get("content-length") or 0))
-        received = self.clock.now()
+        received = reader.arrived if isinstance(reader, _ArrivalReader) and not self.clock.virtual \
+            else self.clock.now()
         keep = headers.get("connection", "").lower() != "close"
         path = target.split("?", 1)[0].rstrip("/")
         rid = f"{next(self._ids):06d}"

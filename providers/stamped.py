@@ -1,24 +1,25 @@
 """Socket-time stamps: an httpcore network backend whose streams know when their bytes reached the socket.
 
-Where the kernel offers receive timestamps (Linux ``SO_TIMESTAMPNS``), every read carries the moment its last
-packet arrived, however late the event loop gets to it (a screen drawing in the same interpreter, other lanes
-being parsed). Reads take one wire unit at a time (a TLS record; on plain HTTP, the response head or one chunk),
-so units that queued up while the loop was busy keep their own arrival times instead of the last one's. Without
-kernel stamps, a read is stamped when the loop saw the socket become readable. Writes note when the request's
-last byte went to the socket. Data is never altered: the units only decide how many bytes each read takes.
+Each connection has a reader thread that sits in a blocking ``recvmsg`` (which holds no GIL), so bytes leave the
+socket the moment they arrive, however busy the event loop is (a screen drawing in the same interpreter, other
+lanes being parsed); where the kernel offers receive timestamps (Linux ``SO_TIMESTAMPNS``) each read carries the
+moment its packet arrived, else the moment the read returned. Waiting a while before reading would not do: the
+kernel merges packets queued on a TCP socket and keeps only the newest one's time. The event loop takes the
+reads from a queue, each with its stamp; writes note when the request's last byte went to the socket.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
-import select
+import os
 import socket
 import ssl
 import struct
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -27,109 +28,110 @@ import httpcore
 SO_TIMESTAMPNS: Final[int] = 35
 """Linux's socket option (and control message type) for nanosecond receive timestamps (CLOCK_REALTIME)."""
 
-PEEK: Final[int] = 17 * 1024
-"""How far ahead a read looks for the end of its unit: more than a whole TLS record."""
+READ_SIZE: Final[int] = 64 * 1024
+SMALL_WRITE: Final[int] = 64 * 1024
+"""Writes up to this size go straight to the socket (its buffer takes them at once); bigger ones go through a
+worker thread so that a slow peer never blocks the event loop."""
 
-_CHUNK: Final[re.Pattern[bytes]] = re.compile(rb"([0-9a-fA-F]{1,16})[^\r\n]*\r\n")
 _TIMESPEC: Final[struct.Struct] = struct.Struct("@ll")
 
 
-def _http_unit(view: bytes) -> int:
-    """How many bytes of plain HTTP make the first whole unit: a response head, or one chunk of a chunked body."""
-    if view.startswith(b"HTTP/"):
-        end = view.find(b"\r\n\r\n")
-        return end + 4 if end >= 0 else len(view)
-    m = _CHUNK.match(view)
-    if m is None:
-        return len(view)
-    size = int(m.group(1), 16)
-    unit = m.end() + size + 2
-    return min(unit, len(view))
-
-
-def _tls_unit(view: bytes) -> int:
-    """How many bytes make the first whole TLS record (its 5-byte header says)."""
-    if len(view) < 5:
-        return len(view)
-    return min(5 + int.from_bytes(view[3:5], "big"), len(view))
-
-
 class StampedStream(httpcore.AsyncNetworkStream):
-    """A TCP connection on a non-blocking socket; ``read_at`` and ``sent_at`` are ``time.perf_counter()`` values."""
+    """A TCP connection read by its own thread; ``read_at`` and ``sent_at`` are ``time.perf_counter()`` values."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
         self.sock = sock
-        self.kernel_stamps = False
-        if sys.platform == "linux":
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                self.kernel_stamps = True
+        self.loop = loop
         self.read_at: float | None = None
         """When the bytes of the latest read reached the socket."""
         self.sent_at: float | None = None
         """When the latest write's last byte was handed to the socket."""
-        self.units = _http_unit
-        self._readable_at = 0.0
+        self._reads: deque[tuple[bytes, float] | OSError] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._closed = False
+        sock.setblocking(True)
+        self._thread = threading.Thread(target=self._pump, name="tokrace-socket-reader", daemon=True)
+        self._thread.start()
 
-    async def _wait(self, writable: bool, timeout: float | None) -> None:
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[None] = loop.create_future()
-        fd = self.sock.fileno()
-
-        def wake() -> None:
-            self._readable_at = time.perf_counter()
-            if not ready.done():
-                ready.set_result(None)
-
-        (loop.add_writer if writable else loop.add_reader)(fd, wake)
+    @staticmethod
+    def enable_kernel_stamps(sock: socket.socket) -> bool:
+        """Ask the kernel to stamp every packet this socket receives (before any arrives)."""
+        if sys.platform != "linux":
+            return False
         try:
-            async with asyncio.timeout(timeout):
-                await ready
-        except TimeoutError:
-            raise (httpcore.WriteTimeout if writable else httpcore.ReadTimeout)("timed out") from None
-        finally:
-            (loop.remove_writer if writable else loop.remove_reader)(fd)
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            return False
+        return True
 
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        waited = False
+    def _pump(self) -> None:
+        """The reader thread: take bytes off the socket as they come, stamp them, hand them to the loop."""
+        space = socket.CMSG_SPACE(_TIMESPEC.size)
         while True:
             try:
-                view = self.sock.recv(min(PEEK, max_bytes), socket.MSG_PEEK)
-                if not view:
-                    return b""
-                data, ancillary, _, _ = self.sock.recvmsg(self.units(view), socket.CMSG_SPACE(_TIMESPEC.size))
-            except BlockingIOError:
-                await self._wait(False, timeout)
-                waited = True
-                continue
+                data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, space)
             except OSError as exc:
-                raise httpcore.ReadError(str(exc) or type(exc).__name__) from exc
-            self.read_at = self._stamp(ancillary, waited)
-            return data
+                self._hand_over(exc)
+                return
+            self._hand_over((data, _stamp(ancillary)))
+            if not data:
+                return
 
-    def _stamp(self, ancillary: list[tuple[int, int, bytes]], waited: bool) -> float:
-        for level, kind, raw in ancillary:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-                sec, nsec = _TIMESPEC.unpack_from(raw)
-                age = time.time() - (sec + nsec / 1e9)
-                now = time.perf_counter()
-                return now - max(age, 0.0)
-        return self._readable_at if waited else time.perf_counter()
+    def _hand_over(self, item: tuple[bytes, float] | OSError) -> None:
+        self._reads.append(item)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is reading any more
+            self.loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        while not self._reads:
+            if self._closed:
+                return b""
+            self._waiter = self.loop.create_future()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._waiter
+            except TimeoutError:
+                raise httpcore.ReadTimeout("timed out") from None
+            finally:
+                self._waiter = None
+        item = self._reads.popleft()
+        if isinstance(item, OSError):
+            self._reads.appendleft(item)  # every later read fails the same way
+            if self._closed:
+                return b""
+            raise httpcore.ReadError(str(item) or type(item).__name__) from item
+        data, stamp = item
+        if not data:
+            self._reads.appendleft(item)  # the end stays the end
+        elif len(data) > max_bytes:
+            self._reads.appendleft((data[max_bytes:], stamp))
+            data = data[:max_bytes]
+        self.read_at = stamp if self.read_at is None else max(stamp, self.read_at)
+        return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        view = memoryview(buffer)
-        while view:
-            try:
-                sent = self.sock.send(view)
-            except BlockingIOError:
-                await self._wait(True, timeout)
-                continue
-            except OSError as exc:
-                raise httpcore.WriteError(str(exc) or type(exc).__name__) from exc
-            view = view[sent:]
+        try:
+            if len(buffer) <= SMALL_WRITE:
+                self.sock.sendall(buffer)
+            else:
+                async with asyncio.timeout(timeout):
+                    await self.loop.run_in_executor(None, self.sock.sendall, buffer)
+        except TimeoutError:
+            raise httpcore.WriteTimeout("timed out") from None
+        except OSError as exc:
+            raise httpcore.WriteError(str(exc) or type(exc).__name__) from exc
         self.sent_at = time.perf_counter()
 
     async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader thread, which then ends
         self.sock.close()
 
     async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
@@ -138,7 +140,7 @@ class StampedStream(httpcore.AsyncNetworkStream):
         try:
             await tls.handshake(timeout)
         except (ssl.SSLError, OSError) as exc:
-            self.sock.close()
+            await self.aclose()
             raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
         return tls
 
@@ -150,19 +152,25 @@ class StampedStream(httpcore.AsyncNetworkStream):
         if info == "server_addr":
             return self.sock.getpeername()
         if info == "is_readable":
-            if self.sock.fileno() < 0:
-                return True
-            readable, _, _ = select.select([self.sock], [], [], 0)
-            return bool(readable)
+            return bool(self._reads) or self._closed  # for an idle connection: the server hung up
         return None
 
 
+def _stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """The kernel's arrival time of the packet just read, as a ``perf_counter()`` value; else now."""
+    for level, kind, raw in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+            sec, nsec = (int(x) for x in _TIMESPEC.unpack_from(raw))
+            age_ns = time.time_ns() - (sec * 1_000_000_000 + nsec)  # integers: no float rounding
+            return (time.perf_counter_ns() - max(age_ns, 0)) / 1e9
+    return time.perf_counter()
+
+
 class StampedTLSStream(httpcore.AsyncNetworkStream):
-    """TLS over a :class:`StampedStream` through memory BIOs, one record at a time, so each keeps its stamp."""
+    """TLS over a :class:`StampedStream` through memory BIOs: decrypted bytes keep the stamp of their read."""
 
     def __init__(self, raw: StampedStream, context: ssl.SSLContext, server_hostname: str | None) -> None:
         self.raw = raw
-        raw.units = _tls_unit
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self.obj = context.wrap_bio(self._incoming, self._outgoing, server_side=False,
@@ -182,7 +190,7 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
             await self.raw.write(pending, timeout)
 
     async def _feed(self, timeout: float | None) -> None:
-        record = await self.raw.read(PEEK, timeout)
+        record = await self.raw.read(READ_SIZE, timeout)
         if record:
             self._incoming.write(record)
         else:
@@ -219,9 +227,9 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
 
     async def aclose(self) -> None:
         with contextlib.suppress(ssl.SSLError):
-            self.obj.unwrap()
-            with contextlib.suppress(OSError):
-                self.raw.sock.send(self._outgoing.read())
+            self.obj.unwrap()  # queues our close_notify; the peer's is not waited for
+        with contextlib.suppress(OSError):
+            self.raw.sock.send(self._outgoing.read(), socket.MSG_DONTWAIT)
         await self.raw.aclose()
 
     async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
@@ -239,7 +247,7 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
-                          socket_options: Iterable[tuple[int, int, int | bytes | None]] | None = None,
+                          socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
                           ) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
         try:
@@ -248,11 +256,12 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
                 failure: OSError | None = None
                 for family, kind, proto, _, address in infos:
                     sock = socket.socket(family, kind, proto)
+                    StampedStream.enable_kernel_stamps(sock)
                     try:
                         sock.setblocking(False)
                         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                         for option in socket_options or ():
-                            sock.setsockopt(*option)  # type: ignore[arg-type]
+                            sock.setsockopt(*option)
                         if local_address is not None:
                             sock.bind((local_address, 0))
                         await loop.sock_connect(sock, address)
@@ -260,28 +269,32 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
                         sock.close()
                         failure = exc
                         continue
-                    return StampedStream(sock)
+                    return StampedStream(sock, loop)
         except TimeoutError:
             raise httpcore.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
         except socket.gaierror as exc:
             raise httpcore.ConnectError(f"[Errno {exc.errno}] {exc.strerror}: name resolution failed") from exc
-        raise httpcore.ConnectError(str(failure) if failure else f"no address for {host}") from failure
+        if failure is None:
+            raise httpcore.ConnectError(f"no address for {host}")
+        why = os.strerror(failure.errno) if failure.errno else str(failure)  # "Connection refused", ...
+        raise httpcore.ConnectError(f"{why} ({host}:{port})") from failure
 
     async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Iterable[tuple[int, int, int | bytes | None]] | None = None,
+                                  socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
                                   ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.setblocking(False)
         try:
             async with asyncio.timeout(timeout):
-                await asyncio.get_running_loop().sock_connect(sock, path)
+                await loop.sock_connect(sock, path)
         except TimeoutError:
             sock.close()
             raise httpcore.ConnectTimeout(f"connecting to {path} timed out") from None
         except OSError as exc:
             sock.close()
             raise httpcore.ConnectError(str(exc)) from exc
-        return StampedStream(sock)
+        return StampedStream(sock, loop)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import statistics
 import sys
 import time
@@ -75,6 +76,7 @@ def _truth_server(conn: Connection) -> None:
         conn.send((record.request_id, record.ttft_s, record.decode_tok_s, record.fault))
 
     async def main() -> None:
+        pin(-1)
         source = PerLane(Profile())
         server = ServeServer(source, clock=_CoarseClock(), on_served=sent)
         await server.start()
@@ -130,6 +132,15 @@ def tiers(port: int) -> list[TierSpec]:
             for i, (provider, suffix) in enumerate(LANES)]
 
 
+def pin(which: int) -> str:
+    """Keep the truth server (last core) and tokrace (first core) off each other's core, when there are two."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cores) < 2:
+        return "not pinned (one core)"
+    os.sched_setaffinity(0, {cores[which]})
+    return f"core {cores[which]}"
+
+
 def measure(args: argparse.Namespace) -> dict[int, dict[str, list[float]]]:
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -137,6 +148,7 @@ def measure(args: argparse.Namespace) -> dict[int, dict[str, list[float]]]:
     server.start()
     tag, port = parent.recv()
     assert tag == "port"
+    print(f"truth server pinned to the last core; tokrace on {pin(0)}")
     errors: dict[int, dict[str, list[float]]] = {i: {"ttft_ms": [], "decode_pct": []} for i in range(len(LANES))}
     try:
         asyncio.run(_race_runs(args, port, parent, errors))

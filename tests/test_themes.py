@@ -5,6 +5,7 @@ segments apart."""
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import pytest
 from colour_vision import ciede2000, contrast_ratio, difference
 from textual.app import App
 from textual.color import Color
+from textual.pilot import Pilot
+from tui_harness import demo_app
 
 from themes.loader import (
     APP_VARIABLES,
@@ -24,9 +27,10 @@ from themes.loader import (
     parse_theme,
     user_themes_dir,
 )
-from tui.cli import main
+from tui.cli import build_parser, main
 from tui.settings import Settings, SettingsError, settings_path
 from tui.theming import AppThemes, UnknownThemeError
+from tui.widgets.palette import palette
 
 BUILTINS = ("tokrace-dark", "tokrace-light", "projector", "tokrace-cb")
 DICHROMACIES = ("deuteranopia", "protanopia")
@@ -337,14 +341,14 @@ class ThemedApp(App[None]):
     def __init__(self, themes: AppThemes) -> None:
         super().__init__()
         self.themes = themes
-        self.notes: list[tuple[str, str]] = []
+        self.notes: list[tuple[str, str, bool]] = []
         themes.install(self)
 
     def on_mount(self) -> None:
         self.themes.mount(self)
 
-    def notify(self, message: str, *, title: str = "", **kwargs: Any) -> None:
-        self.notes.append((title, message))
+    def notify(self, message: str, *, title: str = "", markup: bool = True, **kwargs: Any) -> None:
+        self.notes.append((title, message, markup))
 
 
 def test_start_theme_is_requested_then_chosen_then_configured_then_default(tmp_path: Path) -> None:
@@ -378,14 +382,16 @@ def test_the_app_offers_exactly_the_themes_tokrace_lists() -> None:
 
 async def test_broken_theme_files_are_reported_in_one_notification_at_start() -> None:
     one = write_user_theme("one.toml", 'name = "one"\n')
-    two = write_user_theme("two.toml", 'name = "two"\nprimary = "#12"\n')
+    two = write_user_theme("two.toml", 'name = "two"\nprimary = "#123456"\nvariables = 1\n')
     app = ThemedApp(AppThemes())
     async with app.run_test():
         pass
     assert len(app.notes) == 1
-    title, message = app.notes[0]
+    title, message, markup = app.notes[0]
     assert title == "Themes"
-    assert f"{one}: primary: missing" in message and f"{two}: line 2: primary:" in message
+    assert f"{one}: primary: missing" in message
+    assert f"{two}: line 3: variables: expected a table [variables]" in message
+    assert not markup, "paths and TOML are shown as written, never read as Rich markup"
 
 
 async def test_a_theme_chosen_while_running_is_remembered_but_the_start_theme_is_not() -> None:
@@ -397,3 +403,55 @@ async def test_a_theme_chosen_while_running_is_remembered_but_the_start_theme_is
         await pilot.pause()
     assert Settings().theme == "tokrace-cb"
     assert AppThemes().start == "tokrace-cb"
+
+
+# The race app
+
+
+async def choose_in_palette(pilot: Pilot[Any], text: str) -> None:
+    """Type ``text`` into the open command palette and take the first match."""
+    await pilot.press(*text)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.press("enter")
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def test_a_theme_chosen_in_the_command_palette_is_used_on_the_next_start() -> None:
+    app, _ = demo_app()
+    async with app.run_test() as pilot:
+        assert app.theme == "tokrace-dark"
+        await pilot.press("ctrl+p")
+        await choose_in_palette(pilot, "theme")
+        await choose_in_palette(pilot, "projector")
+        assert app.theme == "projector"
+    restarted, _ = demo_app()
+    async with restarted.run_test():
+        assert restarted.theme == "projector"
+
+
+async def test_the_race_screen_draws_with_the_themes_colours() -> None:
+    write_user_theme("mine.toml", 'name = "mine"\nprimary = "#123456"\n[variables]\nseg-model = "#FF0000"\n')
+    Settings().set_theme("mine")
+    app, _ = demo_app()
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert app.theme == "mine"
+        assert palette(app).segment("model").color == Color.parse("#FF0000").rich_color
+        app.theme = "tokrace-cb"
+        await pilot.pause()
+        assert palette(app).segment("model").color == Color.parse("#56B4E9").rich_color
+
+
+def test_an_unknown_theme_on_the_command_line_stops_before_the_screen_opens(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main(["demo", "--theme", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("tokrace: no theme named 'nope' (themes: tokrace-dark, ")
+
+
+@pytest.mark.parametrize("argv", [["--theme", "projector"], ["demo", "--theme", "projector"],
+                                  ["replay", "run.jsonl", "--theme", "projector"]])
+def test_every_screen_command_takes_a_theme(argv: list[str]) -> None:
+    assert build_parser().parse_args(argv).theme == "projector"

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from providers.base import Price, Provider, TierSpec, TurnRequest
 from providers.clock import Clock, VirtualClock
@@ -62,6 +63,16 @@ def failing_demo_tiers() -> list[TierSpec]:
     tiers = demo_tiers()
     tiers[1].options["fail_after_tokens"] = 60
     return tiers
+
+
+def text_of(widget: Static) -> str:
+    """What a Static shows, as plain text (tables and Rich text included)."""
+    from rich.console import Console
+
+    console = Console(width=240, color_system=None)
+    with console.capture() as captured:
+        console.print(widget.content)
+    return captured.get()
 
 
 async def at(pilot: Pilot[object], clock: VirtualClock, t: float) -> None:

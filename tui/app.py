@@ -18,6 +18,7 @@ from providers.clock import Clock, RealClock
 from .replay_control import ReplayControl
 from .runner import ClockFactory, ProviderFactory, RaceRunner
 from .screens.race import RaceScreen
+from .theming import AppThemes
 from .widgets.palette import APP_COLOURS
 
 if TYPE_CHECKING:
@@ -30,19 +31,24 @@ class TokraceApp(App[int]):
     TITLE = "tokrace"
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, *, animate: bool = True,
-                 freeze_gc: bool = True) -> None:
+                 freeze_gc: bool = True, themes: AppThemes | None = None) -> None:
         super().__init__()
         self.runner = runner
         self.replay = replay
         self.animate = animate
         """Off in tests and screenshots: no cursor blink, nothing that moves on its own."""
         self.freeze_gc = freeze_gc
+        self.themes = AppThemes() if themes is None else themes
+        """tokrace's themes (built-in and the user's), the one to start with, and where choices are kept."""
+        self.themes.install(self)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_COLOURS)
 
     def on_mount(self) -> None:
-        self.push_screen(RaceScreen(self.runner, self.replay, cursor_blink=self.animate))
+        self.push_screen(RaceScreen(self.runner, self.replay, animate=self.animate,
+                                    freeze_gc=self.freeze_gc))
+        self.themes.mount(self)
         if self.freeze_gc:
             # A full collection over the mounted widget tree pauses the loop for ~100 ms about once a second;
             # what exists now lives for the whole run, so take it out of the collector's way.
@@ -66,7 +72,8 @@ class TokraceApp(App[int]):
 
 def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory: ClockFactory | None = None,
               provider_factory: ProviderFactory | None = None, replay: ReplayControl | None = None,
-              scenario: Scenario | None = None, animate: bool = True, freeze_gc: bool = True) -> TokraceApp:
+              scenario: Scenario | None = None, animate: bool = True, freeze_gc: bool = True,
+              themes: AppThemes | None = None) -> TokraceApp:
     """The app racing ``tiers`` on ``request`` (or a whole ``scenario``): on real time, or on the replay's
     playback clock."""
     factory: ClockFactory
@@ -80,4 +87,4 @@ def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory:
     runner = RaceRunner(tiers, request, factory, scenario=scenario)
     if provider_factory is not None:
         runner.provider_factory = provider_factory
-    return TokraceApp(runner, replay, animate=animate, freeze_gc=freeze_gc)
+    return TokraceApp(runner, replay, animate=animate, freeze_gc=freeze_gc, themes=themes)

@@ -126,6 +126,11 @@ def _add_race_options(p: argparse.ArgumentParser) -> None:
                         "or a scenario TOML file")
 
 
+def _add_theme_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--theme", metavar="NAME", help="colour theme for this run (see `tokrace themes`; the "
+                   "theme last chosen in the command palette otherwise)")
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=_positive_int, default=1, metavar="N",
                    help="race N times one after the other and report p50/p90 (default 1)")
@@ -143,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         argument_default=argparse.SUPPRESS)  # the race options below are the screen's; a command has its own
     parser.add_argument("--version", action="version", version=f"tokrace {__version__}")
     _add_race_options(parser)
+    _add_theme_option(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="the race screen on the built-in offline demo tiers",
@@ -153,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="read the prompt from a file")
     demo.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output token limit per turn")
     demo.add_argument("--scenario", metavar="NAME|FILE", help="race a whole agent loop on the demo tiers")
+    _add_theme_option(demo)
 
     bench = sub.add_parser("bench", help="headless race: print a table (or JSON) and exit",
                            description="Race the tiers headless and print a table, or JSON with --json. "
@@ -182,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", metavar="FILE|-", dest="json_target", help="with --headless: JSON output")
     replay.add_argument("--fast-forward", action="store_true", help="with --headless: virtual time, no waiting")
     _add_voice_options(replay)
+    _add_theme_option(replay)
 
     recordings = sub.add_parser("recordings", help="list recordings", description="List recordings, newest first.")
     recordings.add_argument("--dir", type=Path, metavar="DIR", help="folder to list (default: the recordings "
@@ -267,7 +275,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
         # The screen's playback clock applies the speed (and the user changes it), so the lanes play at 1×.
         return run_replay(recording, replay_tiers(recording, 1.0, args.idle_cap, run=args.run), args.speed,
-                          args.idle_cap, args.run)
+                          args.idle_cap, args.run, theme=args.theme)
     from .headless import run_headless
 
     runs = recording.runs if args.run is None else 1
@@ -397,7 +405,8 @@ def cmd_race(args: argparse.Namespace) -> int:
         tiers = [dataclasses.replace(tier, max_tokens=args.max_tokens if scenario else None) for tier in tiers]
     if scenario is not None:
         request.prompt = scenario.first_prompt()
-    return run_race(tiers, request, scenario)
+    return run_race(tiers, request, scenario, theme=getattr(args, "theme", None),
+                    configured_theme=config.defaults.theme)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -415,7 +424,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                             json_target=None, scenario=scenario)
     from .launch import run_race
 
-    return run_race(demo_tiers(), request, scenario)
+    return run_race(demo_tiers(), request, scenario, theme=args.theme)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -22,24 +22,30 @@ def _check_lanes(tiers: Sequence[TierSpec]) -> None:
                            "choose some with --tiers NAME,NAME")
 
 
-def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario | None = None) -> int:
-    """Race the tiers on screen until the user quits."""
+def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario | None = None, *,
+             theme: str | None = None, configured_theme: str | None = None) -> int:
+    """Race the tiers on screen until the user quits; ``theme`` is ``--theme``, ``configured_theme`` the
+    config's."""
     _check_lanes(tiers)
     from .app import build_app
+    from .theming import AppThemes
 
-    app = build_app(tiers, request, scenario=scenario)
+    themes = AppThemes(requested=theme, configured=configured_theme)
+    app = build_app(tiers, request, scenario=scenario, themes=themes)
     app.run()
     return app.return_code or 0
 
 
 def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1.0,
-               idle_cap: float | None = None, run: int | None = None) -> int:
+               idle_cap: float | None = None, run: int | None = None, *, theme: str | None = None) -> int:
     """Replay a recording on screen with its original timing, under the user's controls."""
     _check_lanes(tiers)
     from .app import build_app
     from .replay_control import ReplayControl, replay_duration
+    from .theming import AppThemes
 
+    themes = AppThemes(requested=theme)
     control = ReplayControl(recording.path, replay_duration(recording, idle_cap, run), speed)
-    app = build_app(tiers, TurnRequest(prompt=recording.prompt), replay=control)
+    app = build_app(tiers, TurnRequest(prompt=recording.prompt), replay=control, themes=themes)
     app.run()
     return app.return_code or 0

@@ -66,7 +66,7 @@ class ReplayControl:
 
     def status(self, now: float, finished: bool) -> str:
         """One line: playing or paused, the speed, the position in the recording."""
-        mark = "■ finished" if finished else ("▶ playing" if self.playing else "⏸ paused")
+        mark = "■ finished" if finished else ("▶ playing" if self.playing else "‖ paused")
         speed = f"×{self.speed:g}"
         position = min(now, self.duration) if not finished else self.duration
         return f"{mark}  {speed}  {position:.2f} s / {self.duration:.2f} s  ·  {self.path.name}"

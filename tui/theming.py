@@ -74,12 +74,12 @@ class AppThemes:
     def mount(self, app: App[Any]) -> None:
         """Once the app runs: report broken theme files, and remember every theme chosen from now on."""
         if self.notes:
-            app.notify("\n".join(self.notes), title="Themes", severity="warning", timeout=12)
+            app.notify("\n".join(self.notes), title="Themes", severity="warning", timeout=12, markup=False)
 
         def remember(theme: Theme) -> None:
             try:
                 self.settings.set_theme(theme.name)
             except SettingsError as exc:
-                app.notify(str(exc), title="Theme not remembered", severity="warning")
+                app.notify(str(exc), title="Theme not remembered", severity="warning", markup=False)
 
         app.theme_changed_signal.subscribe(app, remember)

@@ -19,6 +19,7 @@ from textual.widgets import Footer, Static
 from providers.base import TierSpec
 from providers.events import Event
 from providers.live import LiveLane
+from providers.loop import WHAT_IF_FACTOR, LoopMetrics, is_loop_end, loop_metrics
 from providers.metrics import DEFINITIONS, TurnMetrics, split_turns, turn_metrics
 
 TOKEN_SOURCES: Final[dict[str, str]] = {
@@ -39,7 +40,8 @@ def token_source(m: TurnMetrics) -> str:
 
 
 def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
-    """(metric, value, where it came from) for every metric of ``DEFINITIONS``, in its order."""
+    """(metric, value, where it came from) for every metric of ``DEFINITIONS`` that ``m`` has, in its order:
+    a turn's, plus a loop's own when ``m`` is a whole loop."""
     tokens = token_source(m)
     has_connect = any(s.kind == "connect" for s in m.segments)
     price = tier.price
@@ -47,7 +49,7 @@ def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
         cost_from = "no price for this tier"
     else:
         cost_from = f"usage × ${price.output:g}/M out" + (f", ${price.input:g}/M in" if price.input is not None else "")
-    itl = "—" if m.itl_ms is None else " · ".join(f"{k} {v:.1f}" for k, v in m.itl_ms.items()) + " ms"
+    itl = "—" if m.itl_ms is None else " · ".join(f"{v:.1f}" for v in m.itl_ms.values()) + " ms"
     values: dict[str, tuple[str, str]] = {
         "connect_s": (_s(m.connect_s), "connect segment (HTTP trace)" if has_connect
                       else "no connect event: reused connection or not reported"),
@@ -60,13 +62,29 @@ def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
         "decode_tok_s": ("—" if m.decode_tok_s is None else f"{m.decode_tok_s:,.1f}",
                          f"tokens from {m.tokens_source} ÷ delta stamps"),
         "e2e_tok_s": ("—" if m.e2e_tok_s is None else f"{m.e2e_tok_s:,.1f}", f"tokens from {m.tokens_source} ÷ e2e"),
-        "itl_ms": (itl, f"{m.token_events} token events' stamps"),
+        "itl_ms": (itl, f"p50 · p90 · p99 · max of the gaps between {m.token_events} token events"),
         "tokens_per_event": ("—" if m.tokens_per_event is None else f"{m.tokens_per_event:.2f}",
                              f"tokens from {m.tokens_source} ÷ {m.token_events} events"),
         "stalls": (str(m.stalls), "gaps between delta stamps"),
         "cost_usd": ("—" if m.cost_usd is None else f"${m.cost_usd:.6f}", cost_from),
     }
+    if isinstance(m, LoopMetrics):
+        values.update(_loop_values(m))
     return [(name, *values[name]) for name in DEFINITIONS if name in values]
+
+
+def _loop_values(m: LoopMetrics) -> dict[str, tuple[str, str]]:
+    what_if = m.what_if(WHAT_IF_FACTOR)
+    return {
+        "turns": (str(len(m.turns)), "request events (← → shows each turn)"),
+        "breakdown": (" · ".join(f"{kind} {seconds:.2f}" for kind, seconds in m.breakdown.items()) + " s",
+                      "the loop's segments: turns, tools, people, waits"),
+        "model_share": ("—" if m.model_share is None else f"{100 * m.model_share:.1f} %",
+                        f"{m.model_s:.2f} s of wait, think and model ÷ e2e"),
+        "amdahl_max_speedup": ("—" if m.amdahl_max_speedup is None else f"{m.amdahl_max_speedup:.2f}×",
+                               "e2e and the model time"),
+        "what_if": (f"{what_if.e2e_s:.2f} s", f"model {WHAT_IF_FACTOR:g}× faster: {what_if.sooner_pct:.0f} % sooner"),
+    }
 
 
 def details_table(m: TurnMetrics, tier: TierSpec) -> Table:
@@ -116,23 +134,29 @@ class DetailsScreen(ModalScreen[None]):
     def _refresh_while_running(self) -> None:
         self.show()
 
-    def turns(self) -> list[list[Event]]:
-        return split_turns(self.events)
+    def pages(self) -> list[list[Event] | None]:
+        """What ← → step through: the whole loop first (``None``) when there are several turns, then each turn."""
+        turns: list[list[Event] | None] = list(split_turns(self.events))
+        if len(turns) > 1 or any(is_loop_end(e) for e in self.events):
+            turns.insert(0, None)
+        return turns
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "turn":
-            return len(self.turns()) > 1
+            return len(self.pages()) > 1
         return True
 
     def action_turn(self, delta: int) -> None:
-        count = len(self.turns())
+        count = len(self.pages())
         if count:
             self.turn = (self.turn + delta) % count
             self.show()
 
     def show(self) -> None:
         tier = self.lane.tier
-        turns = self.turns()
+        pages = self.pages()
+        page = pages[min(self.turn, len(pages) - 1)] if pages else None
+        turn_pages = sum(1 for p in pages if p is not None)
         title = Text()
         title.append(tier.name, style="bold")
         title.append(f"  {tier.model or '(no model)'} · {tier.provider}")
@@ -140,16 +164,21 @@ class DetailsScreen(ModalScreen[None]):
             title.append(f" · service tier {tier.service_tier}")
         if tier.base_url:
             title.append(f" · {tier.base_url}")
-        if len(turns) > 1:
-            title.append(f"   turn {self.turn + 1} of {len(turns)} (← →)", style="bold")
+        if len(pages) > 1:
+            number = min(self.turn, len(pages) - 1) + (0 if pages[0] is None else 1)
+            where = "whole loop" if page is None else f"turn {number}"
+            title.append(f"   {where} of {turn_pages} turns (← →)", style="bold")
         if not self.lane.finished:
             title.append("   still running: the figures so far", style="italic")
         self.title_bar.update(title)
-        if not turns:
+        if not pages:
             self.body.update("No events yet: the lane has not started.")
             self.problem.display = False
             return
-        m = turn_metrics(turns[min(self.turn, len(turns) - 1)], tier.price, tier.model)
+        if page is None:
+            m: TurnMetrics = loop_metrics(self.events, tier.price, tier.model)
+        else:
+            m = turn_metrics(page, tier.price, tier.model)
         self.problem.display = bool(m.error) and self.lane.finished
         if m.error:
             self.problem.update(f"✗ {m.error}")

@@ -51,18 +51,19 @@ class HelpScreen(ModalScreen[None]):
 
     def _keys_table(self) -> Table:
         table = Table(show_header=False, show_edge=False, box=None, pad_edge=False)
-        table.add_column(style="bold", no_wrap=True, min_width=12)
+        table.add_column(style="bold", no_wrap=True, min_width=14)
         table.add_column()
         for key, description in self.keys:
             table.add_row(key, description)
         table.add_row("ctrl+p", "command palette: every action by name, and the theme")
+        table.add_row("escape", "leave the prompt bar; close this help")
         return table
 
     def _legend(self) -> Table:
         pal = palette(self.app)
         table = Table(show_header=False, show_edge=False, box=None, pad_edge=False, title="timeline",
                       title_justify="left", title_style="bold")
-        table.add_column(no_wrap=True, min_width=12)
+        table.add_column(no_wrap=True, min_width=14)
         table.add_column()
         for kind in SEGMENT_KINDS:
             glyph = "━━━━" if kind in ("connect", "wait") else "████"

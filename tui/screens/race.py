@@ -6,6 +6,7 @@ widget. Text repaints each frame, gauges and figures four times a second, the ti
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator
 from typing import ClassVar
 
@@ -45,28 +46,35 @@ class RaceScreen(Screen[None]):
     """Nothing focused at start: keys go to the screen, not the prompt bar."""
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (100, "-wide")]
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "race", "Race"),
-        Binding("r", "restart", "Restart"),
-        Binding("s", "stop", "Stop"),
-        Binding("space", "pause", "Pause"),
-        Binding("full_stop", "step", "Step", key_display="."),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
-        Binding("minus", "slower", "Slower", key_display="-"),
-        Binding("d", "details", "Details"),
-        Binding("z", "zoom", "Zoom"),
-        Binding("p,slash", "edit_prompt", "Prompt", key_display="p"),
-        Binding("1", "focus_lane(0)", "Lane", key_display="1-6"),
+        Binding("r", "race", "Race", tooltip="race the prompt again on every tier (stops a race still running)"),
+        Binding("r", "restart", "Restart", tooltip="play the recording again from its start"),
+        Binding("s", "stop", "Stop", tooltip="stop every lane still running"),
+        Binding("space", "pause", "Pause", tooltip="pause the replay, or play it on"),
+        Binding("full_stop", "step", "Step", key_display=".",
+                tooltip="pause and move a tenth of a second, or to the next event when nothing happens sooner"),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", tooltip="play faster (up to ×16)"),
+        Binding("minus", "slower", "Slower", key_display="-", tooltip="play slower (down to ×0.1)"),
+        Binding("d", "details", "Details", tooltip="every metric of the focused lane: value, source, definition"),
+        Binding("z", "zoom", "Zoom", tooltip="zoom the timeline into its start: ×1, ×2, ×4, ×8"),
+        Binding("p,slash", "edit_prompt", "Prompt", key_display="p",
+                tooltip="edit the prompt (also /); Enter races it, Escape leaves"),
+        Binding("1", "focus_lane(0)", "Lane", key_display="1-6",
+                tooltip="focus a lane (for details; arrows scroll its final answer)"),
         *(Binding(str(i + 1), f"focus_lane({i})", f"Lane {i + 1}", show=False) for i in range(1, 6)),
-        Binding("question_mark,f1", "help", "Help", key_display="?"),
-        Binding("q", "app.quit", "Quit"),
+        Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="this help (also F1)"),
+        Binding("q", "app.quit", "Quit", tooltip="quit (also ctrl+q)"),
         Binding("escape", "leave_prompt", "Leave the prompt", show=False),
     ]
 
-    def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, cursor_blink: bool = True) -> None:
+    def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, animate: bool = True,
+                 freeze_gc: bool = True) -> None:
         super().__init__()
         self.runner = runner
         self.replay = replay
-        self.cursor_blink = cursor_blink
+        self.animate = animate
+        """Off in tests and screenshots: no frame timer (the test draws each frame), no cursor blink."""
+        self.freeze_gc = freeze_gc
+        """Keep the race's growing history out of the garbage collector's full passes while it runs."""
         self.views = [LaneView(i, lane) for i, lane in enumerate(runner.live.lanes)]
         self.timeline = Timeline(id="timeline")
         self.summary = Static("", id="summary")
@@ -85,7 +93,7 @@ class RaceScreen(Screen[None]):
         if self.replay is None:
             prompt = Input(self.runner.request.prompt, placeholder="the prompt to race: Enter races it",
                            id="prompt", select_on_focus=False)
-            prompt.cursor_blink = self.cursor_blink
+            prompt.cursor_blink = self.animate
             yield prompt
         else:
             assert self.replay_bar is not None
@@ -100,7 +108,8 @@ class RaceScreen(Screen[None]):
     def on_mount(self) -> None:
         self.timeline.bind(self._live.lanes)
         self._set_focused(0)
-        self._timer = self.set_interval(1 / FRAME_HZ, self.sample)
+        if self.animate:
+            self._timer = self.set_interval(1 / FRAME_HZ, self.sample)
         self.call_after_refresh(self._start)
 
     def _start(self) -> None:
@@ -123,12 +132,21 @@ class RaceScreen(Screen[None]):
             view.sample(now, scale, slow)
         if force or self._frame % TIMELINE_EVERY == 0:
             self.timeline.sample(now)
+        if self.freeze_gc and runner.running and self._frame % FRAME_HZ == 0:
+            # A race keeps every event: at tens of thousands a second, full collections come every few hundred
+            # ms and each scans the whole history (60-110 ms measured). Freezing what exists is O(1), and
+            # refcounting still frees what dies; cyclic garbage waits for the end of the race.
+            gc.freeze()
         if live.finished and runner.races and not runner.running:
             if self._summarised is not live:
                 self._summarised = live
                 self.summary.update(summary_line(live.summary()))
+                if self.freeze_gc:  # collect what the race left while nothing streams; freeze what lives on
+                    gc.unfreeze()
+                    gc.collect()
+                    gc.freeze()
         elif slow and runner.races:
-            self.summary.update(racing_line(live, now), layout=False)
+            self.summary.update(racing_line(live, now, "replaying" if self.replay else "racing"), layout=False)
         if slow and self.replay is not None and self.replay_bar is not None:
             self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
         if runner.problem and runner.problem != self._problem_shown:
@@ -147,7 +165,8 @@ class RaceScreen(Screen[None]):
     def _scale(self, now: float) -> float:
         """One tok/s scale for every gauge: the highest rate seen this race, rounded up (never shrinks)."""
         for lane in self._live.lanes:
-            self._peak = max(self._peak, lane.rate(now), *lane.history_rates(now, len(lane.history)), 0.0)
+            self._peak = max(self._peak, lane.rate(now), lane.decode_rate() or 0.0,
+                             *lane.history_rates(now, len(lane.history)))
         return nice_scale(self._peak)
 
     def _set_focused(self, index: int) -> None:
@@ -244,9 +263,7 @@ class RaceScreen(Screen[None]):
             action, _, params = binding.action.partition("(")
             if not binding.show or self.check_action(action.removeprefix("app."), (0,) if params else ()) is False:
                 continue
-            keys = binding.key_display or binding.key.replace("question_mark", "?").replace(",", ", ")
-            out.append((keys, binding.description))
-        out.append(("escape", "leave the prompt bar"))
+            out.append((binding.key_display or binding.key, binding.tooltip or binding.description))
         return out
 
     def commands(self) -> Iterator[tuple[str, str, Callable[[], object]]]:

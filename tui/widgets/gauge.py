@@ -44,13 +44,13 @@ def bar(fraction: float, width: int) -> tuple[str, str]:
 
 
 def sparkline(values: Sequence[float], scale: float, width: int) -> str:
-    """The last ``width`` values as bars of eight heights against ``scale``; zero is a blank."""
+    """The last ``width`` values as bars of eighths against ``scale`` (half the scale is ▄); zero is a blank."""
     out = []
     for v in values[-width:] if width > 0 else []:
         if v <= 0:
             out.append(" ")
         else:
-            out.append(SPARKS[min(int(v / scale * len(SPARKS)), len(SPARKS) - 1)])
+            out.append(SPARKS[min(max(math.ceil(v / scale * len(SPARKS)) - 1, 0), len(SPARKS) - 1)])
     return "".join(out)
 
 
@@ -76,7 +76,7 @@ class Gauge(Widget):
 
     def render_line(self, y: int) -> Strip:
         width, height = self.size
-        base = self.rich_style
+        base = self.visual_style.rich_style
         pal = palette(self.app)
         track = base + Style(dim=True)
         label = self.label.rjust(LABEL_WIDTH)[:LABEL_WIDTH]

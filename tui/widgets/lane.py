@@ -7,6 +7,8 @@ figures at most a few times a second, without a layout pass.
 
 from __future__ import annotations
 
+from typing import Final
+
 from rich.markdown import Markdown
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -16,6 +18,9 @@ from providers.live import SOURCE_MARK, LiveLane
 
 from .gauge import Gauge
 from .tail import TailText
+
+MARKDOWN_MAX_CHARS: Final[int] = 60_000
+"""Longer answers (about 15,000 tokens) stay in the tail view: rendering them as Markdown takes a second."""
 
 
 def describe_tier(lane: LiveLane) -> str:
@@ -122,8 +127,8 @@ class LaneView(Vertical):
         """Render the answer as Markdown, once, when nothing more will come."""
         self._final_for = lane
         answer = lane.answer_text()
-        if not answer:
-            return  # nothing to render: keep the tail (reasoning, tool calls) in view
+        if not answer or len(answer) > MARKDOWN_MAX_CHARS:
+            return  # keep the tail in view: nothing to render, or too much to render without a visible pause
         self.final_text.update(Markdown(answer))
         self.tail.display = False
         self.final.display = True

@@ -12,29 +12,13 @@ from typing import TYPE_CHECKING, Any, Final
 from rich.style import Style
 from textual.color import Color, ColorParseError
 
+from themes.loader import DEFAULT_THEME, builtin_variables
+
 if TYPE_CHECKING:
     from textual.app import App
 
-APP_COLOURS: Final[dict[str, str]] = {
-    "lane-0": "#4ea8de",
-    "lane-1": "#f4a259",
-    "lane-2": "#8ac926",
-    "lane-3": "#c77dff",
-    "lane-4": "#ff6b6b",
-    "lane-5": "#2ec4b6",
-    "seg-connect": "#8d99ae",
-    "seg-wait": "#6c7a89",
-    "seg-think": "#b388eb",
-    "seg-model": "#43aa8b",
-    "seg-tool": "#f8961e",
-    "seg-human": "#f15bb5",
-    "seg-retry": "#e63946",
-    "seg-stall": "#ffd166",
-    "gauge-low": "#e76f51",
-    "gauge-mid": "#e9c46a",
-    "gauge-high": "#2a9d8f",
-}
-"""Every app variable with its default; a theme may override any of them."""
+APP_COLOURS: Final[dict[str, str]] = dict(builtin_variables(DEFAULT_THEME))
+"""Every app variable with its default (the default theme's colours); a theme may override any of them."""
 
 LANES: Final[int] = 6
 SEGMENT_KINDS: Final[tuple[str, ...]] = ("connect", "wait", "think", "model", "tool", "human", "retry", "stall")

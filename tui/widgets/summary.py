@@ -7,9 +7,9 @@ from rich.text import Text
 from providers.live import LiveRace, RaceSummary
 
 
-def racing_line(live: LiveRace, now: float) -> Text:
+def racing_line(live: LiveRace, now: float, doing: str = "racing") -> Text:
     """While racing: the time, and the lane with the most tokens so far."""
-    text = Text(f"racing · {now:.2f} s", style="bold")
+    text = Text(f"{doing} · {now:.2f} s", style="bold")
     started = [lane for lane in live.lanes if lane.turns]
     if started:
         leader = max(started, key=lambda lane: lane.tokens)

@@ -53,14 +53,22 @@ def wrap(runs: list[tuple[str, str]], width: int) -> list[Line]:
                 used = 0
             while size > width:  # a word wider than the line: cut it
                 head = word[:width] if word.isascii() else _cut(word, width)
-                lines[-1].append((head, channel))
+                _add(lines[-1], head, channel)
                 lines.append([])
                 word = word[len(head):]
                 size = _width(word)
                 used = 0
-            lines[-1].append((word, channel))
+            _add(lines[-1], word, channel)
             used += size
     return lines
+
+
+def _add(line: Line, text: str, channel: str) -> None:
+    """Append to a line, joining runs of one channel (one segment to draw per run, not per word)."""
+    if line and line[-1][1] == channel:
+        line[-1] = (line[-1][0] + text, channel)
+    else:
+        line.append((text, channel))
 
 
 def _cut(word: str, width: int) -> str:
@@ -84,6 +92,8 @@ class TailText(Widget):
         self.lane = lane
         self._key: tuple[object, ...] | None = None
         self._lines: list[Line] = []
+        self._styles_key: tuple[Style, object] | None = None
+        self._style_map: dict[str, Style] = {}
 
     def bind(self, lane: LiveLane) -> None:
         self.lane = lane
@@ -106,7 +116,7 @@ class TailText(Widget):
         return self._lines
 
     def render_line(self, y: int) -> Strip:
-        base = self.rich_style
+        base = self.visual_style.rich_style
         lines = self._visible()
         if y >= len(lines):
             return Strip.blank(self.size.width, base)
@@ -116,9 +126,13 @@ class TailText(Widget):
 
     def _styles(self, base: Style) -> dict[str, Style]:
         pal = palette(self.app)
-        return {
-            "content": base,
-            "reasoning": base + Style(dim=True, italic=True),
-            "tool_args": base + pal.segment("tool"),
-            "meta": base + Style(dim=True),
-        }
+        key = (base, pal)
+        if self._styles_key != key:
+            self._styles_key = key
+            self._style_map = {
+                "content": base,
+                "reasoning": base + Style(dim=True, italic=True),
+                "tool_args": base + pal.segment("tool"),
+                "meta": base + Style(dim=True),
+            }
+        return self._style_map

@@ -104,7 +104,7 @@ class Timeline(Widget):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        base = self.rich_style
+        base = self.visual_style.rich_style
         cells = max(width - LABEL_WIDTH, 1)
         span = self.span
         if y < len(self.lanes):

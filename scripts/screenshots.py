@@ -1,0 +1,91 @@
+"""Render the README's screenshots: the offline demo on virtual time, stopped at fixed moments, saved as SVG.
+
+Never by hand, so they stay true as the screen changes; the same moments give the same pictures every time.
+
+    python scripts/screenshots.py [--out screenshots] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from providers.base import TierSpec, TurnRequest
+from providers.clock import VirtualClock
+from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
+from themes.loader import DEFAULT_THEME, load_themes
+from tui.app import build_app
+from tui.settings import Settings
+from tui.theming import AppThemes
+
+
+def failing_demo() -> list[TierSpec]:
+    """The demo with its priority lane failing part-way, to show an error inside a lane."""
+    tiers = demo_tiers()
+    tiers[1].options["fail_after_tokens"] = 60
+    return tiers
+
+
+@dataclass(frozen=True)
+class Shot:
+    """One screenshot: which tiers, the terminal size, the moment of the race, then keys to press."""
+
+    name: str
+    size: tuple[int, int]
+    at: float
+    keys: tuple[str, ...] = ()
+    tiers: list[TierSpec] = field(default_factory=demo_tiers)
+
+
+SHOTS = [
+    Shot("race-mid", (160, 45), 2.0),
+    Shot("race-finished", (160, 45), 10.0),
+    Shot("race-narrow", (80, 24), 2.0),
+    Shot("lane-error", (160, 45), 3.0, tiers=failing_demo()),
+    Shot("details", (160, 45), 10.0, ("3", "d")),
+    Shot("help", (100, 40), 1.0, ("question_mark",)),
+]
+"""Every screenshot the README shows."""
+
+
+def builtin_themes(scratch: Path, theme: str = DEFAULT_THEME) -> AppThemes:
+    """Only the built-in themes and nothing remembered: what a new user sees, whatever this machine holds."""
+    return AppThemes(load_themes(user_dir=scratch / "themes"), Settings(scratch / "settings.json"),
+                     requested=theme)
+
+
+async def render(shot: Shot, out: Path) -> Path:
+    clock = VirtualClock()
+    with tempfile.TemporaryDirectory() as scratch:
+        themes = builtin_themes(Path(scratch))
+    app = build_app(shot.tiers, TurnRequest(DEMO_PROMPT, DEMO_MAX_TOKENS), clock_factory=lambda: clock,
+                    animate=False, freeze_gc=False, themes=themes)
+    async with app.run_test(size=shot.size) as pilot:
+        await app.runner.wait_started()
+        race = app.runner.race
+        await clock.advance_to((race.origin if race is not None else 0.0) + shot.at)
+        app.screen.sample(force=True)
+        await pilot.pause()
+        await pilot.press(*shot.keys)
+        await pilot.pause()
+        path = out / f"{shot.name}.svg"
+        path.write_text(app.export_screenshot(title="tokrace"), encoding="utf-8")
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Render the README's screenshots to SVG.")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "screenshots")
+    parser.add_argument("--only", metavar="NAME", help=f"one of: {', '.join(s.name for s in SHOTS)}")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for shot in SHOTS:
+        if args.only is None or shot.name == args.only:
+            print(asyncio.run(render(shot, args.out)))
+
+
+if __name__ == "__main__":
+    main()
