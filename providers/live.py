@@ -284,8 +284,8 @@ class LiveLane:
 
     @property
     def ended_at(self) -> float | None:
-        """When the lane's last turn ended, once it is in a final state."""
-        if self.state not in TERMINAL_STATES or not self.turns:
+        """When the lane's last turn ended, once the lane is finished (a loop goes on after each turn)."""
+        if not self.finished or self.state not in TERMINAL_STATES or not self.turns:
             return None
         if self.loop_end is not None:
             return self.loop_end
@@ -359,8 +359,10 @@ class LiveLane:
         return cost(self.tier.price, usage, self.tokens)
 
     def segments(self, now: float) -> list[SegmentSpan]:
-        """The lane's timeline so far, as ``metrics.turn_segments`` cuts it; an open turn grows to ``now``."""
-        spans = list(self.explicit)
+        """The lane's timeline so far, as ``metrics.turn_segments`` cuts it; an open turn grows to ``now``, and a
+        span announced ahead (a scenario's tool or person) shows only as far as ``now``."""
+        spans = [s if s.end <= now else SegmentSpan(s.kind, s.start, now, s.label)
+                 for s in self.explicit if s.start <= now]
         for turn in self.turns:
             end = turn.end if turn.end is not None else max(now, self.last_t)
             if turn.first is None:

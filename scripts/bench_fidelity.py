@@ -148,7 +148,7 @@ def measure(args: argparse.Namespace) -> dict[int, dict[str, list[float]]]:
     server.start()
     tag, port = parent.recv()
     assert tag == "port"
-    print(f"truth server pinned to the last core; tokrace on {pin(0)}")
+    print(f"truth server pinned to the last core; tokrace {pin(0) if os.environ.get('PIN_CLIENT') else 'unpinned'}")
     errors: dict[int, dict[str, list[float]]] = {i: {"ttft_ms": [], "decode_pct": []} for i in range(len(LANES))}
     try:
         asyncio.run(_race_runs(args, port, parent, errors))

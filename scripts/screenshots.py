@@ -16,7 +16,9 @@ from pathlib import Path
 from providers.base import TierSpec, TurnRequest
 from providers.clock import VirtualClock
 from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
+from providers.scenario import load_scenario
 from themes.loader import DEFAULT_THEME, load_themes
+from themes.loader import builtin_themes as builtin_theme_names
 from tui.app import build_app
 from tui.settings import Settings
 from tui.theming import AppThemes
@@ -31,13 +33,16 @@ def failing_demo() -> list[TierSpec]:
 
 @dataclass(frozen=True)
 class Shot:
-    """One screenshot: which tiers, the terminal size, the moment of the race, then keys to press."""
+    """One screenshot: which tiers, the terminal size, the moment of the race, then keys to press; the theme,
+    and a scenario to race instead of the demo prompt."""
 
     name: str
     size: tuple[int, int]
     at: float
     keys: tuple[str, ...] = ()
     tiers: list[TierSpec] = field(default_factory=demo_tiers)
+    theme: str = DEFAULT_THEME
+    scenario: str | None = None
 
 
 SHOTS = [
@@ -47,6 +52,8 @@ SHOTS = [
     Shot("lane-error", (160, 45), 3.0, tiers=failing_demo()),
     Shot("details", (160, 45), 10.0, ("3", "d")),
     Shot("help", (100, 40), 1.0, ("question_mark",)),
+    # One per built-in theme, on an agent loop so the timeline shows waits, model, tool and human segments.
+    *(Shot(f"theme-{name}", (160, 45), 12.0, theme=name, scenario="incident") for name in builtin_theme_names()),
 ]
 """Every screenshot the README shows."""
 
@@ -60,9 +67,11 @@ def builtin_themes(scratch: Path, theme: str = DEFAULT_THEME) -> AppThemes:
 async def render(shot: Shot, out: Path) -> Path:
     clock = VirtualClock()
     with tempfile.TemporaryDirectory() as scratch:
-        themes = builtin_themes(Path(scratch))
-    app = build_app(shot.tiers, TurnRequest(DEMO_PROMPT, DEMO_MAX_TOKENS), clock_factory=lambda: clock,
-                    animate=False, freeze_gc=False, themes=themes)
+        themes = builtin_themes(Path(scratch), shot.theme)
+    scenario = None if shot.scenario is None else load_scenario(shot.scenario)
+    prompt = DEMO_PROMPT if scenario is None else scenario.first_prompt()
+    app = build_app(shot.tiers, TurnRequest(prompt, DEMO_MAX_TOKENS), clock_factory=lambda: clock,
+                    animate=False, freeze_gc=False, themes=themes, scenario=scenario)
     async with app.run_test(size=shot.size) as pilot:
         await app.runner.wait_started()
         race = app.runner.race

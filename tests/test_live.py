@@ -115,12 +115,14 @@ def test_tool_call_turn_waits_in_tool_state() -> None:
     assert "→ search_logs" in "".join(text for _, text in lane.pieces)
 
 
-def test_announced_span_shows_until_it_ends() -> None:
+def test_announced_span_shows_until_it_ends_and_draws_only_up_to_now() -> None:
     lane = feed(LiveLane(tier(), expected_turns=2), [
         Request(t=0.0), Delta(t=0.1, text="ok", tokens=1), Done(t=0.2),
         Segment(t=0.2, seg="human", start=0.2, end=3.0, label="approve")])
     assert lane.state_at(1.0) == "human"
     assert lane.state_at(3.0) == "done"
+    assert [(s.kind, s.end) for s in lane.segments(1.0)][-1] == ("human", 1.0)
+    assert lane.elapsed(1.0) == 1.0  # not finished: the loop goes on
 
 
 def test_two_turns_sum_their_usage_and_finish_after_the_second() -> None:

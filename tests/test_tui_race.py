@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input, Static
 from tui_harness import PRICED, at, demo_app, failing_demo_tiers, record_demo, replay_app, scripted, text_of
 
@@ -303,3 +304,16 @@ async def test_replay_hides_the_prompt_bar_and_the_race_keys(tmp_path: Path) -> 
         assert "p" not in described
         await pilot.press("p")
         assert app.focused is None
+
+
+async def test_a_drawing_failure_becomes_one_notification_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: LaneView, now: float, scale: float, slow: bool) -> None:
+        raise ValueError("cannot draw this")
+
+    app, clock = demo_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        monkeypatch.setattr(LaneView, "sample", broken)
+        await at(pilot, clock, 1.0)
+        await at(pilot, clock, 2.0)
+        assert [n.message for n in app._notifications] == ["ValueError: cannot draw this"]
+        assert app.is_running

@@ -60,7 +60,7 @@ def test_nice_scale_rounds_up_to_a_readable_number(value: float, scale: float) -
 
 
 def test_axis_span_holds_the_race_with_a_little_room() -> None:
-    assert [axis_span(s) for s in (0.5, 2.0, 8.51, 29.0)] == [1, 3, 10, 45]
+    assert [axis_span(s) for s in (0.5, 2.0, 4.76, 8.51, 29.0)] == [1, 3, 6, 10, 40]
 
 
 def test_tick_step_keeps_labels_apart_and_reads_seconds() -> None:

@@ -94,11 +94,6 @@ class ThemeCatalog:
     themes: dict[str, LoadedTheme] = field(default_factory=dict)
     problems: list[ThemeProblem] = field(default_factory=list)
 
-    def get(self, name: str) -> Theme | None:
-        """The theme called ``name``, if there is one."""
-        loaded = self.themes.get(name)
-        return None if loaded is None else loaded.theme
-
     def report(self) -> str | None:
         """All broken files in one message (for one notification), or ``None`` when every file loaded."""
         if not self.problems:

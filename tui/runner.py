@@ -129,6 +129,11 @@ class RaceRunner:
         await self.stop()
         self.start(prompt)
 
+    async def settle(self) -> None:
+        """Until the work started behind the lanes (a tokenizer loading) is done."""
+        while self._helpers:
+            await asyncio.wait(set(self._helpers))
+
     async def aclose(self) -> None:
         await self.stop()
         for helper in list(self._helpers):

@@ -49,7 +49,7 @@ def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
         cost_from = "no price for this tier"
     else:
         cost_from = f"usage × ${price.output:g}/M out" + (f", ${price.input:g}/M in" if price.input is not None else "")
-    itl = "—" if m.itl_ms is None else " · ".join(f"{v:.1f}" for v in m.itl_ms.values()) + " ms"
+    itl = "—" if m.itl_ms is None else "/".join(f"{v:.1f}" for v in m.itl_ms.values()) + " ms"
     values: dict[str, tuple[str, str]] = {
         "connect_s": (_s(m.connect_s), "connect segment (HTTP trace)" if has_connect
                       else "no connect event: reused connection or not reported"),
@@ -62,7 +62,7 @@ def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
         "decode_tok_s": ("—" if m.decode_tok_s is None else f"{m.decode_tok_s:,.1f}",
                          f"tokens from {m.tokens_source} ÷ delta stamps"),
         "e2e_tok_s": ("—" if m.e2e_tok_s is None else f"{m.e2e_tok_s:,.1f}", f"tokens from {m.tokens_source} ÷ e2e"),
-        "itl_ms": (itl, f"p50 · p90 · p99 · max of the gaps between {m.token_events} token events"),
+        "itl_ms": (itl, f"p50/p90/p99/max of the gaps between {m.token_events} token events"),
         "tokens_per_event": ("—" if m.tokens_per_event is None else f"{m.tokens_per_event:.2f}",
                              f"tokens from {m.tokens_source} ÷ {m.token_events} events"),
         "stalls": (str(m.stalls), "gaps between delta stamps"),
@@ -87,14 +87,24 @@ def _loop_values(m: LoopMetrics) -> dict[str, tuple[str, str]]:
     }
 
 
-def details_table(m: TurnMetrics, tier: TierSpec) -> Table:
+WIDE_DETAILS: Final[int] = 110
+"""From this width the definition has a column of its own; narrower, it goes under the source, dimmed."""
+
+
+def details_table(m: TurnMetrics, tier: TierSpec, width: int = WIDE_DETAILS) -> Table:
+    """Every metric of ``m``: value, source and definition."""
     table = Table(expand=True, show_edge=False, pad_edge=False, header_style="bold")
     table.add_column("metric", no_wrap=True)
-    table.add_column("value", justify="right", no_wrap=True)
-    table.add_column("from", ratio=2)
-    table.add_column("definition", ratio=3, style="dim")
-    for name, value, source in metric_rows(m, tier):
-        table.add_row(name, value, source, DEFINITIONS[name])
+    table.add_column("value", justify="right", max_width=24)
+    if width >= WIDE_DETAILS:
+        table.add_column("from", ratio=2)
+        table.add_column("definition", ratio=3, style="dim")
+        for name, value, source in metric_rows(m, tier):
+            table.add_row(name, value, source, DEFINITIONS[name])
+    else:
+        table.add_column("from · definition", ratio=1)
+        for name, value, source in metric_rows(m, tier):
+            table.add_row(name, value, Text.assemble(source, "\n", (DEFINITIONS[name], "dim")))
     return table
 
 
@@ -132,6 +142,9 @@ class DetailsScreen(ModalScreen[None]):
             self.set_interval(1.0, self._refresh_while_running)
 
     def _refresh_while_running(self) -> None:
+        self.show()
+
+    def on_resize(self) -> None:
         self.show()
 
     def pages(self) -> list[list[Event] | None]:
@@ -182,4 +195,4 @@ class DetailsScreen(ModalScreen[None]):
         self.problem.display = bool(m.error) and self.lane.finished
         if m.error:
             self.problem.update(f"✗ {m.error}")
-        self.body.update(details_table(m, tier))
+        self.body.update(details_table(m, tier, self.size.width))

@@ -85,6 +85,7 @@ class RaceScreen(Screen[None]):
         self._peak = 0.0
         self._summarised: LiveRace | None = None
         self._problem_shown: str | None = None
+        self._drawing_problem: str | None = None
         self._timer: Timer | None = None
 
     # -- layout -------------------------------------------------------------------------------------------------
@@ -120,6 +121,15 @@ class RaceScreen(Screen[None]):
 
     def sample(self, force: bool = False) -> None:
         """Read the live model once and repaint what moved; ``force`` repaints everything now."""
+        try:
+            self._sample(force)
+        except Exception as exc:  # a drawing bug must not stop the race or put a traceback on screen
+            problem = f"{type(exc).__name__}: {exc}"
+            if problem != self._drawing_problem:
+                self._drawing_problem = problem
+                self.notify(problem, title="a frame could not be drawn", severity="error")
+
+    def _sample(self, force: bool) -> None:
         runner = self.runner
         live = runner.live
         if live is not self._live:

@@ -33,12 +33,13 @@ def describe_tier(lane: LiveLane) -> str:
 
 
 def figures(lane: LiveLane, now: float) -> str:
-    """TTFT, tokens (marked by source), elapsed and cost so far."""
+    """TTFT, tokens (marked by source), elapsed (end to end once ended, as the summary) and cost so far."""
     ttft = "—" if lane.ttft is None else f"{lane.ttft:.2f} s"
-    tokens = f"{SOURCE_MARK[lane.tokens_source]}{lane.tokens:,}" if lane.turns else "—"
+    tokens = f"{SOURCE_MARK[lane.tokens_source]}{lane.tokens:,}" if lane.tokens else "—"
     cost = lane.cost_so_far()
     money = "$—" if cost is None else f"${cost:.4f}"
-    return f"TTFT {ttft} · {tokens} tok · {lane.elapsed(now):.2f} s · {money}"
+    e2e = lane.e2e
+    return f"TTFT {ttft} · {tokens} tok · {lane.elapsed(now) if e2e is None else e2e:.2f} s · {money}"
 
 
 def gauge_reading(lane: LiveLane, now: float) -> tuple[float, str]:
@@ -107,6 +108,7 @@ class LaneView(Vertical):
         state = lane.state_at(now)
         if state != self._state:
             self._state = state
+            slow = True  # the figures change with the state: never show "streaming" beside "TTFT —"
             label = f"{state}: {lane.detail}" if state in ("tool", "human") and lane.detail else state
             self.badge.update(f" {label} ", layout=False)
             self.badge.set_classes(f"badge -{state}")

@@ -22,14 +22,15 @@ from .palette import palette
 LABEL_WIDTH: Final[int] = 16
 ZOOMS: Final[tuple[int, ...]] = (1, 2, 4, 8)
 THIN: Final[frozenset[str]] = frozenset({"connect", "wait"})
-SPANS: Final[tuple[float, ...]] = (1, 2, 3, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
+SPANS: Final[tuple[float, ...]] = (1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 45, 60, 90, 120, 180, 240,
+                                   300, 450, 600, 900, 1200, 1800, 2700, 3600)
 TICKS: Final[tuple[float, ...]] = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800)
 END_MARK: Final[dict[str, str]] = {"done": "✓", "error": "✗", "stopped": "■"}
 
 
 def axis_span(seconds: float) -> float:
     """A round length for the axis that holds ``seconds`` with a little room, so the axis rescales rarely."""
-    want = seconds * 1.05
+    want = seconds * 1.1  # room after the longest bar for its end mark and time
     return next((s for s in SPANS if s >= want), math.ceil(want / 3600) * 3600)
 
 
