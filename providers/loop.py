@@ -176,6 +176,7 @@ def loop_metrics(events: Iterable[Event], price: Price | None = None, model: str
     m.reasoning_tokens = _sum_or_none(t.reasoning_tokens for t in turns)
     m.cost_usd = _sum_or_none(t.cost_usd for t in turns)
     m.stalls = sum(t.stalls for t in turns)
+    m.retries = sum(t.retries for t in turns)
     m.token_events = sum(t.token_events for t in turns)
     decoded = span_total = 0.0
     gaps: list[float] = []

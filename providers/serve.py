@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import json
 import socket
+import ssl
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -308,17 +309,20 @@ class ServeServer:
         self.served: deque[Served] = deque(maxlen=10_000)
         """The latest requests served, newest last."""
         self._server: asyncio.Server | None = None
+        self._tls: ssl.SSLContext | None = None
         self._ids = itertools.count(1)
         self._fault_uses: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    async def start(self, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None) -> None:
+        """Listen (``port`` 0 picks a free one); with ``tls``, speak HTTPS."""
+        self._tls = tls
         loop = asyncio.get_running_loop()
 
         def protocol() -> asyncio.StreamReaderProtocol:
             return asyncio.StreamReaderProtocol(_ArrivalReader(self.clock), self._connection)
 
-        self._server = await loop.create_server(protocol, host, port)
+        self._server = await loop.create_server(protocol, host, port, ssl=tls)
 
     @property
     def port(self) -> int:
@@ -333,7 +337,7 @@ class ServeServer:
     @property
     def url(self) -> str:
         """The server's root: the Anthropic base_url; the OpenAI one is this plus ``/v1``."""
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self._tls is not None else 'http'}://{self.host}:{self.port}"
 
     async def close(self) -> None:
         if self._server is not None:

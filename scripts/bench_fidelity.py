@@ -2,19 +2,23 @@
 
 A ground-truth server (the engine of ``tokrace serve``, in a process of its own) streams known schedules at
 750 tok/s to 4 lanes (OpenAI Chat twice, Responses, Anthropic) and notes when it read each request and when it
-wrote each first and last token. tokrace races the 4 lanes over loopback HTTP, with a screen drawing in the
-same interpreter. Per lane it prints the error of ``ttft_s − connect_s`` against the server's own first-token
-time (p50, p99 over the runs) and of ``decode_tok_s`` against the server's own rate.
+wrote each first and last token. tokrace races the 4 lanes over loopback HTTP while its own screen draws,
+headless, in the same interpreter (``--ui app``; ``load`` is a stand-in that burns 10 ms of Python per frame at
+40 Hz; ``none`` draws nothing). Per lane it prints the error of ``ttft_s − connect_s`` against the server's own
+first-token time (p50, p99 over the runs) and of ``decode_tok_s`` against the server's own rate.
+``--transport httpx`` uses httpx's own transport, stamped when the event loop gets to the bytes, for comparison
+with tokrace's socket-time transport (a reader thread per connection, kernel receive stamps).
 
 Targets: TTFT error p50 < 1 ms and p99 < 5 ms; decode error < 1 %. Not a test: it prints figures.
 
-    python scripts/bench_fidelity.py [--runs 30] [--ui app|load|none] [--reader process|thread|loop]
+    python scripts/bench_fidelity.py [--runs 30] [--ui app|load|none] [--transport stamped|httpx]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
 import os
 import statistics
@@ -23,13 +27,16 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from providers.base import TierSpec, TurnRequest  # noqa: E402
-from providers.events import Event, Headers  # noqa: E402
-from providers.metrics import percentile, turn_metrics  # noqa: E402
+import httpx
+
+from providers.base import Provider, TierSpec, TurnRequest
+from providers.events import Headers
+from providers.metrics import percentile, turn_metrics
+from providers.race import LaneRun
 
 TOK_S, TTFT_MS, TOKENS, JITTER = 750.0, 200.0, 400, 0.1
 LANES = (("openai", "/v1"), ("openai-responses", "/v1"), ("anthropic", ""), ("openai", "/v1"))
@@ -62,7 +69,7 @@ def _truth_server(conn: Connection) -> None:
         """Each lane's own seeded schedule, and a new schedule every run."""
 
         runs = 0
-        lanes: dict[int, SyntheticSource] = {}
+        lanes: ClassVar[dict[int, SyntheticSource]] = {}
 
         def plan(self, body: dict[str, Any], max_tokens: int, turn: int) -> Plan:
             seed = int(str(body.get("model", "lane-0")).rsplit("-", 1)[-1])
@@ -76,7 +83,10 @@ def _truth_server(conn: Connection) -> None:
         conn.send((record.request_id, record.ttft_s, record.decode_tok_s, record.fault))
 
     async def main() -> None:
-        pin(-1)
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if len(cores) > 1:  # its own core, so that tokrace's work never delays the truth
+            os.sched_setaffinity(0, {cores[-1]})
+        gc.disable()  # a collection pause would delay the server's own note of when a request arrived
         source = PerLane(Profile())
         server = ServeServer(source, clock=_CoarseClock(), on_served=sent)
         await server.start()
@@ -132,41 +142,70 @@ def tiers(port: int) -> list[TierSpec]:
             for i, (provider, suffix) in enumerate(LANES)]
 
 
-def pin(which: int) -> str:
-    """Keep the truth server (last core) and tokrace (first core) off each other's core, when there are two."""
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if len(cores) < 2:
-        return "not pinned (one core)"
-    os.sched_setaffinity(0, {cores[which]})
-    return f"core {cores[which]}"
+def provider_factory(transport: str) -> Callable[[TierSpec], Provider]:
+    """Providers on tokrace's socket-time transport, or on httpx's own (stamped when the event loop reads)."""
+    from providers.registry import FACTORIES
+
+    def make(tier: TierSpec) -> Provider:
+        provider = FACTORIES[tier.provider](tier)
+        if transport == "httpx":
+            provider = type(provider)(tier, transport=httpx.AsyncHTTPTransport())  # type: ignore[call-arg]
+        return provider
+
+    return make
 
 
-def measure(args: argparse.Namespace) -> dict[int, dict[str, list[float]]]:
+Errors = dict[int, dict[str, list[float]]]
+
+
+def measure(args: argparse.Namespace) -> Errors:
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
     server = ctx.Process(target=_truth_server, args=(child,), daemon=True)
     server.start()
     tag, port = parent.recv()
     assert tag == "port"
-    print(f"truth server pinned to the last core; tokrace {pin(0) if os.environ.get('PIN_CLIENT') else 'unpinned'}")
-    errors: dict[int, dict[str, list[float]]] = {i: {"ttft_ms": [], "decode_pct": []} for i in range(len(LANES))}
+    errors: Errors = {i: {"ttft_ms": [], "decode_pct": []} for i in range(len(LANES))}
     try:
-        asyncio.run(_race_runs(args, port, parent, errors))
+        runs = _app_runs if args.ui == "app" else _loop_runs
+        asyncio.run(runs(args, port, parent, errors))
     finally:
         parent.send("stop")
         server.join(5)
     return errors
 
 
-async def _race_runs(args: argparse.Namespace, port: int, truth: Connection,
-                     errors: dict[int, dict[str, list[float]]]) -> None:
-    from providers.race import Race
-    from providers.registry import create_provider
+async def _next_run(truth: Connection, run: int) -> None:
+    """Tell the truth server a run begins (it makes the run's schedules first) and wait until it is ready."""
+    truth.send(str(run))
+    while (await asyncio.to_thread(truth.recv))[0] != "ready":
+        pass
+
+
+async def _score(truth: Connection, lanes: list[LaneRun], errors: Errors) -> None:
+    """Hold each lane's numbers against what the server itself did for that request."""
+    records = {}
+    while len(records) < len(lanes):
+        rid, ttft, decode, _ = await asyncio.to_thread(truth.recv)
+        records[rid] = (ttft, decode)
+    for lane in lanes:
+        m = turn_metrics(lane.events, None, lane.tier.model)
+        head = next(e for e in lane.events if isinstance(e, Headers))
+        server_ttft, server_decode = records[head.request_id]
+        if not m.ok or m.ttft_s is None or m.decode_tok_s is None:
+            raise SystemExit(f"lane {lane.index} failed: {m.error}")
+        errors[lane.index]["ttft_ms"].append((m.ttft_s - m.connect_s - server_ttft) * 1000.0)
+        errors[lane.index]["decode_pct"].append((m.decode_tok_s / server_decode - 1.0) * 100.0)
+
+
+async def _loop_runs(args: argparse.Namespace, port: int, truth: Connection, errors: Errors) -> None:
+    """Races in this event loop, with a stand-in screen load or none."""
     from providers.clock import RealClock
+    from providers.race import Race
 
     specs = tiers(port)
-    providers = [create_provider(t) for t in specs]
-    providers = wrap_readers(args.reader, providers)
+    make = provider_factory(args.transport)
+    providers = [make(t) for t in specs]
     await asyncio.gather(*(p.prepare(True) for p in providers))
     load = StandInLoad(args.load_ms, args.load_hz) if args.ui == "load" else None
     if load is not None:
@@ -174,38 +213,39 @@ async def _race_runs(args: argparse.Namespace, port: int, truth: Connection,
     request = TurnRequest(prompt="Count, steadily.", max_tokens=TOKENS)
     try:
         for run in range(args.runs + 1):  # run 0 warms everything up and is not counted
-            truth.send(str(run))
-            while truth.recv()[0] != "ready":
-                pass
-            race = Race(specs, request, RealClock(), providers=providers)
-            lanes = await race.run()
-            records = {}
-            while len(records) < len(specs):
-                rid, ttft, decode, _ = await asyncio.to_thread(truth.recv)
-                records[rid] = (ttft, decode)
-            if run == 0:
-                continue
-            for lane in lanes:
-                m = turn_metrics(lane.events, None, lane.tier.model)
-                head = next(e for e in lane.events if isinstance(e, Headers))
-                server_ttft, server_decode = records[head.request_id]
-                if not m.ok or m.ttft_s is None or m.decode_tok_s is None:
-                    raise SystemExit(f"lane {lane.index} failed: {m.error}")
-                errors[lane.index]["ttft_ms"].append((m.ttft_s - m.connect_s - server_ttft) * 1000.0)
-                errors[lane.index]["decode_pct"].append((m.decode_tok_s / server_decode - 1.0) * 100.0)
+            await _next_run(truth, run)
+            lanes = await Race(specs, request, RealClock(), providers=providers).run()
+            if run:
+                await _score(truth, lanes, errors)
+            else:
+                await _score(truth, lanes, {i: {"ttft_ms": [], "decode_pct": []} for i in range(len(LANES))})
     finally:
         if load is not None:
             load.stop()
         await asyncio.gather(*(p.aclose() for p in providers))
 
 
-def wrap_readers(reader: str, providers: list[Any]) -> list[Any]:
-    if reader == "loop":
-        return providers
-    raise SystemExit(f"reader {reader!r} is not available")
+async def _app_runs(args: argparse.Namespace, port: int, truth: Connection, errors: Errors) -> None:
+    """Races on tokrace's own screen, headless, drawing every frame in this interpreter."""
+    from tui.app import build_app
+
+    app = build_app(tiers(port), TurnRequest(prompt="Count, steadily.", max_tokens=TOKENS),
+                    provider_factory=provider_factory(args.transport))
+    await _next_run(truth, 0)  # the screen starts its first race as soon as it is mounted
+    async with app.run_test(size=(200, 50)):
+        runner = app.runner
+        for run in range(args.runs + 1):
+            if run:
+                await _next_run(truth, run)
+                await runner.restart()
+            await runner.wait_started()
+            await runner.wait_finished()
+            assert runner.race is not None
+            scored = errors if run else {i: {"ttft_ms": [], "decode_pct": []} for i in range(len(LANES))}
+            await _score(truth, runner.race.lanes, scored)
 
 
-def report(errors: dict[int, dict[str, list[float]]], say: Callable[[str], None]) -> bool:
+def report(errors: Errors, say: Callable[[str], None]) -> bool:
     ok = True
     say(f"{'lane':24} {'TTFT err p50':>13} {'p99':>9} {'max':>9} {'decode err p50':>15} {'max |err|':>10}")
     for i, (provider, _) in enumerate(LANES):
@@ -224,13 +264,13 @@ def report(errors: dict[int, dict[str, list[float]]], say: Callable[[str], None]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--ui", choices=("app", "load", "none"), default="load")
-    parser.add_argument("--reader", choices=("process", "thread", "loop"), default="loop")
+    parser.add_argument("--ui", choices=("app", "load", "none"), default="app")
+    parser.add_argument("--transport", choices=("stamped", "httpx"), default="stamped")
     parser.add_argument("--load-ms", type=float, default=10.0, help="stand-in screen: work per frame")
     parser.add_argument("--load-hz", type=float, default=40.0, help="stand-in screen: frames per second")
     args = parser.parse_args()
     print(f"{len(LANES)} lanes × {TOKENS} tokens at {TOK_S:g} tok/s (jitter ±{JITTER:.0%}), TTFT {TTFT_MS:g} ms; "
-          f"{args.runs} runs; reader: {args.reader}; screen: {args.ui}"
+          f"{args.runs} runs; transport: {args.transport}; screen: {args.ui}"
           + (f" ({args.load_ms:g} ms of work at {args.load_hz:g} Hz)" if args.ui == "load" else ""))
     errors = measure(args)
     ok = report(errors, print)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from serving import fast_source, serve_in_thread, stream_turn
 
-from providers.base import TierSpec
+from providers.base import TierSpec, TurnRequest
 from providers.events import Error
 from tui.cli import main
 
@@ -93,3 +93,34 @@ async def test_a_key_echoed_back_by_a_server_is_redacted_from_the_error(monkeypa
     events = await stream_turn(spec, transport=httpx.MockTransport(echo))
     error = events[-1]
     assert isinstance(error, Error) and key not in error.message and "[redacted]" in error.message
+
+
+async def test_a_planted_key_reaches_no_screenshot_of_the_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    from providers.openai_chat import OpenAIChatProvider
+    from providers.serve import ServeServer
+    from tui.app import build_app
+
+    key = planted_key()
+    monkeypatch.setenv("TOKRACE_PLANTED_KEY", key)
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, json={"error": {"message": f"bad key {request.headers['authorization']}"}})
+
+    async with ServeServer(fast_source()) as server:
+        tiers = [TierSpec(name=name, provider="openai", model="m", base_url=f"{server.url}/v1",
+                          api_key_env="TOKRACE_PLANTED_KEY") for name in ("served", "echoing")]
+
+        def make(spec: TierSpec) -> OpenAIChatProvider:
+            mock = httpx.MockTransport(echo) if spec.name == "echoing" else None
+            return OpenAIChatProvider(spec, transport=mock)
+
+        app = build_app(tiers, TurnRequest("Say hi.", max_tokens=8), provider_factory=make, animate=False)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await app.runner.wait_started()
+            await app.runner.wait_finished()
+            app.screen.sample(force=True)  # type: ignore[attr-defined]
+            await pilot.pause()
+            svg = app.export_screenshot()
+    lanes = app.runner.race.lanes if app.runner.race is not None else []
+    assert [lane.ok for lane in lanes] == [True, False]
+    assert key not in svg

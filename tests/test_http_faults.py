@@ -59,7 +59,7 @@ async def test_http_500_is_retried_twice_then_reported(server: ServeServer, prot
     events = await stream_turn(tier(server, protocol, fault="http=500"))
     error = error_of(events)
     assert error.status == 500 and "gave up after 2 retries" in error.message and "try again later" in error.message
-    assert len(retries(events)) == 2 and len(server.served) == 3
+    assert len(retries(events)) == 2 and len(server.served) == 3 and turn_metrics(events).retries == 2
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -91,7 +91,8 @@ async def test_a_retry_that_succeeds_is_one_retry_segment_before_a_whole_answer(
     connect = next(e for e in events if isinstance(e, Segment) and e.seg == "connect")
     assert connect.start >= wait.end
     metrics = turn_metrics(events)
-    assert metrics.ok and [s.kind for s in metrics.segments][:3] == ["retry", "connect", "wait"]
+    assert metrics.ok and metrics.retries == 1
+    assert [s.kind for s in metrics.segments][:3] == ["retry", "connect", "wait"]
 
 
 async def test_max_retries_zero_reports_the_first_failure(server: ServeServer) -> None:

@@ -232,7 +232,7 @@ def test_base_url_follows_the_official_sdks(protocol: str) -> None:
 
 
 def test_an_anthropic_base_url_with_v1_is_refused_with_the_fix() -> None:
-    with pytest.raises(ConfigError, match="without /v1.*'http://h:1'"):
+    with pytest.raises(ConfigError, match=r"without /v1.*'http://h:1'"):
         create_provider(TierSpec(name="x", provider="anthropic", base_url="http://h:1/v1"))
 
 

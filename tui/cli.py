@@ -332,9 +332,13 @@ def cmd_tiers(args: argparse.Namespace) -> int:
         if tier.provider in ("synthetic", "replay"):
             endpoint, key = ("offline", "not needed")
         else:
-            endpoint = tier.base_url or ""
-            if tier.api_key_env:
-                key = f"{tier.api_key_env} {'set' if os.environ.get(tier.api_key_env) else '[red]not set[/]'}"
+            from providers.registry import create_provider
+
+            provider = create_provider(tier)  # an HTTP provider knows its endpoint and its default key variable
+            endpoint = getattr(provider, "endpoint", lambda: tier.base_url or "")()
+            key_env = getattr(provider, "key_env", tier.api_key_env)
+            if key_env:
+                key = f"{key_env} {'set' if os.environ.get(key_env) else '[red]not set[/]'}"
             else:
                 key = "not needed"
         table.add_row(tier.name, tier.provider, tier.model, endpoint, key)
