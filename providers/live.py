@@ -11,16 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
 from .base import TierSpec
-from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage
-from .loop import LOOP_SOURCE
+from .events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
+from .loop import MODEL_KINDS, LoopMetrics, breakdown, is_loop_end
 from .metrics import SegmentSpan, cost
 
 LaneState: TypeAlias = Literal["idle", "connecting", "waiting", "thinking", "streaming", "tool", "human",
                                "retry", "done", "error", "stopped"]
 """What a lane is doing, as its badge says."""
-
-TERMINAL_STATES: Final[frozenset[str]] = frozenset({"done", "error", "stopped"})
-"""States after which a lane produces nothing more (unless a loop starts another turn)."""
 
 TokenSource: TypeAlias = Literal["usage", "provider", "tokenizer", "chunks"]
 """Where a live count comes from: the provider's usage, its per-piece counts, tiktoken, or counted chunks."""
@@ -39,6 +36,9 @@ BUCKET_S: Final[float] = 0.25
 
 SPAN_STATES: Final[dict[str, LaneState]] = {"tool": "tool", "human": "human", "retry": "retry", "wait": "waiting"}
 """The badge while a span announced ahead of time (a scenario's tool, person or wait step) lasts."""
+
+STEP_KINDS: Final[frozenset[str]] = frozenset({"tool", "human", "wait"})
+"""Segment kinds a scenario's steps (and the tools a model called) take between model turns."""
 
 _MAX_WINDOW_SAMPLES: Final[int] = 4096
 
@@ -85,10 +85,12 @@ class LiveLane:
     """One lane as the screen sees it. ``on_event`` is the only writer and costs a few microseconds."""
 
     def __init__(self, tier: TierSpec, expected_turns: int | None = 1,
-                 on_needs_encoding: Callable[[LiveLane], None] | None = None) -> None:
+                 on_needs_encoding: Callable[[LiveLane], None] | None = None, loop: bool = False) -> None:
         self.tier = tier
         self.expected_turns = expected_turns
-        """Turns after which the lane is finished; ``None`` when only the end of the race says so."""
+        """Turns after which the lane is finished; ``None`` when only the end of the race (or of a loop) says so."""
+        self.loop = loop
+        """The lane plays a scenario's loop: it is done only when the loop's end event comes, not at a turn's end."""
         self.on_needs_encoding = on_needs_encoding
         """Called once when a delta comes without a token count and no tokenizer is loaded yet."""
         self.state: LaneState = "idle"
@@ -106,6 +108,10 @@ class LiveLane:
         self.explicit: list[SegmentSpan] = []
         """Segments the events named (connect, tool, human, retry, stall)."""
         self.last_t = 0.0
+        self.first_t: float | None = None
+        """When the lane's first event came: its start (a loop may start with a tool or a person)."""
+        self.end_t: float | None = None
+        """When the lane ended: its last turn, its loop's end, its error, or when it was stopped."""
         self.loop_end: float | None = None
         """When a scenario's loop ended (after its last tool or person, not just its last model turn)."""
         self.encoding: str | None = None
@@ -129,6 +135,8 @@ class LiveLane:
         t = event.t
         if t > self.last_t:
             self.last_t = t
+        if self.first_t is None:
+            self.first_t = t
         self.version += 1
         if isinstance(event, Delta):
             if event.text:
@@ -153,7 +161,7 @@ class LiveLane:
             if event.seg == "connect" and self.state == "connecting":
                 self._set_state("waiting")
             if event.seg in SPAN_STATES and event.end > t:
-                self._span_state, self._span_until = SPAN_STATES[event.seg], event.end
+                self._on_span(event)
             if event.seg in ("tool", "human"):
                 label = f" {event.label}" if event.label else ""
                 self.pieces.append(("meta", f"\n[{event.seg}{label}: {event.end - event.start:.2f} s]\n"))
@@ -165,21 +173,37 @@ class LiveLane:
         elif isinstance(event, Done):
             if turn is not None and turn.end is None:
                 turn.end = t
+            self._check_finished(t)
             if event.finish_reason == "tool_calls" or (turn is not None and turn.tool_called):
                 self._set_state("tool", self.detail)
+            elif self.loop and not self.finished:
+                self._set_state("waiting")  # for the loop's next step, which comes at once
             else:
                 self._set_state("done")
-            self._check_finished()
         elif isinstance(event, Error):
             if turn is not None and turn.end is None:
                 turn.end = t
             self.error = event.message
             self._set_state("stopped" if event.error == "stopped" else "error", event.message)
-            self.finished = True
-        elif isinstance(event, Extra) and event.source == LOOP_SOURCE:  # a scenario's loop is over
+            self._end(t)
+        elif is_loop_end(event):  # a scenario's loop is over
             self.loop_end = t
             self._set_state("done")
-            self.finished = True
+            self._end(t)
+
+    def _on_span(self, span: Segment) -> None:
+        """A span announced ahead (a scenario's tool, person or wait; a retry's back-off) shows on the badge until
+        it ends; tool calls running side by side show together."""
+        state = SPAN_STATES[span.seg]
+        label = span.label or span.seg
+        if state == self._span_state and span.start < self._span_until:  # in parallel with the one running
+            self._span_until = max(self._span_until, span.end)
+            detail = f"{self.detail}, {label}" if self.detail else label
+        else:
+            self._span_state, self._span_until = state, span.end
+            detail = label
+        if span.seg in STEP_KINDS:
+            self._set_state(state, detail)
 
     def _on_delta(self, delta: Delta, t: float) -> None:
         turn = self.turns[-1] if self.turns else None
@@ -234,14 +258,22 @@ class LiveLane:
         self.state = state
         self.detail = detail
 
-    def _check_finished(self) -> None:
+    def _check_finished(self, t: float) -> None:
         ended = sum(1 for turn in self.turns if turn.end is not None)
         if self.expected_turns is not None and ended >= self.expected_turns:
-            self.finished = True
+            self._end(t)
+
+    def _end(self, t: float) -> None:
+        self.finished = True
+        if self.end_t is None:
+            self.end_t = t
 
     def finish(self) -> None:
         """The race is over: nothing more will come."""
         if not self.finished:
+            if self.first_t is not None:
+                ends = [turn.end for turn in self.turns if turn.end is not None]
+                self._end(max([self.last_t, *ends]))
             self.finished = True
             self.version += 1
 
@@ -284,21 +316,17 @@ class LiveLane:
 
     @property
     def ended_at(self) -> float | None:
-        """When the lane's last turn ended, once the lane is finished (a loop goes on after each turn)."""
-        if not self.finished or self.state not in TERMINAL_STATES or not self.turns:
-            return None
-        if self.loop_end is not None:
-            return self.loop_end
-        ends = [turn.end for turn in self.turns if turn.end is not None]
-        return max(ends) if ends else self.last_t
+        """When the lane ended, once it is finished: its last turn, its loop's end (a loop goes on after each
+        turn), or its error (a lane stopped during a person's wait ends when it was stopped)."""
+        return self.end_t if self.finished else None
 
     @property
     def started_at(self) -> float | None:
-        return self.turns[0].start if self.turns else None
+        return self.first_t
 
     @property
     def e2e(self) -> float | None:
-        """Request start → end of the last turn, once ended."""
+        """Lane start → its end (of the last turn, of the loop, or the error), once ended."""
         end, start = self.ended_at, self.started_at
         return None if end is None or start is None else end - start
 
@@ -317,7 +345,7 @@ class LiveLane:
         end = self.ended_at
         if end is not None:
             return end
-        return max(now, self.last_t) if self.turns else 0.0
+        return max(now, self.last_t) if self.first_t is not None else 0.0
 
     def decode_rate(self) -> float | None:
         """Tokens after the first event ÷ first-to-last token time, all turns, as ``metrics.decode_tok_s``."""
@@ -360,11 +388,24 @@ class LiveLane:
 
     def segments(self, now: float) -> list[SegmentSpan]:
         """The lane's timeline so far, as ``metrics.turn_segments`` cuts it; an open turn grows to ``now``, and a
-        span announced ahead (a scenario's tool or person) shows only as far as ``now``."""
-        spans = [s if s.end <= now else SegmentSpan(s.kind, s.start, now, s.label)
-                 for s in self.explicit if s.start <= now]
+        span announced ahead (a scenario's tool or person) shows only as far as ``now``, or as the lane's end
+        when it was stopped before the span was over."""
+        cut = self.ended_at
+        if cut is None:
+            cut = now
+        spans = [s if s.end <= cut else SegmentSpan(s.kind, s.start, cut, s.label)
+                 for s in self.explicit if s.start <= cut]
+        spans += self._turn_spans(now)
+        return sorted(spans, key=lambda s: (s.start, s.end))
+
+    def _turn_spans(self, now: float) -> list[SegmentSpan]:
+        """The model's own spans (wait, think, model) of every turn; an open turn grows to ``now``."""
+        spans: list[SegmentSpan] = []
+        open_end = self.ended_at
+        if open_end is None:
+            open_end = max(now, self.last_t)
         for turn in self.turns:
-            end = turn.end if turn.end is not None else max(now, self.last_t)
+            end = turn.end if turn.end is not None else open_end
             if turn.first is None:
                 spans.append(SegmentSpan("wait", turn.wait_from, end))
                 continue
@@ -374,7 +415,30 @@ class LiveLane:
                 spans.append(SegmentSpan("think", turn.first, think_end))
             if turn.answer is not None:
                 spans.append(SegmentSpan("model", turn.answer, end))
-        return sorted(spans, key=lambda s: (s.start, s.end))
+        return spans
+
+    def loop_so_far(self, now: float) -> LoopMetrics:
+        """The lane as a loop (a single prompt is a loop of one turn) up to ``now``, or to its end once ended:
+        where the time went, the model's share and the Amdahl bound, as ``loop.loop_metrics`` computes them
+        from the events, from the live state (cheap enough for every frame)."""
+        start = self.first_t if self.first_t is not None else 0.0
+        end = self.ended_at
+        if end is None:
+            end = max(now, self.last_t) if self.first_t is not None else start
+        m = LoopMetrics(ok=self.ok, start=start, error=self.error, ttft_s=self.ttft,
+                        output_tokens=self.tokens, decode_tok_s=self.decode_rate(), e2e_s=end - start)
+        m.segments = self.segments(now)
+        m.breakdown = breakdown(m.segments, start, end)
+        for s in self._turn_spans(now):
+            if s.kind in MODEL_KINDS:
+                m.model_parts[s.kind] = m.model_parts.get(s.kind, 0.0) + (s.end - s.start)
+        m.model_s = sum(m.model_parts.values())
+        e2e = end - start
+        if e2e > 0:
+            m.model_share = m.model_s / e2e
+            rest = e2e - m.model_s
+            m.amdahl_max_speedup = e2e / rest if rest > 1e-9 else None
+        return m
 
     def tail(self, chars: int) -> list[tuple[str, str]]:
         """The last pieces holding at least ``chars`` characters (the first one cut), for the visible tail."""
@@ -414,7 +478,7 @@ class LaneResult:
     tokens_speedup: float | None
     """This lane's decode rate ÷ the slowest lane's."""
     turn_speedup: float
-    """The slowest lane's e2e ÷ this lane's."""
+    """The slowest lane's e2e ÷ this lane's (of the whole loop, in a scenario)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,14 +492,17 @@ class RaceSummary:
     slowest: str | None = None
     results: list[LaneResult] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    loop: bool = False
+    """The lanes played a scenario's loop: end to end is the whole loop, not one turn."""
 
 
 def race_summary(lanes: Sequence[LiveLane]) -> RaceSummary:
     """The summary of a finished race; lanes that failed are named apart and left out of the comparison."""
     ok = [(lane, lane.e2e) for lane in lanes if lane.ok and lane.e2e is not None]
     failed = [lane.tier.name for lane in lanes if not (lane.ok and lane.e2e is not None)]
+    loop = any(lane.loop for lane in lanes)
     if not ok:
-        return RaceSummary(failed=failed)
+        return RaceSummary(failed=failed, loop=loop)
     ordered = sorted(ok, key=lambda pair: pair[1] or 0.0)
     first, first_e2e = ordered[0]
     slow_lane, slow_e2e = ordered[-1]
@@ -452,16 +519,18 @@ def race_summary(lanes: Sequence[LiveLane]) -> RaceSummary:
                        runner_up=runner_up[0].tier.name if runner_up else None,
                        lead_s=(runner_up[1] or 0.0) - (first_e2e or 0.0) if runner_up else None,
                        slowest=slow_lane.tier.name if len(ordered) > 1 else None, results=results,
-                       failed=failed)
+                       failed=failed, loop=loop)
 
 
 class LiveRace:
     """The race listener the screen reads: one :class:`LiveLane` per tier."""
 
     def __init__(self, tiers: Sequence[TierSpec], expected_turns: Sequence[int | None] | None = None,
-                 on_needs_encoding: Callable[[LiveLane], None] | None = None) -> None:
+                 on_needs_encoding: Callable[[LiveLane], None] | None = None,
+                 loops: Sequence[bool] | None = None) -> None:
         expected = list(expected_turns) if expected_turns is not None else [1] * len(tiers)
-        self.lanes = [LiveLane(tier, expected[i], on_needs_encoding) for i, tier in enumerate(tiers)]
+        looped = list(loops) if loops is not None else [False] * len(tiers)
+        self.lanes = [LiveLane(tier, expected[i], on_needs_encoding, looped[i]) for i, tier in enumerate(tiers)]
 
     def __call__(self, lane: int, event: Event) -> None:
         self.lanes[lane].on_event(event)

@@ -36,7 +36,6 @@ DEFINITIONS: Final[dict[str, str]] = {
     "itl_ms": "gaps between consecutive token-bearing events (p50, p90, p99, max)",
     "tokens_per_event": "output tokens ÷ token-bearing events",
     "stalls": f"gaps between token events longer than {STALL_THRESHOLD_S * 1000:.0f} ms after the first token",
-    "retries": "failed attempts retried before the stream began (each a retry segment on the timeline)",
     "cost_usd": "usage × the tier's price per million tokens (cached input priced apart)",
     "turns": "a loop's model requests, each with its own metrics (a loop's TTFT is its first turn's)",
     "breakdown": "a loop's seconds per segment kind, overlapping parallel tool calls counted once; sums to e2e",
@@ -121,7 +120,6 @@ class TurnMetrics:
             "e2e_tok_s": _r(self.e2e_tok_s, 3),
             "itl_ms": None if self.itl_ms is None else {k: _r(v, 3) for k, v in self.itl_ms.items()},
             "stalls": self.stalls,
-            "retries": self.retries,
             "cost_usd": _r(self.cost_usd, 8),
             "segments": [s.to_json() for s in self.segments],
         }

@@ -95,6 +95,7 @@ class Speaker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self._queue = asyncio.Queue()
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

@@ -80,7 +80,7 @@ def _truth_server(conn: Connection) -> None:
             return lane.plan(body, max_tokens, turn + self.runs)
 
     def sent(record: Served) -> None:
-        conn.send((record.request_id, record.ttft_s, record.decode_tok_s, record.fault))
+        conn.send((record.request_id, record.ttft_s, record.decode_tok_s, record.received, record.first))
 
     async def main() -> None:
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -95,7 +95,10 @@ def _truth_server(conn: Connection) -> None:
         stop = asyncio.Event()
 
         def command() -> None:
-            message = conn.recv()
+            try:
+                message = conn.recv()
+            except EOFError:  # tokrace's side is gone: stop too
+                message = "stop"
             if message == "stop":
                 stop.set()
             else:  # the next run: make its plans now, not while answers are being timed
@@ -158,6 +161,10 @@ def provider_factory(transport: str) -> Callable[[TierSpec], Provider]:
 Errors = dict[int, dict[str, list[float]]]
 
 
+def new_errors() -> Errors:
+    return {i: {"ttft_ms": [], "decode_pct": [], "out_ms": [], "back_ms": []} for i in range(len(LANES))}
+
+
 def measure(args: argparse.Namespace) -> Errors:
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -165,7 +172,7 @@ def measure(args: argparse.Namespace) -> Errors:
     server.start()
     tag, port = parent.recv()
     assert tag == "port"
-    errors: Errors = {i: {"ttft_ms": [], "decode_pct": []} for i in range(len(LANES))}
+    errors = new_errors()
     try:
         runs = _app_runs if args.ui == "app" else _loop_runs
         asyncio.run(runs(args, port, parent, errors))
@@ -182,20 +189,26 @@ async def _next_run(truth: Connection, run: int) -> None:
         pass
 
 
-async def _score(truth: Connection, lanes: list[LaneRun], errors: Errors) -> None:
-    """Hold each lane's numbers against what the server itself did for that request."""
+async def _score(truth: Connection, lanes: list[LaneRun], origin: float, errors: Errors) -> None:
+    """Hold each lane's numbers against what the server itself did for that request. Both processes read the
+    same monotonic clock, so the TTFT error also splits in two: the request's way to the server (from tokrace's
+    "on the wire" to the server's "arrived") and the first token's way back (from the server's write to
+    tokrace's stamp)."""
     records = {}
     while len(records) < len(lanes):
-        rid, ttft, decode, _ = await asyncio.to_thread(truth.recv)
-        records[rid] = (ttft, decode)
+        rid, ttft, decode, received, first = await asyncio.to_thread(truth.recv)
+        records[rid] = (ttft, decode, received, first)
     for lane in lanes:
         m = turn_metrics(lane.events, None, lane.tier.model)
         head = next(e for e in lane.events if isinstance(e, Headers))
-        server_ttft, server_decode = records[head.request_id]
+        server_ttft, server_decode, received, first = records[head.request_id]
         if not m.ok or m.ttft_s is None or m.decode_tok_s is None:
             raise SystemExit(f"lane {lane.index} failed: {m.error}")
+        start = origin + m.start
         errors[lane.index]["ttft_ms"].append((m.ttft_s - m.connect_s - server_ttft) * 1000.0)
         errors[lane.index]["decode_pct"].append((m.decode_tok_s / server_decode - 1.0) * 100.0)
+        errors[lane.index]["out_ms"].append((received - (start + m.connect_s)) * 1000.0)
+        errors[lane.index]["back_ms"].append((start + m.ttft_s - first) * 1000.0)
 
 
 async def _loop_runs(args: argparse.Namespace, port: int, truth: Connection, errors: Errors) -> None:
@@ -214,11 +227,9 @@ async def _loop_runs(args: argparse.Namespace, port: int, truth: Connection, err
     try:
         for run in range(args.runs + 1):  # run 0 warms everything up and is not counted
             await _next_run(truth, run)
-            lanes = await Race(specs, request, RealClock(), providers=providers).run()
-            if run:
-                await _score(truth, lanes, errors)
-            else:
-                await _score(truth, lanes, {i: {"ttft_ms": [], "decode_pct": []} for i in range(len(LANES))})
+            race = Race(specs, request, RealClock(), providers=providers)
+            lanes = await race.run()
+            await _score(truth, lanes, race.origin, errors if run else new_errors())
     finally:
         if load is not None:
             load.stop()
@@ -241,13 +252,13 @@ async def _app_runs(args: argparse.Namespace, port: int, truth: Connection, erro
             await runner.wait_started()
             await runner.wait_finished()
             assert runner.race is not None
-            scored = errors if run else {i: {"ttft_ms": [], "decode_pct": []} for i in range(len(LANES))}
-            await _score(truth, runner.race.lanes, scored)
+            await _score(truth, runner.race.lanes, runner.race.origin, errors if run else new_errors())
 
 
 def report(errors: Errors, say: Callable[[str], None]) -> bool:
     ok = True
-    say(f"{'lane':24} {'TTFT err p50':>13} {'p99':>9} {'max':>9} {'decode err p50':>15} {'max |err|':>10}")
+    say(f"{'lane':24} {'TTFT err p50':>13} {'p99':>9} {'max':>9} {'decode err p50':>15} {'max |err|':>10}"
+        f"   {'request out p99':>15} {'token back p99':>14}")
     for i, (provider, _) in enumerate(LANES):
         e = errors[i]
         t50, t99 = percentile(e["ttft_ms"], 50), percentile(e["ttft_ms"], 99)
@@ -256,8 +267,9 @@ def report(errors: Errors, say: Callable[[str], None]) -> bool:
         dmax = max(abs(x) for x in e["decode_pct"])
         lane_ok = abs(t50) < TTFT_P50_MS and abs(t99) < TTFT_P99_MS and dmax < DECODE_PCT
         ok = ok and lane_ok
+        out99, back99 = percentile(e["out_ms"], 99), percentile(e["back_ms"], 99)
         say(f"{f'lane {i} ({provider})':24} {t50:10.3f} ms {t99:6.3f} ms {tmax:6.3f} ms {d50:13.3f} % "
-            f"{dmax:8.3f} %  {'ok' if lane_ok else 'MISSED'}")
+            f"{dmax:8.3f} %  {'ok    ' if lane_ok else 'MISSED'} {out99:9.3f} ms {back99:11.3f} ms")
     return ok
 
 

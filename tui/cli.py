@@ -11,7 +11,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from providers import __version__
 from providers.base import TierSpec, TokraceError, TurnRequest
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from providers.scenario import Scenario
     from providers.speak import Speaker
     from providers.voice import VoiceSettings
+
+    from .record import RecordPlan
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -61,7 +63,8 @@ def _non_negative_float(text: str) -> float:
 def _add_voice_options(p: argparse.ArgumentParser) -> None:
     voice = p.add_argument_group("voice lens", "when would a voice start speaking, and would it run dry?")
     voice.add_argument("--voice", action="store_true",
-                       help="add the voice lens: a table (and a voice object per run in --json)")
+                       help="add the voice lens: a table (and a voice object per run in --json); on the race "
+                            "screen, start with the voice lens on (the key v toggles it)")
     voice.add_argument("--wpm", type=_positive_float, metavar="N",
                        help="speaking rate in words per minute (default 165; implies --voice)")
     voice.add_argument("--tts-delay", type=_non_negative_float, metavar="MS",
@@ -131,6 +134,28 @@ def _add_theme_option(p: argparse.ArgumentParser) -> None:
                    "theme last chosen in the command palette otherwise)")
 
 
+def _add_record_options(p: argparse.ArgumentParser, screen: bool) -> None:
+    rec = p.add_mutually_exclusive_group()
+    if screen:
+        rec.add_argument("--record", type=Path, metavar="FILE",
+                         help="record the first race to FILE (replacing it) and each race after it to the next "
+                              "free FILE-2, FILE-3, ... (default: a new file per race in the recordings folder; "
+                              "see `tokrace locate`)")
+        rec.add_argument("--no-record", action="store_true", help="do not record the races")
+        return
+    rec.add_argument("--record", type=Path, metavar="FILE",
+                     help="record the session to FILE (default: a new file in the recordings folder; see "
+                          "`tokrace locate`)")
+    rec.add_argument("--no-record", action="store_true", help="do not record this session")
+
+
+def _record_plan(args: argparse.Namespace) -> RecordPlan | None:
+    """Where the screen records its races: ``None`` with ``--no-record``."""
+    from .record import RecordPlan
+
+    return None if getattr(args, "no_record", False) else RecordPlan(getattr(args, "record", None))
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=_positive_int, default=1, metavar="N",
                    help="race N times one after the other and report p50/p90 (default 1)")
@@ -140,15 +165,39 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
                    help="run synthetic and replay tiers on virtual time: the same numbers, no waiting")
 
 
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The commands, where options given before the command count as the command's (argparse would reset them
+    to its defaults): ``tokrace --theme projector demo`` is ``tokrace demo --theme projector``. Given again after
+    the command, the later one wins; one the command does not take is bad usage, never silently dropped."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = {key: value for key, value in vars(namespace).items() if key != self.dest}
+        super().__call__(parser, namespace, values, option_string)
+        name = values[0]
+        command = self._name_parser_map[name]
+        takes = {action.dest: action for action in command._actions}
+        for key, value in before.items():
+            if key not in takes:
+                flag = next(a.option_strings[0] for a in parser._actions if a.dest == key and a.option_strings)
+                parser.error(f"{flag} does not apply to `tokrace {name}`")
+            if getattr(namespace, key) == takes[key].default:
+                setattr(namespace, key, value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tokrace",
         description="Race LLM tiers side by side and see where the time goes. With no command, opens the race "
-                    "on the configured tiers (or the built-in offline demo); piped, prints the bench table.",
+                    "on the configured tiers (or the built-in offline demo); piped, prints the bench table. Each "
+                    "command takes its own options (tokrace COMMAND --help).",
         argument_default=argparse.SUPPRESS)  # the race options below are the screen's; a command has its own
     parser.add_argument("--version", action="version", version=f"tokrace {__version__}")
     _add_race_options(parser)
     _add_theme_option(parser)
+    _add_record_options(parser, screen=True)
+    _add_voice_options(parser)
+    parser.register("action", "parsers", _Commands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="the race screen on the built-in offline demo tiers",
@@ -159,17 +208,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo_prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="read the prompt from a file")
     demo.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output token limit per turn")
     demo.add_argument("--scenario", metavar="NAME|FILE", help="race a whole agent loop on the demo tiers")
+    demo.add_argument("--tiers", metavar="NAME,NAME", help="race only these demo tiers")
     _add_theme_option(demo)
+    _add_record_options(demo, screen=True)
+    _add_voice_options(demo)
 
     bench = sub.add_parser("bench", help="headless race: print a table (or JSON) and exit",
                            description="Race the tiers headless and print a table, or JSON with --json. "
                                        "Exit 0 when every run succeeded, 1 when one failed, 2 on bad usage.")
     _add_race_options(bench)
     _add_output_options(bench)
-    rec = bench.add_mutually_exclusive_group()
-    rec.add_argument("--record", type=Path, metavar="FILE",
-                     help="record the session to FILE (default: a new file in the recordings folder)")
-    rec.add_argument("--no-record", action="store_true", help="do not record this session")
+    _add_record_options(bench, screen=False)
     bench.add_argument("--warm", action="store_true", help="open connections before the start")
     bench.add_argument("--what-if", type=_positive_float, default=14.0, metavar="N", dest="what_if",
                        help="with a scenario: how long the loop would take with a model N times faster "
@@ -177,7 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_voice_options(bench)
 
     replay = sub.add_parser("replay", help="replay a recording with its original timing",
-                            description="Replay every lane of a recording with its original timing.")
+                            description="Replay every lane of a recording with its original timing: in a "
+                                        "terminal on the race screen (pause, step, faster, slower, restart; a "
+                                        "replay is never recorded again), else (or with --headless) as bench's "
+                                        "table or JSON.")
     replay.add_argument("file", type=Path, metavar="FILE", help="a recording (.jsonl)")
     replay.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
                         help="play X times faster (default 1)")
@@ -198,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     tiers = sub.add_parser("tiers", help="list the configured tiers and presets",
                            description="The configured tiers with their endpoints and whether each key "
                                        "variable is set (never the key), then the presets.")
-    tiers.add_argument("--config", type=Path, metavar="FILE", help="config file")
+    tiers.add_argument("--config", type=Path, metavar="FILE", help="config file (default: ./tokrace.toml, then "
+                       "the user config dir; the built-in offline demo when there is none)")
 
     sub.add_parser("scenarios", help="list the built-in scenarios (agent loops)",
                    description="The built-in scenarios for --scenario NAME: model requests, tools and people. "
@@ -209,9 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
                                "the themes folder of the user config dir), then every broken theme file with "
                                "its problem. Exit 1 when a theme file is broken.")
 
+    from .locate import add_locate_parser
     from .serve_cmd import add_serve_parser
 
     add_serve_parser(sub)
+    add_locate_parser(sub)
     return parser
 
 
@@ -274,8 +329,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         from .launch import run_replay
 
         # The screen's playback clock applies the speed (and the user changes it), so the lanes play at 1×.
-        return run_replay(recording, replay_tiers(recording, 1.0, args.idle_cap, run=args.run), args.speed,
-                          args.idle_cap, args.run, theme=args.theme)
+        tiers = replay_tiers(recording, 1.0, args.idle_cap, run=args.run)
+        return run_replay(recording, tiers, args.speed, args.idle_cap, args.run, theme=args.theme,
+                          voice=_voice(args), speaker=_speaker(args, tiers))
     from .headless import run_headless
 
     runs = recording.runs if args.run is None else 1
@@ -332,15 +388,15 @@ def cmd_tiers(args: argparse.Namespace) -> int:
         if tier.provider in ("synthetic", "replay"):
             endpoint, key = ("offline", "not needed")
         else:
+            from providers.http import HTTPProvider
             from providers.registry import create_provider
 
             provider = create_provider(tier)  # an HTTP provider knows its endpoint and its default key variable
-            endpoint = getattr(provider, "endpoint", lambda: tier.base_url or "")()
-            key_env = getattr(provider, "key_env", tier.api_key_env)
-            if key_env:
-                key = f"{key_env} {'set' if os.environ.get(key_env) else '[red]not set[/]'}"
-            else:
-                key = "not needed"
+            http = provider if isinstance(provider, HTTPProvider) else None
+            endpoint = http.endpoint() if http is not None else tier.base_url or ""
+            key_env = http.key_env if http is not None else tier.api_key_env
+            present = "set" if key_env and os.environ.get(key_env) else "[red]not set[/]"
+            key = f"{key_env} {present}" if key_env else "not needed"
         table.add_row(tier.name, tier.provider, tier.model, endpoint, key)
     console.print(table)
     presets = Table(title="presets (use preset = \"name\" in a tier)", title_justify="left")
@@ -384,7 +440,8 @@ def cmd_themes(args: argparse.Namespace) -> int:
     return EXIT_FAILED
 
 
-RACE_KEYS = ("config", "tiers", "prompt", "prompt_file", "max_tokens", "scenario")
+RACE_KEYS = ("config", "tiers", "prompt", "prompt_file", "max_tokens", "scenario", "record", "no_record",
+             "voice", "wpm", "tts_delay", "speak", "speak_lane")
 """The options ``tokrace`` takes without a command (as ``bench`` does)."""
 
 
@@ -410,31 +467,45 @@ def cmd_race(args: argparse.Namespace) -> int:
     if scenario is not None:
         request.prompt = scenario.first_prompt()
     return run_race(tiers, request, scenario, theme=getattr(args, "theme", None),
-                    configured_theme=config.defaults.theme)
+                    configured_theme=config.defaults.theme, record=_record_plan(args), voice=_voice(args),
+                    speaker=_speaker(args, tiers))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The race on the built-in demo tiers: on screen in a terminal, else the bench table (not recorded)."""
-    from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
+    """The race on the built-in demo tiers: on screen in a terminal, else the bench table (recorded as bench's)."""
+    from providers.config import Config
+    from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT
 
+    tiers = Config(source=None).select(args.tiers)  # a config without a file races the demo tiers
     scenario = _scenario(args, None)
     request = _request(args, DEMO_PROMPT, DEMO_MAX_TOKENS)
     if scenario is not None:
         request.prompt = scenario.first_prompt()
     if not sys.stdout.isatty():
+        from providers.recording import default_path
+
         from .headless import run_headless
 
-        return run_headless(demo_tiers(), request, runs=1, fast_forward=False, record=None, prompt=request.prompt,
-                            json_target=None, scenario=scenario)
+        slug = scenario.name if scenario is not None else request.prompt
+        record = None if args.no_record else (args.record or default_path(slug))
+        return run_headless(tiers, request, runs=1, fast_forward=False, record=record, prompt=request.prompt,
+                            json_target=None, scenario=scenario, voice=_voice(args), speaker=_speaker(args, tiers))
     from .launch import run_race
 
-    return run_race(demo_tiers(), request, scenario, theme=args.theme)
+    return run_race(tiers, request, scenario, theme=args.theme, record=_record_plan(args), voice=_voice(args),
+                    speaker=_speaker(args, tiers))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .serve_cmd import cmd_serve as serve
 
     return serve(args)
+
+
+def cmd_locate(args: argparse.Namespace) -> int:
+    from .locate import cmd_locate as locate
+
+    return locate(args)
 
 
 COMMANDS = {
@@ -446,6 +517,7 @@ COMMANDS = {
     "scenarios": cmd_scenarios,
     "themes": cmd_themes,
     "serve": cmd_serve,
+    "locate": cmd_locate,
 }
 
 
