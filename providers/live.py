@@ -492,6 +492,8 @@ class RaceSummary:
     slowest: str | None = None
     results: list[LaneResult] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    """Lanes stopped before their end (by the user): not failures, but not finishers either."""
     loop: bool = False
     """The lanes played a scenario's loop: end to end is the whole loop, not one turn."""
 
@@ -499,10 +501,12 @@ class RaceSummary:
 def race_summary(lanes: Sequence[LiveLane]) -> RaceSummary:
     """The summary of a finished race; lanes that failed are named apart and left out of the comparison."""
     ok = [(lane, lane.e2e) for lane in lanes if lane.ok and lane.e2e is not None]
-    failed = [lane.tier.name for lane in lanes if not (lane.ok and lane.e2e is not None)]
+    out = [lane for lane in lanes if not (lane.ok and lane.e2e is not None)]
+    failed = [lane.tier.name for lane in out if lane.state != "stopped"]
+    stopped = [lane.tier.name for lane in out if lane.state == "stopped"]
     loop = any(lane.loop for lane in lanes)
     if not ok:
-        return RaceSummary(failed=failed, loop=loop)
+        return RaceSummary(failed=failed, stopped=stopped, loop=loop)
     ordered = sorted(ok, key=lambda pair: pair[1] or 0.0)
     first, first_e2e = ordered[0]
     slow_lane, slow_e2e = ordered[-1]
@@ -519,7 +523,7 @@ def race_summary(lanes: Sequence[LiveLane]) -> RaceSummary:
                        runner_up=runner_up[0].tier.name if runner_up else None,
                        lead_s=(runner_up[1] or 0.0) - (first_e2e or 0.0) if runner_up else None,
                        slowest=slow_lane.tier.name if len(ordered) > 1 else None, results=results,
-                       failed=failed, loop=loop)
+                       failed=failed, stopped=stopped, loop=loop)
 
 
 class LiveRace:

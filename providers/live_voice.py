@@ -64,6 +64,8 @@ class VoiceLane:
         self.fed = 0
         """Events fed so far."""
         self._words: tuple[VoiceTrack | None, int, int] = (None, 0, 0)
+        self._figures: tuple[object, float | None, float | None, float | None] = (None, None, None, None)
+        """(key, TTFS, first audio, margin) of the last frame that asked: they change only with the sentences."""
 
     def catch_up(self) -> bool:
         """Feed the events recorded since the last call; whether there were any."""
@@ -104,11 +106,15 @@ class VoiceLane:
         if not figures:
             return VoiceNow(state, track.text, playhead.chars, ready, ahead, turn, None, None, 0, 0.0, None)
         silences = self.voice.segments(until=t)
-        m = track.metrics()
-        margin = self.voice.metrics().min_margin_s
+        last = self.voice.tracks[-1]
+        key = (turn, len(self.voice.tracks), len(last.sentences), last.ended, wpm)
+        if self._figures[0] != key:
+            m = track.metrics()
+            self._figures = (key, m.ttfs_s, m.first_audio_s, self.voice.metrics().min_margin_s)
+        _, ttfs, first_audio, margin = self._figures
         if silences:  # a silence going on is not in the numbers yet, and it leaves no margin
             margin = 0.0
-        return VoiceNow(state, track.text, playhead.chars, ready, ahead, turn, m.ttfs_s, m.first_audio_s,
+        return VoiceNow(state, track.text, playhead.chars, ready, ahead, turn, ttfs, first_audio,
                         len(silences), sum(s.end - s.start for s in silences), margin)
 
     def stall_spans(self, t: float) -> list[SegmentSpan]:

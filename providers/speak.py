@@ -38,12 +38,12 @@ class Speaker:
         if isinstance(event, Request):
             self._splitter = SentenceSplitter()
         elif isinstance(event, Delta) and event.channel == "content" and event.text:
-            for start, end in self._splitter.feed(event.text):
-                self._say(self._splitter.text[start:end])
+            for _, _, sentence in self._splitter.feed_sentences(event.text):
+                self._say(sentence)
         elif isinstance(event, Done):
-            span = self._splitter.finish()
-            if span is not None:
-                self._say(self._splitter.text[span[0]:span[1]])
+            last = self._splitter.finish_sentence()
+            if last is not None:
+                self._say(last[2])
         elif isinstance(event, Error):
             self._splitter = SentenceSplitter()  # an unfinished sentence of a failed turn is never spoken
 

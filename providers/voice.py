@@ -78,36 +78,73 @@ class VoiceSettings:
 
 
 class SentenceSplitter:
-    """Cuts streamed text into sentences as they complete, by the rule of ``ttfs_s``."""
+    """Cuts streamed text into sentences as they complete, by the rule of ``ttfs_s``.
+
+    Linear in the text however it arrives: the pieces are kept as they came and joined only when asked for
+    (``text``), and only the unfinished sentence is joined when a sentence completes."""
 
     def __init__(self) -> None:
-        self.text = ""
-        """All the text fed so far."""
         self.cut = 0
         """Where the last complete sentence ended."""
+        self.length = 0
+        """Characters fed so far."""
+        self._parts: list[str] = []
+        self._joined = ""
+        self._joined_parts = 0
+        self._pending: list[str] = []
+        """The text since the cut, in pieces."""
+        self._trail = ""
+        """The text's trailing run of marks and closers since the cut: the only place a mark can still gain the
+        whitespace that completes its sentence (earlier marks either matched already or never will)."""
+
+    @property
+    def text(self) -> str:
+        """All the text fed so far."""
+        if self._joined_parts < len(self._parts):
+            self._joined += "".join(self._parts[self._joined_parts:])
+            self._joined_parts = len(self._parts)
+        return self._joined
 
     def feed(self, piece: str) -> list[tuple[int, int]]:
         """Append a piece; the (start, end) character spans of the sentences it completed."""
-        old = len(self.text)
-        self.text += piece
-        # Only a mark in the trailing run of marks and closers can gain its whitespace now; earlier marks
-        # either matched already or never will. This keeps a long sentence-less answer linear.
-        pos = old
-        while pos > self.cut and self.text[pos - 1] in _CLOSING:
-            pos -= 1
-        spans: list[tuple[int, int]] = []
-        while (m := SENTENCE_END.search(self.text, pos)) is not None:
-            spans.append((self.cut, m.end()))
-            self.cut = pos = m.end()
-        return spans
+        return [(start, end) for start, end, _ in self.feed_sentences(piece)]
+
+    def feed_sentences(self, piece: str) -> list[tuple[int, int, str]]:
+        """Append a piece; the sentences it completed, as (start, end, text)."""
+        if not piece:
+            return []
+        self._parts.append(piece)
+        self._pending.append(piece)
+        window = self._trail + piece
+        base = self.length - len(self._trail)
+        self.length += len(piece)
+        out: list[tuple[int, int, str]] = []
+        pos = 0
+        while (m := SENTENCE_END.search(window, pos)) is not None:
+            end = base + m.end()
+            pending = "".join(self._pending)
+            out.append((self.cut, end, pending[: end - self.cut]))
+            self._pending = [pending[end - self.cut:]]
+            self.cut, pos = end, m.end()
+        i = len(window)
+        while i > pos and window[i - 1] in _CLOSING:
+            i -= 1
+        self._trail = window[i:]
+        return out
 
     def finish(self) -> tuple[int, int] | None:
         """The turn ended normally: the rest, when it has any words, is the last sentence."""
-        if not self.text[self.cut:].strip():
+        last = self.finish_sentence()
+        return None if last is None else (last[0], last[1])
+
+    def finish_sentence(self) -> tuple[int, int, str] | None:
+        """As :meth:`finish`, with the sentence's text."""
+        rest = "".join(self._pending)
+        if not rest.strip():
             return None
-        span = (self.cut, len(self.text))
-        self.cut = len(self.text)
-        return span
+        sentence = (self.cut, self.length, rest)
+        self.cut, self._pending, self._trail = self.length, [], ""
+        return sentence
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,17 +265,17 @@ class VoiceTrack:
         """Answer text arrived at ``t``."""
         if self.ended:
             return
-        for start, end in self._splitter.feed(text):
-            self._add_sentence(start, end, t)
+        for start, end, sentence in self._splitter.feed_sentences(text):
+            self._add_sentence(start, end, sentence, t)
 
     def end(self, t: float, ok: bool = True) -> None:
         """The turn ended at ``t``: normally (the rest is spoken as the last sentence) or with an error."""
         if self.ended:
             return
         self.ended = True
-        span = self._splitter.finish() if ok else None
-        if span is not None:
-            self._add_sentence(*span, t)
+        last = self._splitter.finish_sentence() if ok else None
+        if last is not None:
+            self._add_sentence(*last, t)
 
     def set_wpm(self, wpm: float, at: float) -> None:
         """Speak at ``wpm`` from time ``at`` on (a live adjustment; speech before ``at`` stays as it was)."""
@@ -247,8 +284,8 @@ class VoiceTrack:
         self._rates = [r for r in self._rates if r[0] < at] + [(at, wpm)]
         self._replan()
 
-    def _add_sentence(self, start: int, end: int, complete: float) -> None:
-        words = tuple(m.span() for m in _WORD.finditer(self.text, start, end))
+    def _add_sentence(self, start: int, end: int, text: str, complete: float) -> None:
+        words = tuple((start + a, start + b) for a, b in (m.span() for m in _WORD.finditer(text)))
         sentence = Sentence(start, end, complete, words)
         self.sentences.append(sentence)
         self._words.extend(words)

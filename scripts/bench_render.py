@@ -1,10 +1,11 @@
 """Does the screen keep up? Drive the headless app on the real clock with 4 synthetic lanes at 3,000 tok/s and
 one at 20,000 tok/s for 10 s, and print per lane the tokens delivered against the target, the event-loop lag
-(overshoot of a 10 ms asyncio sleep) p50/p99, CPU seconds per second and peak RSS.
+(overshoot of a 10 ms asyncio sleep) p50/p99, CPU seconds per second and peak RSS. The race is recorded, as
+the screen records every race (to a temporary file, deleted after), unless --no-record.
 
 Not a test: it takes real time and its figures depend on the machine. Targets: >= 99 % delivered, lag p99 < 50 ms.
 
-    python scripts/bench_render.py [--seconds 10] [--tokens-per-event 1] [--size 200x50]
+    python scripts/bench_render.py [--seconds 10] [--tokens-per-event 1] [--size 200x50] [--no-record]
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import resource
+import tempfile
 import time
+from pathlib import Path
 
 from providers.base import TierSpec, TurnRequest
 from providers.events import Delta
 from providers.metrics import percentile
 from providers.synthetic import Profile, schedule
 from tui.app import build_app
+from tui.record import RecordPlan
 
 LANES = [("lane 1", 3000.0), ("lane 2", 3000.0), ("lane 3", 3000.0), ("lane 4", 3000.0), ("lane 5", 20000.0)]
 """(name, target tok/s) of every lane."""
@@ -43,9 +47,10 @@ async def sample_lag(lags: list[float], stop: asyncio.Event) -> None:
         lags.append(time.perf_counter() - t0 - 0.01)
 
 
-async def bench(seconds: float, tokens_per_event: int, size: tuple[int, int]) -> None:
+async def bench(seconds: float, tokens_per_event: int, size: tuple[int, int], record: Path | None) -> None:
     lanes = tiers(seconds, tokens_per_event)
-    app = build_app(lanes, TurnRequest("bench", max(t.max_tokens or 0 for t in lanes)))
+    app = build_app(lanes, TurnRequest("bench", max(t.max_tokens or 0 for t in lanes)),
+                    record=RecordPlan(record) if record is not None else None)
     async with app.run_test(headless=True, size=size):
         runner = app.runner
         await runner.wait_started()
@@ -68,8 +73,10 @@ async def bench(seconds: float, tokens_per_event: int, size: tuple[int, int]) ->
         assert race is not None
         await runner.stop()
 
+    recorded = (f"recorded ({record.stat().st_size / 1e6:.0f} MB)" if record is not None and record.exists()
+                else "not recorded")
     print(f"{len(LANES)} lanes, {tokens_per_event} token(s) per event, {seconds:g} s on the real clock, "
-          f"headless {size[0]}x{size[1]}")
+          f"headless {size[0]}x{size[1]}, {recorded}")
     print(f"{'lane':<8} {'target tok/s':>12} {'achieved':>10} {'delivered':>10}")
     worst = 100.0
     for (name, rate), run, tier in zip(LANES, race.lanes, lanes, strict=True):
@@ -100,9 +107,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--tokens-per-event", type=int, default=1)
     parser.add_argument("--size", default="200x50", help="terminal size, COLSxROWS")
+    parser.add_argument("--no-record", action="store_true", help="do not record the race")
     args = parser.parse_args()
     cols, rows = (int(x) for x in args.size.lower().split("x"))
-    asyncio.run(bench(args.seconds, args.tokens_per_event, (cols, rows)))
+    with tempfile.TemporaryDirectory(prefix="tokrace-bench-") as folder:
+        record = None if args.no_record else Path(folder) / "bench.jsonl"
+        asyncio.run(bench(args.seconds, args.tokens_per_event, (cols, rows), record))
 
 
 if __name__ == "__main__":

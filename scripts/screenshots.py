@@ -24,6 +24,13 @@ from tui.settings import Settings
 from tui.theming import AppThemes
 
 
+def voice_demo() -> list[TierSpec]:
+    """Standard and ultrafast Sol with a 2.5 tok/s tier, to show the voice trailing the text and catching it."""
+    slow = TierSpec(name="Slow local", provider="synthetic", model="local-3b",
+                    options={"ttft_ms": 300, "tok_s": 2.5, "seed": 4})
+    return [*demo_tiers()[::2], slow]
+
+
 def failing_demo() -> list[TierSpec]:
     """The demo with its priority lane failing part-way, to show an error inside a lane."""
     tiers = demo_tiers()
@@ -52,10 +59,18 @@ SHOTS = [
     Shot("lane-error", (160, 45), 3.0, tiers=failing_demo()),
     Shot("details", (160, 45), 10.0, ("3", "d")),
     Shot("help", (100, 40), 1.0, ("question_mark",)),
+    Shot("voice", (160, 45), 36.0, ("v",), tiers=voice_demo()),
+    Shot("bottlenecks", (160, 45), 200.0, ("b",), scenario="coding-loop"),
     # One per built-in theme, on an agent loop so the timeline shows waits, model, tool and human segments.
     *(Shot(f"theme-{name}", (160, 45), 12.0, theme=name, scenario="incident") for name in builtin_theme_names()),
 ]
 """Every screenshot the README shows."""
+
+
+def keep_spaces(svg: str) -> str:
+    """Mark the SVG's whitespace as significant: without it some viewers (librsvg, and so many image previews)
+    drop the space a run of text starts with, shifting the run left and gluing its words to the run before."""
+    return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
 
 
 def builtin_themes(scratch: Path, theme: str = DEFAULT_THEME) -> AppThemes:
@@ -81,7 +96,7 @@ async def render(shot: Shot, out: Path) -> Path:
         await pilot.press(*shot.keys)
         await pilot.pause()
         path = out / f"{shot.name}.svg"
-        path.write_text(app.export_screenshot(title="tokrace"), encoding="utf-8")
+        path.write_text(keep_spaces(app.export_screenshot(title="tokrace")), encoding="utf-8")
     return path
 
 

@@ -10,8 +10,10 @@ from providers.clock import VirtualClock
 from providers.demo import demo_tiers
 from providers.events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
 from providers.live import BUCKET_S, RAMP_S, WINDOW_S, LiveLane, LiveRace, race_summary
+from providers.loop import loop_end, loop_metrics
 from providers.metrics import split_turns, turn_metrics, turn_segments
 from providers.race import Race
+from providers.scenario import load_scenario
 
 
 def tier(name: str = "lane", price: Price | None = None, **options: object) -> TierSpec:
@@ -115,12 +117,12 @@ def test_tool_call_turn_waits_in_tool_state() -> None:
     assert "→ search_logs" in "".join(text for _, text in lane.pieces)
 
 
-def test_announced_span_shows_until_it_ends_and_draws_only_up_to_now() -> None:
+def test_announced_span_shows_until_the_next_step_and_draws_only_up_to_now() -> None:
     lane = feed(LiveLane(tier(), expected_turns=2), [
         Request(t=0.0), Delta(t=0.1, text="ok", tokens=1), Done(t=0.2),
         Segment(t=0.2, seg="human", start=0.2, end=3.0, label="approve")])
-    assert lane.state_at(1.0) == "human"
-    assert lane.state_at(3.0) == "done"
+    assert (lane.state_at(1.0), lane.detail) == ("human", "approve")
+    assert lane.state_at(3.0) == "human"  # never "done" mid-loop: the next step's first event moves it on
     assert [(s.kind, s.end) for s in lane.segments(1.0)][-1] == ("human", 1.0)
     assert lane.elapsed(1.0) == 1.0  # not finished: the loop goes on
 
@@ -224,3 +226,55 @@ def test_race_finish_makes_every_lane_final() -> None:
     assert not live.finished
     live.finish()
     assert live.finished
+
+
+def test_a_loop_lane_shows_each_step_and_is_done_only_at_the_loop_end() -> None:
+    lane = LiveLane(tier(), expected_turns=None, loop=True)
+    seen = []
+    for event in [*stream(100, 5)[:-1], Done(t=0.54),
+                  Segment(t=0.54, seg="wait", start=0.54, end=2.0, label="rollout"),
+                  Request(t=2.0), ToolCall(t=2.3, id="c1", name="query_logs", arguments="{}"),
+                  Done(t=2.3, finish_reason="tool_calls"),
+                  Segment(t=2.3, seg="tool", start=2.3, end=4.0, label="query_logs"),
+                  Segment(t=2.3, seg="tool", start=2.3, end=3.0, label="query_metrics"),
+                  Request(t=4.0), Delta(t=4.2, text="ok", tokens=1), Done(t=4.2),
+                  Segment(t=4.2, seg="human", start=4.2, end=9.0, label="approve"),
+                  loop_end(9.0, "incident", 3)]:
+        lane.on_event(event)
+        seen.append((lane.state, lane.detail))
+    assert seen[8:] == [
+        ("waiting", ""), ("waiting", "rollout"), ("connecting", ""), ("tool", "query_logs"), ("tool", "query_logs"),
+        ("tool", "query_logs"), ("tool", "query_logs, query_metrics"), ("connecting", ""), ("streaming", ""),
+        ("waiting", ""), ("human", "approve"), ("done", "")]
+    assert (lane.ok, lane.e2e, lane.ttft, lane.tokens) == (True, 9.0, 0.5, 6)
+
+
+def test_a_lane_stopped_during_a_person_ends_when_it_was_stopped() -> None:
+    lane = feed(LiveLane(tier(), expected_turns=None, loop=True), [
+        *stream(100, 5), Segment(t=0.54, seg="human", start=0.54, end=56.4, label="approve"),
+        Error(t=20.0, error="stopped", message="stopped before the end")])
+    assert (lane.state, lane.ended_at, lane.e2e, lane.elapsed(90.0)) == ("stopped", 20.0, 20.0, 20.0)
+    assert [(s.kind, s.end) for s in lane.segments(90.0)][-1] == ("human", 20.0)
+    assert lane.loop_so_far(90.0).breakdown["human"] == pytest.approx(20.0 - 0.54)
+
+
+async def test_loop_so_far_agrees_with_loop_metrics_for_every_demo_lane() -> None:
+    scenario = load_scenario("incident")
+    clock = VirtualClock()
+    live = LiveRace(demo_tiers(), [None] * 3, loops=[True] * 3)
+    r = Race(demo_tiers(), TurnRequest(scenario.first_prompt(), 400), clock, [live], scenario=scenario)
+    await clock.drive(r.run())
+    for lane, run in zip(live.lanes, r.lanes, strict=True):
+        m, so_far = loop_metrics(run.events, run.tier.price, run.tier.model), lane.loop_so_far(999.0)
+        assert lane.ok and so_far.ok and so_far.e2e_s == pytest.approx(m.e2e_s)
+        assert so_far.breakdown == pytest.approx(m.breakdown)
+        assert so_far.model_parts == pytest.approx(m.model_parts)
+        assert so_far.amdahl_max_speedup == pytest.approx(m.amdahl_max_speedup)
+        assert (so_far.output_tokens, so_far.ttft_s) == (m.output_tokens, pytest.approx(m.ttft_s))
+        assert so_far.decode_tok_s == pytest.approx(m.decode_tok_s)
+
+
+def test_a_single_prompt_is_a_loop_of_one_turn_all_model() -> None:
+    m = feed(LiveLane(tier()), stream(100, 5)).loop_so_far(9.0)
+    assert m.ok and m.breakdown == pytest.approx({"wait": 0.5, "model": 0.04})
+    assert (m.model_share, m.amdahl_max_speedup) == (pytest.approx(1.0), None)

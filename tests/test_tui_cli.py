@@ -70,10 +70,12 @@ def test_demo_in_a_terminal_opens_the_race_on_the_demo_tiers(calls: dict[str, An
     assert len(tiers) == 3 and request.prompt == "Hello"
 
 
-def test_demo_piped_prints_the_table_without_recording(calls: dict[str, Any], in_tmp: Path) -> None:
+def test_demo_piped_prints_the_table_and_records_as_bench_does(calls: dict[str, Any], in_tmp: Path) -> None:
     assert cli.main(["demo"]) == 0
     _, kwargs = calls["headless"]
-    assert kwargs["record"] is None and "race" not in calls
+    assert kwargs["record"] is not None and "race" not in calls
+    assert cli.main(["demo", "--no-record"]) == 0
+    assert calls["headless"][1]["record"] is None
 
 
 async def test_replay_in_a_terminal_opens_the_replay_screen_at_its_speed(calls: dict[str, Any], terminal: None,

@@ -70,3 +70,34 @@ def test_replay_paused_wide(snap_compare: Compare, tmp_path: Path) -> None:
         await pilot.press("space")
 
     assert snap_compare(app, terminal_size=WIDE, run_before=run_before)
+
+
+def test_voice_mode_mid_run_wide(snap_compare: Compare) -> None:
+    """Standard and ultrafast Sol with a 2.5 tok/s tier, 36 s in: the voice trails the text on the fast tiers and
+    has caught up with it (fallen silent, its stalls on the timeline) on the slow one."""
+    from providers.base import TierSpec
+    from providers.demo import demo_tiers
+
+    slow = TierSpec(name="Slow local", provider="synthetic", model="local-3b",
+                    options={"ttft_ms": 300, "tok_s": 2.5, "seed": 4})
+    app, clock = demo_app([*demo_tiers()[::2], slow])
+    assert snap_compare(app, terminal_size=WIDE, run_before=moment(clock, 36.0, "v"))
+
+
+def test_bottleneck_view_of_the_coding_loop_wide(snap_compare: Compare) -> None:
+    """The coding loop over: each lane's loop split into model, tools and people, the Amdahl bound, the what-if at
+    N = 14, ultrafast's 14× token speed-up next to its end-to-end one; the timeline of the whole loop below."""
+    app, clock = demo_app(scenario="coding-loop")
+    assert snap_compare(app, terminal_size=WIDE, run_before=moment(clock, 200.0, "b"))
+
+
+def test_bottleneck_view_of_the_coding_loop_80x24(snap_compare: Compare) -> None:
+    app, clock = demo_app(scenario="coding-loop")
+    assert snap_compare(app, terminal_size=SMALL, run_before=moment(clock, 200.0, "b"))
+
+
+def test_timeline_with_parallel_tool_calls_wide(snap_compare: Compare) -> None:
+    """The incident 12 s in: each lane's two pairs of queries ran side by side, the second of each pair drawn on
+    the row under its lane; ultrafast already waits for the on-call's approval."""
+    app, clock = demo_app(scenario="incident")
+    assert snap_compare(app, terminal_size=WIDE, run_before=moment(clock, 12.0))

@@ -8,14 +8,14 @@ from providers.base import Price, TierSpec
 from providers.events import Delta, Done, Error, Request, Usage
 from providers.live import LiveLane, race_summary
 from providers.loop import loop_metrics
-from providers.metrics import DEFINITIONS, turn_metrics
+from providers.metrics import DEFINITIONS, SegmentSpan, turn_metrics
 from tui.replay_control import ReplayControl
 from tui.screens.details import metric_rows
 from tui.widgets.gauge import bar, nice_scale, sparkline
 from tui.widgets.lane import figures, gauge_reading
 from tui.widgets.summary import summary_line
 from tui.widgets.tail import wrap
-from tui.widgets.timeline import axis_span, paint, tick_label, tick_step
+from tui.widgets.timeline import MAX_TRACKS, axis_span, paint, tick_label, tick_step, tracks
 
 TURN_METRICS = ("connect_s", "ttfb_s", "ttft_s", "ttfa_s", "ttfs_s", "e2e_s", "output_tokens", "decode_tok_s",
                 "e2e_tok_s", "itl_ms", "tokens_per_event", "stalls", "cost_usd")
@@ -76,6 +76,15 @@ def test_paint_gives_every_segment_at_least_one_cell_and_later_ones_win() -> Non
     assert paint([("connect", 0.0, 0.001), ("wait", 0.5, 1.0)], span=4.0, cells=8)[0] == "connect"
 
 
+def test_tool_calls_running_side_by_side_go_on_rows_of_their_own() -> None:
+    spans = [SegmentSpan("model", 0.0, 1.0), SegmentSpan("tool", 1.0, 3.0, "logs"), SegmentSpan("tool", 1.0, 2.0, "a"),
+             SegmentSpan("tool", 2.0, 2.5, "b"), SegmentSpan("model", 3.0, 4.0), SegmentSpan("tool", 4.0, 5.0, "c")]
+    rows = tracks(spans)
+    assert [[s.label or s.kind for s in row] for row in rows] == [["model", "a", "b", "model", "c"], ["logs"]]
+    assert [len(r) for r in tracks([SegmentSpan("tool", 0.0, 1.0, str(i)) for i in range(5)])] == [1] * (
+        MAX_TRACKS - 1) + [5 - MAX_TRACKS + 1]
+
+
 def lane(name: str, ttft: float, rate: float, n: int, price: Price | None = None) -> LiveLane:
     live = LiveLane(TierSpec(name=name, provider="synthetic", price=price))
     for event in [Request(t=0.0), *(Delta(t=ttft + i / rate, text=" x", tokens=1) for i in range(n)),
@@ -88,6 +97,17 @@ def test_summary_line_says_who_won_by_how_much_and_the_speedups() -> None:
     text = summary_line(race_summary([lane("slow", 1.0, 50, 101), lane("fast", 0.2, 500, 101)])).plain
     assert text == ("fast finished first in 0.40 s, 2.60 s ahead of slow · against slow: "
                     "fast 10.0× tokens 7.5× turn")
+
+
+def test_summary_line_never_starts_a_styled_run_with_a_space() -> None:
+    """An SVG viewer drops a run's leading space: "Sol ultrafastfinished first", "ahead of  Sol priority·"."""
+    from rich.console import Console
+
+    summary = race_summary([lane("Sol standard", 1.0, 50, 101), lane("Sol priority", 0.6, 100, 101),
+                            lane("Sol ultrafast", 0.2, 500, 101)])
+    runs = [seg.text for seg in summary_line(summary).render(Console(width=400))]
+    assert len(runs) >= 4 and not [run for run in runs[1:] if run.startswith(" ")]
+    assert "".join(runs).startswith("Sol ultrafast finished first in 0.40 s, 1.20 s ahead of Sol priority · against")
 
 
 def test_summary_line_names_failed_lanes() -> None:

@@ -50,11 +50,18 @@ def factory(tier: TierSpec) -> Provider:
 
 
 def demo_app(tiers: Sequence[TierSpec] | None = None, prompt: str = DEMO_PROMPT,
-             max_tokens: int = DEMO_MAX_TOKENS) -> tuple[TokraceApp, VirtualClock]:
-    """The app on a virtual clock: nothing moves until the test advances time."""
+             max_tokens: int = DEMO_MAX_TOKENS, scenario: str | None = None) -> tuple[TokraceApp, VirtualClock]:
+    """The app on a virtual clock: nothing moves until the test advances time. With ``scenario`` (a built-in's
+    name) every lane plays that loop."""
+    from providers.scenario import load_scenario
+
     clock = VirtualClock()
+    loop = load_scenario(scenario) if scenario is not None else None
+    if loop is not None:
+        prompt = loop.first_prompt()
     app = build_app(list(tiers) if tiers is not None else demo_tiers(), TurnRequest(prompt, max_tokens),
-                    clock_factory=lambda: clock, provider_factory=factory, animate=False, freeze_gc=False)
+                    clock_factory=lambda: clock, provider_factory=factory, animate=False, freeze_gc=False,
+                    scenario=loop)
     return app, clock
 
 

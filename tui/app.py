@@ -10,11 +10,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from providers.base import TierSpec, TurnRequest
 from providers.clock import Clock, RealClock
 
+from .record import RecordPlan
 from .replay_control import ReplayControl
 from .runner import ClockFactory, ProviderFactory, RaceRunner
 from .screens.race import RaceScreen
@@ -22,7 +24,10 @@ from .theming import AppThemes
 from .widgets.palette import APP_COLOURS
 
 if TYPE_CHECKING:
+    from providers.live_voice import LiveVoice
     from providers.scenario import Scenario
+    from providers.speak import Speaker
+    from providers.voice import VoiceSettings
 
 
 class TokraceApp(App[int]):
@@ -31,10 +36,15 @@ class TokraceApp(App[int]):
     TITLE = "tokrace"
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, *, animate: bool = True,
-                 freeze_gc: bool = True, themes: AppThemes | None = None) -> None:
+                 freeze_gc: bool = True, themes: AppThemes | None = None, voice: LiveVoice | None = None,
+                 speaker: Speaker | None = None) -> None:
         super().__init__()
         self.runner = runner
         self.replay = replay
+        self.voice = voice
+        """The voice lens (on from the start with ``--voice``)."""
+        self.speaker = speaker
+        """Speaks one lane aloud (``--speak``); already one of the runner's listeners."""
         self.animate = animate
         """Off in tests and screenshots: no cursor blink, nothing that moves on its own."""
         self.freeze_gc = freeze_gc
@@ -46,13 +56,18 @@ class TokraceApp(App[int]):
         return dict(APP_COLOURS)
 
     def on_mount(self) -> None:
+        self.runner.notify = self._notify
         self.push_screen(RaceScreen(self.runner, self.replay, animate=self.animate,
-                                    freeze_gc=self.freeze_gc))
+                                    freeze_gc=self.freeze_gc, voice=self.voice, speaker=self.speaker))
         self.themes.mount(self)
         if self.freeze_gc:
             # A full collection over the mounted widget tree pauses the loop for ~100 ms about once a second;
             # what exists now lives for the whole run, so take it out of the collector's way.
             self.call_after_refresh(self._freeze)
+
+    def _notify(self, message: str, title: str, severity: SeverityLevel) -> None:
+        if self.is_running:  # a race stopped by quitting still says where it went: on stderr (see launch)
+            self.notify(message, title=title, severity=severity, markup=False)
 
     def _freeze(self) -> None:
         gc.collect()
@@ -60,6 +75,8 @@ class TokraceApp(App[int]):
 
     async def on_unmount(self) -> None:
         await self.runner.aclose()
+        if self.speaker is not None:
+            await self.speaker.aclose()
         if self.freeze_gc:
             gc.unfreeze()
 
@@ -73,9 +90,11 @@ class TokraceApp(App[int]):
 def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory: ClockFactory | None = None,
               provider_factory: ProviderFactory | None = None, replay: ReplayControl | None = None,
               scenario: Scenario | None = None, animate: bool = True, freeze_gc: bool = True,
-              themes: AppThemes | None = None) -> TokraceApp:
+              themes: AppThemes | None = None, record: RecordPlan | None = None,
+              voice: VoiceSettings | None = None, speaker: Speaker | None = None) -> TokraceApp:
     """The app racing ``tiers`` on ``request`` (or a whole ``scenario``): on real time, or on the replay's
-    playback clock."""
+    playback clock. With ``record`` every race (never a replay) is recorded to its own file. With ``voice`` the
+    voice lens is on from the start; ``speaker`` speaks one lane aloud."""
     factory: ClockFactory
     if replay is not None:
         factory = replay.make_clock
@@ -84,7 +103,12 @@ def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory:
     else:
         real: Clock = RealClock()
         factory = lambda: real  # noqa: E731 - one real clock for every race
-    runner = RaceRunner(tiers, request, factory, scenario=scenario)
+    runner = RaceRunner(tiers, request, factory, scenario=scenario, record=None if replay is not None else record,
+                        listeners=[speaker] if speaker is not None else ())
     if provider_factory is not None:
         runner.provider_factory = provider_factory
-    return TokraceApp(runner, replay, animate=animate, freeze_gc=freeze_gc, themes=themes)
+    from providers.live_voice import LiveVoice
+
+    lens = LiveVoice(voice, on=voice is not None)
+    return TokraceApp(runner, replay, animate=animate, freeze_gc=freeze_gc, themes=themes, voice=lens,
+                      speaker=speaker)

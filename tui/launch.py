@@ -3,6 +3,7 @@ stdout is a terminal; Textual is imported here, never on the headless paths."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -11,6 +12,10 @@ from providers.base import TierSpec, TokraceError, TurnRequest
 if TYPE_CHECKING:
     from providers.recording import Recording
     from providers.scenario import Scenario
+    from providers.speak import Speaker
+    from providers.voice import VoiceSettings
+
+    from .record import RecordPlan
 
 MAX_LANES: Final[int] = 6
 """The screen shows two to six lanes side by side."""
@@ -23,21 +28,26 @@ def _check_lanes(tiers: Sequence[TierSpec]) -> None:
 
 
 def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario | None = None, *,
-             theme: str | None = None, configured_theme: str | None = None) -> int:
+             theme: str | None = None, configured_theme: str | None = None, record: RecordPlan | None = None,
+             voice: VoiceSettings | None = None, speaker: Speaker | None = None) -> int:
     """Race the tiers on screen until the user quits; ``theme`` is ``--theme``, ``configured_theme`` the
-    config's."""
+    config's. With ``record`` every race is recorded, and once the screen is gone each file is named on stderr.
+    With ``voice`` the voice lens is on from the start; ``speaker`` speaks one lane aloud."""
     _check_lanes(tiers)
     from .app import build_app
     from .theming import AppThemes
 
     themes = AppThemes(requested=theme, configured=configured_theme)
-    app = build_app(tiers, request, scenario=scenario, themes=themes)
+    app = build_app(tiers, request, scenario=scenario, themes=themes, record=record, voice=voice, speaker=speaker)
     app.run()
+    for path in app.runner.recorded:
+        print(f"recorded to {path}", file=sys.stderr)
     return app.return_code or 0
 
 
 def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1.0,
-               idle_cap: float | None = None, run: int | None = None, *, theme: str | None = None) -> int:
+               idle_cap: float | None = None, run: int | None = None, *, theme: str | None = None,
+               voice: VoiceSettings | None = None, speaker: Speaker | None = None) -> int:
     """Replay a recording on screen with its original timing, under the user's controls."""
     _check_lanes(tiers)
     from .app import build_app
@@ -46,6 +56,7 @@ def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1
 
     themes = AppThemes(requested=theme)
     control = ReplayControl(recording.path, replay_duration(recording, idle_cap, run), speed)
-    app = build_app(tiers, TurnRequest(prompt=recording.prompt), replay=control, themes=themes)
+    app = build_app(tiers, TurnRequest(prompt=recording.prompt), replay=control, themes=themes, voice=voice,
+                    speaker=speaker)
     app.run()
     return app.return_code or 0

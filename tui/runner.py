@@ -3,21 +3,32 @@ event to the live model the screen samples. Plain asyncio: no widget is touched 
 
 A tier whose provider cannot be built or prepared races as a lane that fails at once with the reason, so the
 other lanes still run and the screen shows why in that lane.
+
+With a :class:`RecordPlan` every race is recorded to its own file. The recorder only keeps each event (a list
+append) and writes what arrived, as whole lines in one write flushed to the OS, every ``FLUSH_EVERY_S`` (50 ms)
+of race time, and everything when the race ends or is stopped: a crash loses at most the events of the last
+tick (plus however long the loop was blocked), and the file always replays (a cut-off last line is dropped
+with a warning). A recording that cannot be written is one notification; the race goes on unrecorded.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from providers import tokens
 from providers.base import Provider, TierSpec, TokraceError, TurnRequest
 from providers.clock import Clock
 from providers.events import Error, Event, Request
 from providers.live import LiveLane, LiveRace
+from providers.loop import is_loop_end
 from providers.race import Listener, Race
+from providers.recording import Recorder, RecordingError
 from providers.registry import create_provider
+
+from .record import FLUSH_EVERY_S, RecordPlan
 
 if TYPE_CHECKING:
     from providers.scenario import Scenario
@@ -26,6 +37,9 @@ ClockFactory = Callable[[], Clock]
 """Makes the clock of each race: real time live, a playback clock in replays, virtual time in tests."""
 
 ProviderFactory = Callable[[TierSpec], Provider]
+
+Notify = Callable[[str, str, Literal["information", "warning", "error"]], None]
+"""Tells the user something in one line: (message, title, severity)."""
 
 
 class BrokenProvider(Provider):
@@ -48,18 +62,43 @@ def _one_line(exc: BaseException) -> str:
     return text if isinstance(exc, TokraceError) and text else f"{type(exc).__name__}: {text}".rstrip(": ")
 
 
-def expected_turns(provider: Provider, scenario: Scenario | None = None) -> int | None:
-    """How many turns make a lane's run: one for a live request; what was recorded for a replay; ``None`` for
-    a scenario's loop (its end event says) or when it cannot be known (the end of the race says)."""
-    if not provider.plays_whole_lane:
-        return None if scenario is not None else 1
+def _recorded(provider: Provider) -> list[Event] | None:
+    """The recorded events a replay lane plays, when it plays a recording."""
     recording = getattr(provider, "recording", None)
     index = getattr(provider, "index", None)
     if recording is None or not isinstance(index, int):
         return None
     run = getattr(provider, "run", None)
-    events = recording.lane_events(index, run if isinstance(run, int) else 0)
-    return sum(1 for e in events if isinstance(e, Request)) or None
+    return list(recording.lane_events(index, run if isinstance(run, int) else 0))
+
+
+def recorded_loop(providers: Sequence[Provider]) -> str | None:
+    """The scenario a replayed recording played, as its header names it."""
+    for provider in providers:
+        recording = getattr(provider, "recording", None)
+        header = getattr(recording, "header", None)
+        if isinstance(header, dict) and header.get("scenario"):
+            return str(header["scenario"])
+    return None
+
+
+def plays_loop(provider: Provider, scenario: Scenario | None = None) -> bool:
+    """Whether a lane plays a scenario's loop (live, or a recorded one): it is done only at the loop's end."""
+    if not provider.plays_whole_lane:
+        return scenario is not None
+    events = _recorded(provider)
+    return events is not None and any(is_loop_end(e) for e in events)
+
+
+def expected_turns(provider: Provider, scenario: Scenario | None = None) -> int | None:
+    """How many turns make a lane's run: one for a live request; what was recorded for a replay; ``None`` for
+    a scenario's loop (its end event says) or when it cannot be known (the end of the race says)."""
+    if plays_loop(provider, scenario):
+        return None
+    if not provider.plays_whole_lane:
+        return 1
+    events = _recorded(provider)
+    return None if events is None else sum(1 for e in events if isinstance(e, Request)) or None
 
 
 class RaceRunner:
@@ -67,11 +106,13 @@ class RaceRunner:
 
     def __init__(self, tiers: Sequence[TierSpec], request: TurnRequest, clock_factory: ClockFactory,
                  provider_factory: ProviderFactory = create_provider, listeners: Sequence[Listener] = (),
-                 scenario: Scenario | None = None) -> None:
+                 scenario: Scenario | None = None, record: RecordPlan | None = None) -> None:
         self.tiers = list(tiers)
         self.request = request
         self.scenario = scenario
         """A whole agent loop to race instead of one prompt."""
+        self.loop_name = scenario.name if scenario is not None else None
+        """The agent loop raced, or replayed (a recording's header names it)."""
         self.clock_factory = clock_factory
         self.provider_factory = provider_factory
         self.listeners = list(listeners)
@@ -81,6 +122,12 @@ class RaceRunner:
         self.problem: str | None = None
         """What went wrong outside any lane, in one line (the lanes carry their own errors)."""
         self.races = 0
+        self.record = record
+        """Where each race is recorded; ``None``: not recorded (replays, ``--no-record``, tests)."""
+        self.recorded: list[Path] = []
+        """Every recording finished so far, oldest first."""
+        self.notify: Notify | None = None
+        """Where to say where a race was recorded, or why it could not be (the app sets it)."""
         self._providers: list[Provider] | None = None
         self._task: asyncio.Task[None] | None = None
         self._started = asyncio.Event()
@@ -102,7 +149,7 @@ class RaceRunner:
             raise RuntimeError("a race is already running")
         if prompt is not None:
             self.request.prompt = prompt
-        self._started = asyncio.Event()
+        self._started.clear()  # not a new event: whoever waits already (before the first race) is woken too
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def wait_started(self) -> None:
@@ -159,16 +206,26 @@ class RaceRunner:
     async def _run(self) -> None:
         live = self.live
         self.race = None
+        recorder: Recorder | None = None
+        flusher: asyncio.Task[None] | None = None
         try:
             providers = await self._prepare()
-            live = LiveRace(self.tiers, [expected_turns(p, self.scenario) for p in providers], self._load_encoding)
+            self.loop_name = self.loop_name or recorded_loop(providers)
+            live = LiveRace(self.tiers, [expected_turns(p, self.scenario) for p in providers], self._load_encoding,
+                            [plays_loop(p, self.scenario) for p in providers])
             self.live = live
             self.clock = self.clock_factory()
-            self.race = Race(self.tiers, self.request, self.clock, [live, *self.listeners], providers=providers,
+            recorder = self._open_recording()
+            listeners: list[Listener] = [live, *self.listeners]
+            if recorder is not None:
+                listeners.append(recorder)
+            self.race = Race(self.tiers, self.request, self.clock, listeners, providers=providers,
                              scenario=self.scenario)
             self.races += 1
             self.problem = None
             run = asyncio.ensure_future(self.race.run())
+            if recorder is not None:
+                flusher = asyncio.get_running_loop().create_task(self._flush_every(recorder, self.clock))
             self._started.set()
             await run
         except Exception as exc:  # the screen shows it as one line; never a traceback
@@ -176,6 +233,48 @@ class RaceRunner:
         finally:
             self._started.set()
             live.finish()
+            if flusher is not None:
+                flusher.cancel()
+            if recorder is not None:
+                self._close_recording(recorder)
+
+    def _open_recording(self) -> Recorder | None:
+        if self.record is None:
+            return None
+        name = self.scenario.name if self.scenario is not None else None
+        path = self.record.next_path(name or self.request.prompt)
+        try:
+            return Recorder(path, self.request.prompt, self.tiers, scenario=name, buffered=True)
+        except RecordingError as exc:
+            self._tell(f"{exc}; this race is not recorded", "Not recorded", "error")
+            return None
+
+    async def _flush_every(self, recorder: Recorder, clock: Clock) -> None:
+        """Write what the recorder kept, every tick of race time, until the race ends (or a write fails)."""
+        t = clock.now()
+        while True:
+            t = await clock.sleep_until(t + FLUSH_EVERY_S)
+            try:
+                recorder.flush()
+            except RecordingError as exc:
+                self._tell(f"{exc}; the recording stops here (what it holds replays)", "Recording stopped",
+                           "error")
+                return
+
+    def _close_recording(self, recorder: Recorder) -> None:
+        if recorder.closed:  # a write failed during the race, and that was said then
+            return
+        try:
+            recorder.close()
+        except RecordingError as exc:
+            self._tell(f"{exc}; the recording stops here (what it holds replays)", "Recording stopped", "error")
+            return
+        self.recorded.append(recorder.path)
+        self._tell(f"recorded to {recorder.path}", "Recorded", "information")
+
+    def _tell(self, message: str, title: str, severity: Literal["information", "warning", "error"]) -> None:
+        if self.notify is not None:
+            self.notify(message, title, severity)
 
     def _load_encoding(self, lane: LiveLane) -> None:
         """A lane got text without a count: load its tokenizer off the loop, then count with it."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterator
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -18,16 +18,23 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
 from providers.live import LiveRace
+from providers.live_voice import WPM_STEP, LiveVoice
+from providers.metrics import SegmentSpan
 
 from ..replay_control import ReplayControl
 from ..runner import RaceRunner
+from ..widgets.bottleneck import BottleneckView
 from ..widgets.gauge import nice_scale
 from ..widgets.lane import LaneView
 from ..widgets.replay_bar import ReplayBar
 from ..widgets.summary import racing_line, summary_line
 from ..widgets.timeline import Timeline
+from ..widgets.voice import verdict_line, voice_status
 from .details import DetailsScreen
 from .help import HelpScreen
+
+if TYPE_CHECKING:
+    from providers.speak import Speaker
 
 FRAME_HZ = 30
 SLOW_EVERY = 8
@@ -36,6 +43,10 @@ TIMELINE_EVERY = 3
 
 REPLAY_ACTIONS = frozenset({"restart", "pause", "step", "faster", "slower"})
 RACE_ACTIONS = frozenset({"race", "edit_prompt"})
+VOICE_ACTIONS = frozenset({"voice_slower", "voice_faster"})
+"""Only while the voice lens is on (help lists them always)."""
+WHAT_IF_ACTIONS = frozenset({"what_if_faster", "what_if_slower"})
+"""Only while the bottleneck view is shown (help lists them always)."""
 
 
 class RaceScreen(Screen[None]):
@@ -56,6 +67,18 @@ class RaceScreen(Screen[None]):
         Binding("minus", "slower", "Slower", key_display="-", tooltip="play slower (down to ×0.1)"),
         Binding("d", "details", "Details", tooltip="every metric of the focused lane: value, source, definition"),
         Binding("z", "zoom", "Zoom", tooltip="zoom the timeline into its start: ×1, ×2, ×4, ×8"),
+        Binding("b", "bottlenecks", "Bottlenecks", tooltip="the bottleneck view instead of the lanes (b again "
+                "leaves it): where each lane's time goes, the model's share, the Amdahl bound, a what-if"),
+        Binding("greater_than_sign", "what_if_faster", "N×", key_display="< >",
+                tooltip="in the bottleneck view: what if the model were more (>) or less (<) times faster"),
+        Binding("less_than_sign", "what_if_slower", "Slower model", key_display="<", show=False,
+                tooltip="in the bottleneck view: what if the model were less times faster (<)"),
+        Binding("v", "voice", "Voice", tooltip="voice lens on every lane: where a speaking voice would be in the "
+                "answer (spoken text underlined), when it starts, when it falls silent (stalls on the timeline)"),
+        Binding("right_square_bracket", "voice_faster", "wpm", key_display="[ ]",
+                tooltip="with the voice lens: speak 15 words per minute faster (]) or slower ([)"),
+        Binding("left_square_bracket", "voice_slower", "Slower voice", key_display="[", show=False,
+                tooltip="with the voice lens: speak 15 words per minute slower ([)"),
         Binding("p,slash", "edit_prompt", "Prompt", key_display="p",
                 tooltip="edit the prompt (also /); Enter races it, Escape leaves"),
         Binding("1", "focus_lane(0)", "Lane", key_display="1-6",
@@ -67,17 +90,25 @@ class RaceScreen(Screen[None]):
     ]
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, animate: bool = True,
-                 freeze_gc: bool = True) -> None:
+                 freeze_gc: bool = True, voice: LiveVoice | None = None, speaker: Speaker | None = None) -> None:
         super().__init__()
         self.runner = runner
         self.replay = replay
+        self.voice = voice if voice is not None else LiveVoice()
+        """The voice lens: on or off, its rate, a voice per lane (fed at frame rate from the race's events)."""
+        self.speaker = speaker
+        """Speaks one lane aloud (``--speak``)."""
+        self._verdict_for: object = None
+        self._speak_problems = 0
         self.animate = animate
         """Off in tests and screenshots: no frame timer (the test draws each frame), no cursor blink."""
         self.freeze_gc = freeze_gc
         """Keep the race's growing history out of the garbage collector's full passes while it runs."""
         self.views = [LaneView(i, lane) for i, lane in enumerate(runner.live.lanes)]
         self.timeline = Timeline(id="timeline")
+        self.bottlenecks = BottleneckView(id="bottlenecks")
         self.summary = Static("", id="summary")
+        self.voice_line = Static("", id="voice-line")
         self.replay_bar = ReplayBar(id="replay-bar") if replay is not None else None
         self.focused_lane = 0
         self._live: LiveRace = runner.live
@@ -102,12 +133,18 @@ class RaceScreen(Screen[None]):
             yield Static(f"prompt: {self.runner.request.prompt}", id="replay-prompt", markup=False)
         with Container(id="lanes"):
             yield from self.views
+        yield self.bottlenecks
         yield self.timeline
         yield self.summary
+        yield self.voice_line
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.timeline.bind(self._live.lanes)
+        self.timeline.overlay = self._voice_stalls
+        if self.speaker is not None and self.speaker.lane < len(self.views):
+            self.views[self.speaker.lane].voice.bar.aloud = True
+        self._show_voice(self.voice.on)
         self._set_focused(0)
         if self.animate:
             self._timer = self.set_interval(1 / FRAME_HZ, self.sample)
@@ -140,8 +177,12 @@ class RaceScreen(Screen[None]):
         scale = self._scale(now) if slow else nice_scale(self._peak)
         for view in self.views:
             view.sample(now, scale, slow)
+        if self.voice.on:
+            self._sample_voice(now, slow)
         if force or self._frame % TIMELINE_EVERY == 0:
             self.timeline.sample(now)
+        if slow and self.bottlenecks.display:
+            self.bottlenecks.sample(runner, now)
         if self.freeze_gc and runner.running and self._frame % FRAME_HZ == 0:
             # A race keeps every event: at tens of thousands a second, full collections come every few hundred
             # ms and each scans the whole history (60-110 ms measured). Freezing what exists is O(1), and
@@ -162,6 +203,49 @@ class RaceScreen(Screen[None]):
         if runner.problem and runner.problem != self._problem_shown:
             self._problem_shown = runner.problem
             self.notify(runner.problem, title="the race could not run", severity="error")
+        if self.speaker is not None and len(self.speaker.problems) > self._speak_problems:
+            for problem in self.speaker.problems[self._speak_problems:]:
+                self.notify(problem, title="cannot speak aloud", severity="error", markup=False)
+            self._speak_problems = len(self.speaker.problems)
+
+    # -- the voice lens ---------------------------------------------------------------------------------------------
+
+    def _sample_voice(self, now: float, slow: bool) -> None:
+        """Feed the voices what the race recorded since the last frame, then move every playhead to ``now``."""
+        voice, race = self.voice, self.runner.race
+        if race is None:
+            changed = voice.follow(None, [[] for _ in self.views])
+        else:
+            changed = voice.follow(race, [lane.events for lane in race.lanes])
+        slow = slow or changed
+        voice.catch_up()
+        for view, lane in zip(self.views, voice.lanes, strict=False):
+            view.voice.sample(lane, now, voice.wpm, slow)
+        if not slow:
+            return
+        live = self.runner.live
+        if race is not None and live.finished and not self.runner.running:
+            if self._verdict_for is not race:
+                self._verdict_for = race
+                names = [view.lane.tier.name for view in self.views]
+                self.voice_line.update(verdict_line(names, voice.verdicts(), voice.wpm))
+        else:
+            self._verdict_for = None
+            spoken = self.views[self.speaker.lane].lane.tier.name if self.speaker is not None else None
+            self.voice_line.update(voice_status(voice.wpm, voice.settings.tts_delay_s, spoken), layout=False)
+
+    def _voice_stalls(self, index: int, now: float) -> list[SegmentSpan]:
+        """The timeline's overlay: the voice's silences on a lane, while the lens is on."""
+        if not self.voice.on or index >= len(self.voice.lanes):
+            return []
+        return self.voice.lanes[index].stall_spans(now)
+
+    def _show_voice(self, on: bool) -> None:
+        for view in self.views:
+            view.show_voice(on)
+        self.voice_line.display = on
+        self._verdict_for = None
+        self.refresh_bindings()
 
     def _rebind(self, live: LiveRace) -> None:
         self._live = live
@@ -195,6 +279,10 @@ class RaceScreen(Screen[None]):
             return bool(parameters) and isinstance(parameters[0], int) and parameters[0] < len(self.views)
         if action == "stop":
             return True if self.runner.running else None
+        if action in VOICE_ACTIONS:
+            return self.voice.on
+        if action in WHAT_IF_ACTIONS:
+            return self.bottlenecks.display
         return True
 
     def action_race(self) -> None:
@@ -206,6 +294,8 @@ class RaceScreen(Screen[None]):
         self.run_worker(self._restart(None), group="race", exclusive=True, exit_on_error=False)
 
     async def _restart(self, prompt: str | None) -> None:
+        if self.speaker is not None:  # the last race's sentences still queued are not this race's
+            await self.speaker.aclose()
         await self.runner.restart(prompt)
         self.sample(force=True)
 
@@ -246,6 +336,39 @@ class RaceScreen(Screen[None]):
     def action_zoom(self) -> None:
         self.timeline.cycle_zoom()
 
+    def action_bottlenecks(self) -> None:
+        """The bottleneck view in place of the lanes, or back to the lanes."""
+        shown = not self.bottlenecks.display
+        self.bottlenecks.display = shown
+        self.query_one("#lanes").display = not shown
+        self.refresh_bindings()
+        self.sample(force=True)
+
+    def action_what_if_faster(self) -> None:
+        self.bottlenecks.step(1)
+        self.sample(force=True)
+
+    def action_what_if_slower(self) -> None:
+        self.bottlenecks.step(-1)
+        self.sample(force=True)
+
+    def action_voice(self) -> None:
+        """The voice lens on or off, on every lane at once (so the tiers can be compared)."""
+        self._show_voice(self.voice.toggle())
+        self.sample(force=True)
+
+    def action_voice_faster(self) -> None:
+        self._change_wpm(WPM_STEP)
+
+    def action_voice_slower(self) -> None:
+        self._change_wpm(-WPM_STEP)
+
+    def _change_wpm(self, step: float) -> None:
+        if self.voice.on:
+            self.voice.change_wpm(step, self.runner.now())
+            self._verdict_for = None
+            self.sample(force=True)
+
     def action_edit_prompt(self) -> None:
         self.query_one("#prompt", Input).focus()
 
@@ -271,7 +394,9 @@ class RaceScreen(Screen[None]):
         for binding in self.BINDINGS:
             assert isinstance(binding, Binding)
             action, _, params = binding.action.partition("(")
-            if not binding.show or self.check_action(action.removeprefix("app."), (0,) if params else ()) is False:
+            allowed = action in VOICE_ACTIONS | WHAT_IF_ACTIONS or self.check_action(action.removeprefix("app."),
+                                                                   (0,) if params else ())
+            if not binding.show or allowed is False:
                 continue
             out.append((binding.key_display or binding.key, binding.tooltip or binding.description))
         return out
@@ -296,6 +421,16 @@ class RaceScreen(Screen[None]):
             yield (f"Details: {name}", f"every metric of {name}, its definition and its source",
                    lambda i=view.index: self._details_of(i))
         yield "Zoom the timeline", "cycle ×1, ×2, ×4, ×8 from the start of the race", self.action_zoom
+        yield ("Bottlenecks", "where each lane's time goes: model, tools, people, waits; the Amdahl bound; what a "
+               "faster model would do", self.action_bottlenecks)
+        if self.bottlenecks.display:
+            yield "What if: a faster model", "raise N in \"a model N× faster\"", self.action_what_if_faster
+            yield "What if: a slower model", "lower N in \"a model N× faster\"", self.action_what_if_slower
+        yield ("Voice lens on or off", "where a speaking voice would be in every lane's answer, and when it "
+               "would fall silent", self.action_voice)
+        if self.voice.on:
+            yield "Speak faster", "the voice lens speaks 15 words per minute faster", self.action_voice_faster
+            yield "Speak slower", "the voice lens speaks 15 words per minute slower", self.action_voice_slower
         yield "Help", "keys, colours and where the numbers come from", self.action_help
 
     def _details_of(self, index: int) -> None:

@@ -18,6 +18,10 @@ from providers.live import SOURCE_MARK, LiveLane
 
 from .gauge import Gauge
 from .tail import TailText
+from .voice import VoicePanel
+
+BADGE_CHARS: Final[int] = 10
+"""What the badge holds (12 cells, less a space each side): a tool's name shows beside the state when it fits."""
 
 MARKDOWN_MAX_CHARS: Final[int] = 60_000
 """Longer answers (about 15,000 tokens) stay in the tail view: rendering them as Markdown takes a second."""
@@ -63,6 +67,9 @@ class LaneView(Vertical):
         self.tail = TailText(lane, classes="tail")
         self.final = VerticalScroll(classes="final")
         self.final_text = Static(classes="final-text")
+        self.voice = VoicePanel(index, classes="voice")
+        self.voice_on = False
+        """The voice lens is on: the voiced answer and its playhead instead of the tail or the final answer."""
         self.badge = Static("", classes="badge -idle")
         self.error = Static("", classes="lane-error")
         self.gauge = Gauge(index, classes="gauge")
@@ -70,6 +77,8 @@ class LaneView(Vertical):
         self._state = ""
         self._version = -1
         self._final_for: LiveLane | None = None
+        self._final_shown = False
+        """The final answer is rendered (and shown, unless the voice lens is on)."""
         self.border_title = lane.tier.name
 
     def compose(self) -> ComposeResult:
@@ -80,6 +89,7 @@ class LaneView(Vertical):
         yield self.tail
         with self.final:
             yield self.final_text
+        yield self.voice
         yield self.error
         yield self.gauge
         yield self.stats
@@ -87,15 +97,23 @@ class LaneView(Vertical):
     def on_mount(self) -> None:
         self.final.display = False
         self.error.display = False
+        self.voice.display = False
 
     def bind(self, lane: LiveLane) -> None:
         """Show a new race's lane: back to the streaming tail, no error."""
         self.lane = lane
         self.tail.bind(lane)
-        self._state, self._version, self._final_for = "", -1, None
+        self._state, self._version, self._final_for, self._final_shown = "", -1, None, False
         self.final.display = False
-        self.tail.display = True
+        self.tail.display = not self.voice_on
         self.error.display = False
+
+    def show_voice(self, on: bool) -> None:
+        """Voice mode on (the voiced answer and the playhead) or off (back to the tail, or the final answer)."""
+        self.voice_on = on
+        self.voice.display = on
+        self.final.display = not on and self._final_shown
+        self.tail.display = not on and not self._final_shown
 
     def focus_body(self) -> None:
         """Focus what can scroll: the final answer once shown."""
@@ -110,6 +128,8 @@ class LaneView(Vertical):
             self._state = state
             slow = True  # the figures change with the state: never show "streaming" beside "TTFT —"
             label = f"{state}: {lane.detail}" if state in ("tool", "human") and lane.detail else state
+            if len(label) > BADGE_CHARS:  # the tail names the tool or the person's step in full
+                label = state
             self.badge.update(f" {label} ", layout=False)
             self.badge.set_classes(f"badge -{state}")
         if lane.version != self._version:
@@ -132,5 +152,7 @@ class LaneView(Vertical):
         if not answer or len(answer) > MARKDOWN_MAX_CHARS:
             return  # keep the tail in view: nothing to render, or too much to render without a visible pause
         self.final_text.update(Markdown(answer))
-        self.tail.display = False
-        self.final.display = True
+        self._final_shown = True
+        if not self.voice_on:
+            self.tail.display = False
+            self.final.display = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 
 from providers.live import LiveRace, RaceSummary
@@ -20,24 +22,40 @@ def racing_line(live: LiveRace, now: float, doing: str = "racing") -> Text:
 
 def summary_line(summary: RaceSummary) -> Text:
     """The race's result in one line."""
-    text = Text()
+    pieces: list[tuple[str, str]] = []
     if summary.first is None:
-        text.append("no lane finished", style="bold")
+        pieces.append(("no lane finished", "bold"))
     else:
-        text.append(summary.first, style="bold")
-        text.append(f" finished first in {summary.first_e2e or 0.0:.2f} s")
+        pieces += [(summary.first, "bold"), (f" finished first in {summary.first_e2e or 0.0:.2f} s", "")]
         if summary.runner_up is not None and summary.lead_s is not None:
-            text.append(f", {summary.lead_s:.2f} s ahead of ")
-            text.append(summary.runner_up, style="bold")
+            pieces += [(f", {summary.lead_s:.2f} s ahead of ", ""), (summary.runner_up, "bold")]
         if summary.slowest is not None:
-            text.append(f" · against {summary.slowest}: ")
-            parts = [r for r in summary.results if r.name != summary.slowest]
-            for i, result in enumerate(parts):
-                if i:
-                    text.append(", ")
-                tokens = "—" if result.tokens_speedup is None else f"{result.tokens_speedup:.1f}×"
-                text.append(f"{result.name} {tokens} tokens {result.turn_speedup:.1f}× turn")
+            whole = "loop" if summary.loop else "turn"
+            results = [r for r in summary.results if r.name != summary.slowest]
+            speedups = ", ".join(
+                f"{r.name} {'—' if r.tokens_speedup is None else f'{r.tokens_speedup:.1f}×'} tokens "
+                f"{r.turn_speedup:.1f}× {whole}" for r in results)
+            pieces.append((f" · against {summary.slowest}: {speedups}", ""))
     if summary.failed:
-        text.append(" · failed: ", style="bold red")
-        text.append(", ".join(summary.failed))
+        pieces += [(" · ", ""), ("failed:", "bold red"), (f" {', '.join(summary.failed)}", "")]
+    if summary.stopped:
+        pieces += [(" · ", ""), ("stopped:", "bold"), (f" {', '.join(summary.stopped)}", "")]
+    return join_runs(pieces)
+
+
+def join_runs(pieces: Sequence[tuple[str, str]]) -> Text:
+    """The pieces as one text, where a piece never starts with a space: the space joins the piece before it.
+
+    A styled run is exported to SVG as its own element, and viewers drop an element's leading space, gluing words
+    together ("Sol ultrafastfinished first"); a trailing space is kept."""
+    runs: list[tuple[str, str]] = []
+    for piece, style in pieces:
+        body = piece.lstrip(" ") if runs else piece
+        if runs:
+            before, before_style = runs[-1]
+            runs[-1] = (before + piece[: len(piece) - len(body)], before_style)
+        runs.append((body, style))
+    text = Text()
+    for body, style in runs:
+        text.append(body, style=style)
     return text

@@ -1,12 +1,16 @@
 """The shared timeline: a row per lane on one time axis with second ticks, segments coloured by kind.
 
 Waiting (connect, wait) is drawn thin, work (think, model, tool, human, retry) as solid blocks, so the two read
-apart even without colour. The axis is anchored at the race's start; zoom shows its first half, quarter...
+apart even without colour. Tool calls that run at the same time get rows of their own under their lane's, so
+they show side by side in time. The axis is anchored at the race's start and grows with the longest lane (a loop
+runs on through its tools and people); zoom shows its first half, quarter...
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from rich.segment import Segment
@@ -16,6 +20,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from providers.live import LiveLane
+from providers.metrics import SegmentSpan
 
 from .palette import palette
 
@@ -26,6 +31,10 @@ SPANS: Final[tuple[float, ...]] = (1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25,
                                    300, 450, 600, 900, 1200, 1800, 2700, 3600)
 TICKS: Final[tuple[float, ...]] = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800)
 END_MARK: Final[dict[str, str]] = {"done": "✓", "error": "✗", "stopped": "■"}
+MAX_TRACKS: Final[int] = 3
+"""Rows one lane may take: its own, and two for tool calls running beside another (more share the last)."""
+PARALLEL_LABEL: Final[str] = "└ parallel"
+_EPS: Final[float] = 1e-9
 
 
 def axis_span(seconds: float) -> float:
@@ -48,6 +57,35 @@ def tick_label(t: float, step: float) -> str:
     if t >= 120 and step >= 60:
         return f"{t / 60:.0f}m"
     return f"{t:.0f}s"
+
+
+def tracks(spans: Sequence[SegmentSpan], limit: int = MAX_TRACKS) -> list[list[SegmentSpan]]:
+    """A lane's spans on rows: all on the first, except a tool call that starts while another tool call still
+    runs, which goes on the first row free at its start (``limit`` rows at most; more share the last)."""
+    rows: list[list[SegmentSpan]] = [[]]
+    busy = [-math.inf]  # when the last tool call on each row ends
+    for s in sorted(spans, key=lambda s: (s.start, s.end)):
+        if s.kind != "tool":
+            rows[0].append(s)
+            continue
+        row = next((i for i, end in enumerate(busy) if end <= s.start + _EPS), None)
+        if row is None:
+            if len(rows) < limit:
+                rows.append([])
+                busy.append(-math.inf)
+            row = len(rows) - 1
+        rows[row].append(s)
+        busy[row] = max(busy[row], s.end)
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row of the timeline: a lane's own row (track 0) or a row of its parallel tool calls."""
+
+    lane: int
+    track: int
+    spans: list[SegmentSpan]
 
 
 def paint(segments: list[tuple[str, float, float]], span: float, cells: int) -> list[str | None]:
@@ -78,15 +116,31 @@ class Timeline(Widget):
         self.lanes: list[LiveLane] = []
         self.now = 0.0
         self.zoom = 1
+        self.overlay: Callable[[int, float], list[SegmentSpan]] | None = None
+        """Extra spans drawn on top of a lane's own (the voice lens's stalls): (lane index, now) -> spans."""
+        self.rows: list[Row] = []
+        """What each row draws, as of the last sample."""
 
     def bind(self, lanes: list[LiveLane]) -> None:
-        changed = len(lanes) != len(self.lanes)
         self.lanes = lanes
-        self.refresh(layout=changed)
+        self._update_rows()
+        self.refresh(layout=True)
 
     def sample(self, now: float) -> None:
         self.now = now
-        self.refresh()
+        self.refresh(layout=self._update_rows())
+
+    def _update_rows(self) -> bool:
+        """Cut every lane's spans into rows at ``now``; True when the number of rows changed."""
+        rows = []
+        for index, lane in enumerate(self.lanes):
+            lane_rows = tracks(lane.segments(self.now))
+            if self.overlay is not None:  # drawn over the lane's own row
+                lane_rows[0] = [*lane_rows[0], *self.overlay(index, self.now)]
+            rows += [Row(index, track, spans) for track, spans in enumerate(lane_rows)]
+        changed = len(rows) != len(self.rows)
+        self.rows = rows
+        return changed
 
     def cycle_zoom(self) -> int:
         """Zoom in one step (after the deepest, back to the whole race); returns the new zoom."""
@@ -95,7 +149,7 @@ class Timeline(Widget):
         return self.zoom
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self.lanes) + 1
+        return len(self.rows) + 1
 
     @property
     def span(self) -> float:
@@ -108,20 +162,24 @@ class Timeline(Widget):
         base = self.visual_style.rich_style
         cells = max(width - LABEL_WIDTH, 1)
         span = self.span
-        if y < len(self.lanes):
-            return self._lane_row(y, cells, span, base).adjust_cell_length(width, base)
-        if y == len(self.lanes):
+        rows = self.rows
+        if y < len(rows):
+            return self._lane_row(rows[y], cells, span, base).adjust_cell_length(width, base)
+        if y == len(rows):
             return self._axis(cells, span, base).adjust_cell_length(width, base)
         return Strip.blank(width, base)
 
-    def _lane_row(self, index: int, cells: int, span: float, base: Style) -> Strip:
+    def _lane_row(self, row: Row, cells: int, span: float, base: Style) -> Strip:
         pal = palette(self.app)
+        index = row.lane
         lane = self.lanes[index]
-        name = lane.tier.name
-        label = (name if len(name) < LABEL_WIDTH - 1 else name[: LABEL_WIDTH - 2] + "…").ljust(LABEL_WIDTH)
-        segments = [Segment(label, base + pal.lane(index) + Style(bold=True))]
-        spans = [(s.kind, s.start, s.end) for s in lane.segments(self.now)]
-        kinds = paint(spans, span, cells)
+        if row.track:
+            segments = [Segment(PARALLEL_LABEL.ljust(LABEL_WIDTH), base + pal.lane(index) + Style(dim=True))]
+        else:
+            name = lane.tier.name
+            label = (name if len(name) < LABEL_WIDTH - 1 else name[: LABEL_WIDTH - 2] + "…").ljust(LABEL_WIDTH)
+            segments = [Segment(label, base + pal.lane(index) + Style(bold=True))]
+        kinds = paint([(s.kind, s.start, s.end) for s in row.spans], span, cells)
         run_kind: str | None = None
         run = 0
         end_cell = max((i for i, k in enumerate(kinds) if k is not None), default=-1)
@@ -142,7 +200,7 @@ class Timeline(Widget):
         flush()
         mark = END_MARK.get(lane.state)
         e2e = lane.e2e
-        if mark and e2e is not None and end_cell + 1 < cells:
+        if mark and e2e is not None and not row.track and end_cell + 1 < cells:
             style = base + (Style(color="red", bold=True) if lane.state == "error" else pal.lane(index))
             text = f"{mark} {e2e:.2f}s"
             if end_cell + 1 + len(text) > cells:
