@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
 from .base import TierSpec
-from .events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
+from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage
 from .loop import MODEL_KINDS, LoopMetrics, breakdown, is_loop_end
 from .metrics import SegmentSpan, cost
 
@@ -116,6 +116,8 @@ class LiveLane:
         """When a scenario's loop ended (after its last tool or person, not just its last model turn)."""
         self.encoding: str | None = None
         """The tiktoken encoding counting deltas that came without a count, once loaded."""
+        self.tier_got: str | None = None
+        """The service tier the server says it used (the tier asked for is ``tier.service_tier``)."""
         self._counter: Any = None
         self._counter_total = 0
         self._pending: list[str] = []
@@ -149,8 +151,14 @@ class LiveLane:
             self.turns.append(_Turn(start=t, wait_from=t))
             self._set_state("connecting")
         elif isinstance(event, Headers):
+            if event.service_tier:
+                self.tier_got = event.service_tier
             if self.state == "connecting":
                 self._set_state("waiting")
+        elif isinstance(event, Extra) and event.source == "service_tier":
+            got = event.data.get("got")
+            if isinstance(got, str) and got:
+                self.tier_got = got
         elif isinstance(event, Usage):
             if turn is not None:
                 turn.usage = event

@@ -91,10 +91,10 @@ def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory:
               provider_factory: ProviderFactory | None = None, replay: ReplayControl | None = None,
               scenario: Scenario | None = None, animate: bool = True, freeze_gc: bool = True,
               themes: AppThemes | None = None, record: RecordPlan | None = None,
-              voice: VoiceSettings | None = None, speaker: Speaker | None = None) -> TokraceApp:
+              voice: VoiceSettings | None = None, speaker: Speaker | None = None, warm: bool = False) -> TokraceApp:
     """The app racing ``tiers`` on ``request`` (or a whole ``scenario``): on real time, or on the replay's
     playback clock. With ``record`` every race (never a replay) is recorded to its own file. With ``voice`` the
-    voice lens is on from the start; ``speaker`` speaks one lane aloud."""
+    voice lens is on from the start; ``speaker`` speaks one lane aloud; with ``warm`` connections open first."""
     factory: ClockFactory
     if replay is not None:
         factory = replay.make_clock
@@ -104,7 +104,7 @@ def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory:
         real: Clock = RealClock()
         factory = lambda: real  # noqa: E731 - one real clock for every race
     runner = RaceRunner(tiers, request, factory, scenario=scenario, record=None if replay is not None else record,
-                        listeners=[speaker] if speaker is not None else ())
+                        listeners=[speaker] if speaker is not None else (), warm=warm)
     if provider_factory is not None:
         runner.provider_factory = provider_factory
     from providers.live_voice import LiveVoice

@@ -129,6 +129,11 @@ def _add_race_options(p: argparse.ArgumentParser) -> None:
                         "or a scenario TOML file")
 
 
+def _add_warm_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--warm", action="store_true",
+                   help="open each HTTP tier's connection before the start, so no lane pays for its connect")
+
+
 def _add_theme_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theme", metavar="NAME", help="colour theme for this run (see `tokrace themes`; the "
                    "theme last chosen in the command palette otherwise)")
@@ -194,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         argument_default=argparse.SUPPRESS)  # the race options below are the screen's; a command has its own
     parser.add_argument("--version", action="version", version=f"tokrace {__version__}")
     _add_race_options(parser)
+    _add_warm_option(parser)
     _add_theme_option(parser)
     _add_record_options(parser, screen=True)
     _add_voice_options(parser)
@@ -219,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_race_options(bench)
     _add_output_options(bench)
     _add_record_options(bench, screen=False)
-    bench.add_argument("--warm", action="store_true", help="open connections before the start")
+    _add_warm_option(bench)
     bench.add_argument("--what-if", type=_positive_float, default=14.0, metavar="N", dest="what_if",
                        help="with a scenario: how long the loop would take with a model N times faster "
                             "(default 14)")
@@ -441,7 +447,7 @@ def cmd_themes(args: argparse.Namespace) -> int:
 
 
 RACE_KEYS = ("config", "tiers", "prompt", "prompt_file", "max_tokens", "scenario", "record", "no_record",
-             "voice", "wpm", "tts_delay", "speak", "speak_lane")
+             "voice", "wpm", "tts_delay", "speak", "speak_lane", "warm")
 """The options ``tokrace`` takes without a command (as ``bench`` does)."""
 
 
@@ -468,7 +474,7 @@ def cmd_race(args: argparse.Namespace) -> int:
         request.prompt = scenario.first_prompt()
     return run_race(tiers, request, scenario, theme=getattr(args, "theme", None),
                     configured_theme=config.defaults.theme, record=_record_plan(args), voice=_voice(args),
-                    speaker=_speaker(args, tiers))
+                    speaker=_speaker(args, tiers), warm=bool(args.warm))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

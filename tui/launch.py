@@ -29,16 +29,18 @@ def _check_lanes(tiers: Sequence[TierSpec]) -> None:
 
 def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario | None = None, *,
              theme: str | None = None, configured_theme: str | None = None, record: RecordPlan | None = None,
-             voice: VoiceSettings | None = None, speaker: Speaker | None = None) -> int:
+             voice: VoiceSettings | None = None, speaker: Speaker | None = None, warm: bool = False) -> int:
     """Race the tiers on screen until the user quits; ``theme`` is ``--theme``, ``configured_theme`` the
     config's. With ``record`` every race is recorded, and once the screen is gone each file is named on stderr.
-    With ``voice`` the voice lens is on from the start; ``speaker`` speaks one lane aloud."""
+    With ``voice`` the voice lens is on from the start; ``speaker`` speaks one lane aloud; with ``warm`` each
+    HTTP tier opens its connection before the first race."""
     _check_lanes(tiers)
     from .app import build_app
     from .theming import AppThemes
 
     themes = AppThemes(requested=theme, configured=configured_theme)
-    app = build_app(tiers, request, scenario=scenario, themes=themes, record=record, voice=voice, speaker=speaker)
+    app = build_app(tiers, request, scenario=scenario, themes=themes, record=record, voice=voice, speaker=speaker,
+                    warm=warm)
     app.run()
     for path in app.runner.recorded:
         print(f"recorded to {path}", file=sys.stderr)

@@ -106,7 +106,7 @@ class RaceRunner:
 
     def __init__(self, tiers: Sequence[TierSpec], request: TurnRequest, clock_factory: ClockFactory,
                  provider_factory: ProviderFactory = create_provider, listeners: Sequence[Listener] = (),
-                 scenario: Scenario | None = None, record: RecordPlan | None = None) -> None:
+                 scenario: Scenario | None = None, record: RecordPlan | None = None, warm: bool = False) -> None:
         self.tiers = list(tiers)
         self.request = request
         self.scenario = scenario
@@ -128,6 +128,8 @@ class RaceRunner:
         """Every recording finished so far, oldest first."""
         self.notify: Notify | None = None
         """Where to say where a race was recorded, or why it could not be (the app sets it)."""
+        self.warm = warm
+        """Open each provider's connection while preparing, before the first race (``--warm``)."""
         self._providers: list[Provider] | None = None
         self._task: asyncio.Task[None] | None = None
         self._started = asyncio.Event()
@@ -196,7 +198,7 @@ class RaceRunner:
                     providers.append(self.provider_factory(tier))
                 except Exception as exc:
                     providers.append(BrokenProvider(tier, _one_line(exc)))
-            results = await asyncio.gather(*(p.prepare() for p in providers), return_exceptions=True)
+            results = await asyncio.gather(*(p.prepare(self.warm) for p in providers), return_exceptions=True)
             for i, result in enumerate(results):
                 if isinstance(result, BaseException):
                     providers[i] = BrokenProvider(self.tiers[i], _one_line(result))

@@ -1,4 +1,6 @@
-"""A lane's details: every metric of DESIGN §6 with its value, where the number came from, and its definition.
+"""A lane's details: every metric of DESIGN §6 with its value, where the number came from, and its definition; for
+a turn over HTTP, also what its response said about itself (the service tier asked for and got, the request id,
+the retries, how the wait before the first token splits) and the provider's own timing beside tokrace's numbers.
 
 The figures are computed from the lane's events by ``providers.metrics`` (the same code as ``tokrace bench``),
 one turn at a time; while the lane still runs they are the figures so far and refresh each second.
@@ -6,21 +8,26 @@ one turn at a time; while the lane still runs they are the figures so far and re
 
 from __future__ import annotations
 
-from typing import ClassVar, Final
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Final, TypeGuard
 
+from rich.console import Group
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.color import Color, ColorParseError
 from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from providers.base import TierSpec
-from providers.events import Event
+from providers.events import Event, Headers, Request, Segment
 from providers.live import LiveLane
 from providers.loop import WHAT_IF_FACTOR, LoopMetrics, is_loop_end, loop_metrics
-from providers.metrics import DEFINITIONS, TurnMetrics, split_turns, turn_metrics
+from providers.metrics import DEFINITIONS, SegmentSpan, TurnMetrics, split_turns, turn_metrics
 
 TOKEN_SOURCES: Final[dict[str, str]] = {
     "usage": "the provider's usage event (exact)",
@@ -50,8 +57,11 @@ def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
     else:
         cost_from = f"usage × ${price.output:g}/M out" + (f", ${price.input:g}/M in" if price.input is not None else "")
     itl = "—" if m.itl_ms is None else "/".join(f"{v:.1f}" for v in m.itl_ms.values()) + " ms"
+    connect_label = next((f": {s.label}" for s in m.segments if s.kind == "connect" and s.label), "")
+    if m.retries:  # the turn's start is the first attempt's: the failed attempts and their waits come first
+        connect_label += f", after {m.retries} failed attempt{'s' if m.retries > 1 else ''} (see retries)"
     values: dict[str, tuple[str, str]] = {
-        "connect_s": (_s(m.connect_s), "connect segment (HTTP trace)" if has_connect
+        "connect_s": (_s(m.connect_s), f"connect segment (HTTP trace){connect_label}" if has_connect
                       else "no connect event: reused connection or not reported"),
         "ttfb_s": (_s(m.ttfb_s), "headers event, stamped when read"),
         "ttft_s": (_s(m.ttft_s), "first delta with text, stamped when read"),
@@ -92,7 +102,7 @@ WIDE_DETAILS: Final[int] = 110
 
 
 def details_table(m: TurnMetrics, tier: TierSpec, width: int = WIDE_DETAILS) -> Table:
-    """Every metric of ``m``: value, source and definition."""
+    """Every metric of ``m``: value, source and definition (as plain text: a provider's words are never markup)."""
     table = Table(expand=True, show_edge=False, pad_edge=False, header_style="bold")
     table.add_column("metric", no_wrap=True)
     table.add_column("value", justify="right", max_width=24)
@@ -100,11 +110,144 @@ def details_table(m: TurnMetrics, tier: TierSpec, width: int = WIDE_DETAILS) -> 
         table.add_column("from", ratio=2)
         table.add_column("definition", ratio=3, style="dim")
         for name, value, source in metric_rows(m, tier):
-            table.add_row(name, value, source, DEFINITIONS[name])
+            table.add_row(Text(name), Text(value), Text(source), Text(DEFINITIONS[name]))
     else:
         table.add_column("from · definition", ratio=1)
         for name, value, source in metric_rows(m, tier):
-            table.add_row(name, value, Text.assemble(source, "\n", (DEFINITIONS[name], "dim")))
+            table.add_row(Text(name), Text(value), Text.assemble(source, "\n", (DEFINITIONS[name], "dim")))
+    return table
+
+
+EXTRA_NAMES: Final[dict[str, str]] = {
+    "groq": "Groq x_groq.usage",
+    "cerebras": "Cerebras time_info",
+    "llamacpp": "llama.cpp timings",
+}
+"""The providers' own timing objects, by the ``source`` of their extra event."""
+
+_HIDDEN_FIELDS: Final[frozenset[str]] = frozenset({"decode_tok_s", "created"})
+"""Fields not listed as they came: the decode rate tokrace derives (shown beside its own), a wall-clock stamp."""
+
+
+def over_http(events: Sequence[Event]) -> bool:
+    """Whether a turn was a request to an HTTP API (live, or recorded from one)."""
+    return any(isinstance(e, Request) and e.endpoint.startswith(("http://", "https://")) for e in events)
+
+
+def wire_rows(m: TurnMetrics, events: Sequence[Event], tier: TierSpec,
+              highlight: Style | str = "bold yellow") -> list[tuple[str, Text, Text]]:
+    """(item, value, where from or tokrace's figure beside it) for what one turn's response said about itself:
+    the service tier asked for and got (``highlight`` when they differ), the request id, the retries, how the wait
+    before the first token splits (retries, connect, the server), and each provider's own timing beside
+    tokrace's numbers."""
+    rows: list[tuple[str, Text, Text]] = []
+    asked = tier.service_tier or ""
+    reported = m.extras.get("service_tier")
+    got = reported.get("got") if isinstance(reported, Mapping) else None
+    got = got or next((e.service_tier for e in events if isinstance(e, Headers) and e.service_tier), None)
+    if got:
+        differs = bool(asked) and asked != got
+        value = Text.assemble(f"{asked} → " if asked else "", (f"got {got}", highlight if differs else ""))
+        note = "asked in the request; got: the tier the response reported"
+        rows.append(("service tier", value, Text(note + (" (not the one asked for)" if differs else ""))))
+    elif asked:
+        rows.append(("service tier", Text(f"{asked} → not reported"), Text("asked in the request; the response "
+                                                                          "did not say which tier it used")))
+    rid = next((e.request_id for e in events if isinstance(e, Headers) and e.request_id), "")
+    rows.append(("request id", Text(rid or "—"), Text("the response's request-id header" if rid else
+                                                     "the response sent no request id")))
+    retry_spans = [s for s in m.segments if s.kind == "retry"]
+    rows.append(("retries", Text(str(m.retries)), Text("; ".join(s.label for s in retry_spans if s.label)
+                                                      or "no attempt failed before the stream began")))
+    rows.append(_wait_row(m, events, retry_spans))
+    for source, data in m.extras.items():
+        if source != "service_tier" and isinstance(data, Mapping):
+            rows += _extra_rows(source, data, m)
+    return rows
+
+
+def _wait_row(m: TurnMetrics, events: Sequence[Event], retry_spans: Sequence[SegmentSpan],
+              ) -> tuple[str, Text, Text]:
+    """The wait before the first token (or, without one, before the end), split into its parts."""
+    until = m.ttft_s if m.ttft_s is not None else m.e2e_s
+    connect = next((e for e in events if isinstance(e, Segment) and e.seg == "connect"), None)
+    retried = sum(s.end - s.start for s in retry_spans)
+    parts = [f"retries {retried:.3f} s"] if retry_spans else []
+    if connect is not None:
+        how = f" ({connect.label})" if connect.label else ""
+        parts.append(f"connect {connect.end - connect.start:.3f} s{how}")
+    if until is not None:
+        on_wire = (connect.end - m.start) if connect is not None else retried
+        server = "the server until the first token" if m.ttft_s is not None else "until the turn ended"
+        parts.append(f"{server} {max(until - on_wire, 0.0):.3f} s")
+    name = "wait (TTFT)" if m.ttft_s is not None else "wait (no token)"
+    return name, Text(_s(until)), Text(" + ".join(parts) if parts else "no request event")
+
+
+def _extra_rows(source: str, data: Mapping[str, Any], m: TurnMetrics) -> list[tuple[str, Text, Text]]:
+    """A provider's own timing: its decode rate and its time to the first token beside tokrace's, then every
+    field as it came."""
+    name = EXTRA_NAMES.get(source, source)
+    rows: list[tuple[str, Text, Text]] = []
+    decode = data.get("decode_tok_s")
+    if _number(decode):
+        ours = "—" if m.decode_tok_s is None else f"{m.decode_tok_s:,.1f} tok/s"
+        rows.append((f"{name}: decode", Text(f"{decode:,.1f} tok/s"), Text(f"tokrace: {ours} (decode_tok_s)")))
+    first = _provider_first_s(source, data)
+    if first is not None:
+        ours = "—" if m.ttft_s is None else f"{m.ttft_s - m.connect_s:.3f} s"
+        rows.append((f"{name}: to first token", Text(f"{first:.3f} s"),
+                     Text(f"tokrace: {ours} (ttft_s − connect_s, network included)")))
+    flat: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if key in _HIDDEN_FIELDS:
+            continue
+        if isinstance(value, Mapping):  # token details and the like: one level down, named by their path
+            flat += [(f"{key}.{inner}", v) for inner, v in value.items()]
+        else:
+            flat.append((key, value))
+    fields = " · ".join(f"{key} {_field(key, value)}" for key, value in flat)
+    rows.append((name, Text("as sent"), Text(fields or "no fields", style="dim")))
+    return rows
+
+
+def _provider_first_s(source: str, data: Mapping[str, Any]) -> float | None:
+    """The provider's own time before its first token: queue and prompt time, or llama.cpp's prompt time."""
+    if source == "llamacpp":
+        prompt_ms = data.get("prompt_ms")
+        return prompt_ms / 1000.0 if _number(prompt_ms) else None
+    queue, prompt = data.get("queue_time"), data.get("prompt_time")
+    if not _number(prompt):
+        return None
+    return prompt + (queue if _number(queue) else 0.0)
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _field(key: str, value: Any) -> str:
+    """One field of a provider's timing, in its unit."""
+    if not _number(value):
+        text = str(value)
+        return text if len(text) <= 40 else text[:39] + "…"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if key.endswith("_time"):
+        return f"{value:.4f} s"
+    if key.endswith("_ms"):
+        return f"{value:.2f} ms"
+    return f"{value:,.2f}"
+
+
+def wire_table(rows: Sequence[tuple[str, Text, Text]]) -> Table:
+    """The rows of :func:`wire_rows` as a table, to go under the metrics."""
+    table = Table(expand=True, show_edge=False, pad_edge=False, header_style="bold")
+    table.add_column("from the response", no_wrap=True)
+    table.add_column("value", justify="right", max_width=28)
+    table.add_column("where from · tokrace beside it", ratio=1)
+    for name, value, note in rows:
+        table.add_row(Text(name), value, note)
     return table
 
 
@@ -194,5 +337,18 @@ class DetailsScreen(ModalScreen[None]):
             m = turn_metrics(page, tier.price, tier.model)
         self.problem.display = bool(m.error) and self.lane.finished
         if m.error:
-            self.problem.update(f"✗ {m.error}")
-        self.body.update(details_table(m, tier, self.size.width))
+            self.problem.update(Content(f"✗ {m.error}"))
+        table = details_table(m, tier, self.size.width)
+        if page is None or not over_http(page):
+            self.body.update(table)  # a whole loop, or an offline lane: there was no response to speak of
+        else:
+            rows = wire_rows(m, page, tier, self._warning())
+            self.body.update(Group(table, Text(""), wire_table(rows)))
+
+    def _warning(self) -> Style:
+        """The theme's warning colour, bold: a tier got that is not the one asked for."""
+        try:
+            colour = Color.parse(self.app.theme_variables.get("warning", "yellow"))
+        except ColorParseError:
+            colour = Color.parse("yellow")
+        return Style(color=colour.rich_color, bold=True)

@@ -164,7 +164,7 @@ class RaceScreen(Screen[None]):
             problem = f"{type(exc).__name__}: {exc}"
             if problem != self._drawing_problem:
                 self._drawing_problem = problem
-                self.notify(problem, title="a frame could not be drawn", severity="error")
+                self.notify(problem, title="a frame could not be drawn", severity="error", markup=False)
 
     def _sample(self, force: bool) -> None:
         runner = self.runner
@@ -202,7 +202,7 @@ class RaceScreen(Screen[None]):
             self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
         if runner.problem and runner.problem != self._problem_shown:
             self._problem_shown = runner.problem
-            self.notify(runner.problem, title="the race could not run", severity="error")
+            self.notify(runner.problem, title="the race could not run", severity="error", markup=False)
         if self.speaker is not None and len(self.speaker.problems) > self._speak_problems:
             for problem in self.speaker.problems[self._speak_problems:]:
                 self.notify(problem, title="cannot speak aloud", severity="error", markup=False)
@@ -417,7 +417,7 @@ class RaceScreen(Screen[None]):
         else:
             yield "Edit the prompt", "change the prompt and race again", self.action_edit_prompt
         for view in self.views:
-            name = view.lane.tier.name
+            name = literal(view.lane.tier.name)
             yield (f"Details: {name}", f"every metric of {name}, its definition and its source",
                    lambda i=view.index: self._details_of(i))
         yield "Zoom the timeline", "cycle ×1, ×2, ×4, ×8 from the start of the race", self.action_zoom
@@ -436,3 +436,8 @@ class RaceScreen(Screen[None]):
     def _details_of(self, index: int) -> None:
         self._set_focused(index)
         self.action_details()
+
+
+def literal(text: str) -> str:
+    """``text`` as Textual markup that shows it as it is (the command palette reads its titles as markup)."""
+    return text.replace("[", "\\[")

@@ -166,7 +166,7 @@ class BottleneckView(VerticalScroll):
         headers = ["lane", noun, *(["split"] if bars else []), *present, "Amdahl", f"model {factor} faster",
                    f"vs {base}: e2e | tok/s" if base else "speed-up e2e | tok/s"]
         for header in headers:
-            table.add_column(header + GAP, no_wrap=True)
+            table.add_column(Text(header + GAP), no_wrap=True)  # Text: a tier's name in it is not markup
         names = max((len(b.name) for b in rows), default=0)
         for index, (b, lane) in enumerate(zip(rows, lanes, strict=True)):
             parts = {part: (s, share) for part, s, share in shown(b)}

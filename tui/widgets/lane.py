@@ -12,6 +12,7 @@ from typing import Final
 from rich.markdown import Markdown
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.widgets import Static
 
 from providers.live import SOURCE_MARK, LiveLane
@@ -27,13 +28,17 @@ MARKDOWN_MAX_CHARS: Final[int] = 60_000
 """Longer answers (about 15,000 tokens) stay in the tail view: rendering them as Markdown takes a second."""
 
 
-def describe_tier(lane: LiveLane) -> str:
-    """Model, provider and service tier in one line."""
+def describe_tier(lane: LiveLane) -> Content:
+    """Model, provider and the service tier asked for, in one line (literal text: never markup). Once the server
+    says which tier it used, that comes first, beside the one asked for, highlighted when they differ."""
     tier = lane.tier
     parts = [tier.model or "(no model)", tier.provider]
-    if tier.service_tier:
-        parts.append(tier.service_tier)
-    return " · ".join(parts)
+    got = lane.tier_got
+    if got is None:
+        return Content(" · ".join([*parts, tier.service_tier] if tier.service_tier else parts))
+    asked = tier.service_tier
+    style = "bold $warning" if asked and asked != got else ""
+    return Content.assemble(f"{asked} → " if asked else "", (f"got {got}", style), " · " + " · ".join(parts))
 
 
 def figures(lane: LiveLane, now: float) -> str:
@@ -70,6 +75,7 @@ class LaneView(Vertical):
         self.voice = VoicePanel(index, classes="voice")
         self.voice_on = False
         """The voice lens is on: the voiced answer and its playhead instead of the tail or the final answer."""
+        self.meta = Static(describe_tier(lane), classes="lane-meta", markup=False)
         self.badge = Static("", classes="badge -idle")
         self.error = Static("", classes="lane-error")
         self.gauge = Gauge(index, classes="gauge")
@@ -79,12 +85,13 @@ class LaneView(Vertical):
         self._final_for: LiveLane | None = None
         self._final_shown = False
         """The final answer is rendered (and shown, unless the voice lens is on)."""
-        self.border_title = lane.tier.name
+        self._tier_got: str | None = None
+        self.border_title = Content(lane.tier.name)  # literal: a border title is markup otherwise
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="lane-head"):
             yield Static(self.lane.tier.name, classes="lane-name", markup=False)
-            yield Static(describe_tier(self.lane), classes="lane-meta", markup=False)
+            yield self.meta
             yield self.badge
         yield self.tail
         with self.final:
@@ -104,6 +111,8 @@ class LaneView(Vertical):
         self.lane = lane
         self.tail.bind(lane)
         self._state, self._version, self._final_for, self._final_shown = "", -1, None, False
+        self._tier_got = None
+        self.meta.update(describe_tier(lane))
         self.final.display = False
         self.tail.display = not self.voice_on
         self.error.display = False
@@ -130,14 +139,17 @@ class LaneView(Vertical):
             label = f"{state}: {lane.detail}" if state in ("tool", "human") and lane.detail else state
             if len(label) > BADGE_CHARS:  # the tail names the tool or the person's step in full
                 label = state
-            self.badge.update(f" {label} ", layout=False)
+            self.badge.update(Content(f" {label} "), layout=False)
             self.badge.set_classes(f"badge -{state}")
         if lane.version != self._version:
             self._version = lane.version
             self.tail.refresh()
             if lane.error and not self.error.display:
-                self.error.update(f"✗ {lane.error}")
+                self.error.update(Content(f"✗ {lane.error}"))
                 self.error.display = True
+            if lane.tier_got != self._tier_got:
+                self._tier_got = lane.tier_got
+                self.meta.update(describe_tier(lane), layout=False)
         if lane.finished and self._final_for is not lane:
             self._show_final(lane)
         if slow:

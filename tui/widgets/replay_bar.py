@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.content import Content
 from textual.widgets import Static
 
 
@@ -17,4 +18,4 @@ class ReplayBar(Static):
     def show(self, status: str) -> None:
         if status != self._shown:
             self._shown = status
-            self.update(status, layout=False)
+            self.update(Content(status), layout=False)  # literal: the file's name is not markup

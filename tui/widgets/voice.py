@@ -100,11 +100,30 @@ class VoiceText(Widget):
         self._width = -1
         self._lines: list[Span] = []
         self._starts: list[int] = []
+        self._shown: object = None
+        """What the last repaint showed: a new moment that looks the same is not drawn again."""
+        self._top: tuple[VoiceNow | None, object, int] = (None, None, 0)
+        self._styles_key: tuple[Style, object] | None = None
+        self._style_map: dict[str, Style] = {}
 
     def show(self, voice: VoiceNow) -> None:
-        """Draw the voice at a new moment (a repaint, never a layout pass)."""
-        if voice != self.voice:
-            self.voice = voice
+        """Draw the voice at a new moment: a repaint, only when what is in view changed (text arriving below the
+        view, or a playhead moving within a character, draws nothing), never a layout pass."""
+        if voice == self.voice:
+            return
+        self.voice = voice
+        width, height = self.size
+        if not voice.text or height <= 0:
+            key: object = (voice.state, width, height)
+        else:
+            lines = self._wrapped(voice.text, width)
+            top = self.top()
+            start = lines[top][0]
+            end = lines[top + height][0] if top + height < len(lines) else len(voice.text) + 1
+            cursor = voice.state in ("speaking", "silent")
+            key = (cursor, min(voice.spoken, end), min(voice.ready, end), voice.text[start:end], top, width, height)
+        if key != self._shown:
+            self._shown = key
             self.refresh()
 
     def _wrapped(self, text: str, width: int) -> list[Span]:
@@ -118,21 +137,36 @@ class VoiceText(Widget):
     def top(self) -> int:
         """The first line shown: the playhead's line a third of the way down, as far as the text allows."""
         voice = self.voice
-        height = self.size.height
+        width, height = self.size
         if voice is None or height <= 0:
             return 0
-        lines = self._wrapped(voice.text, self.size.width)
+        if self._top[0] is voice and self._top[1] == self.size:  # once per moment, not once per line drawn
+            return self._top[2]
+        lines = self._wrapped(voice.text, width)
         at = max(bisect.bisect_right(self._starts, voice.spoken) - 1, 0)
-        return min(max(at - height // 3, 0), max(len(lines) - height, 0))
+        top = min(max(at - height // 3, 0), max(len(lines) - height, 0))
+        self._top = (voice, self.size, top)
+        return top
+
+    def _styles(self, base: Style) -> dict[str, Style]:
+        pal = palette(self.app)
+        if self._styles_key != (base, pal):
+            self._styles_key = (base, pal)
+            lane = pal.lane(self.lane_index)
+            self._style_map = {
+                "said": base + lane + Style(underline=True), "ready": base, "arriving": base + Style(dim=True),
+                "head": base + lane + Style(reverse=True, bold=True), "hint": base + Style(dim=True, italic=True),
+            }
+        return self._style_map
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         base = self.visual_style.rich_style
         voice = self.voice
+        styles = self._styles(base)
         if voice is None or not voice.text:
             if y == 0 and voice is not None and voice.state == "waiting":
-                return Strip([Segment(HINT[:width], base + Style(dim=True, italic=True))]).adjust_cell_length(
-                    width, base)
+                return Strip([Segment(HINT[:width], styles["hint"])]).adjust_cell_length(width, base)
             return Strip.blank(width, base)
         lines = self._wrapped(voice.text, width)
         index = self.top() + y
@@ -140,10 +174,7 @@ class VoiceText(Widget):
             return Strip.blank(width, base)
         a, b = lines[index]
         text, spoken, ready = voice.text, voice.spoken, voice.ready
-        lane = palette(self.app).lane(self.lane_index)
-        said = base + lane + Style(underline=True)
-        arriving = base + Style(dim=True)
-        head = base + lane + Style(reverse=True, bold=True)
+        head = styles["head"]
         cursor = spoken if voice.state in ("speaking", "silent") else -1
         segments: list[Segment] = []
 
@@ -152,16 +183,20 @@ class VoiceText(Widget):
                 segments.append(Segment(text[start:end], style))
 
         cut = min(max(spoken, a), b)
-        put(a, cut, said)
+        put(a, cut, styles["said"])
         rest = cut
         if a <= cursor < b:
             put(cursor, cursor + 1, head)
             rest = cursor + 1
         put(rest, min(max(ready, rest), b), base)
-        put(max(ready, rest), b, arriving)
+        put(max(ready, rest), b, styles["arriving"])
         if cursor == len(text) and index == len(lines) - 1:
             segments.append(Segment(" ", head))  # caught up with the text: the playhead waits after its end
         return Strip(_split_leading_spaces(segments)).adjust_cell_length(width, base)
+
+
+_SPACER: Final[Style] = Style(reverse=False)
+"""Looks like nothing, but keeps a run of spaces apart from the same style's words when runs are merged."""
 
 
 def _split_leading_spaces(segments: list[Segment]) -> list[Segment]:
@@ -170,8 +205,8 @@ def _split_leading_spaces(segments: list[Segment]) -> list[Segment]:
     out: list[Segment] = []
     for seg in segments:
         body = seg.text.lstrip(" ")
-        if out and body and len(body) < len(seg.text):
-            out.append(Segment(seg.text[: len(seg.text) - len(body)], seg.style))
+        if out and body and len(body) < len(seg.text) and seg.style is not None and not seg.style.reverse:
+            out.append(Segment(seg.text[: len(seg.text) - len(body)], seg.style + _SPACER))
             seg = Segment(body, seg.style)
         out.append(seg)
     return out
@@ -190,7 +225,7 @@ def pack(parts: Sequence[Text], width: int, sep: str = " · ") -> Text:
             out.append("\n")
             used = 0
         elif used:
-            out.append(sep[: len(sep) - len(body)], style=Style(reverse=False))
+            out.append(sep[: len(sep) - len(body)], style=_SPACER)
             out.append(body)
             used += len(sep)
         out.append_text(part)
