@@ -10,6 +10,7 @@ import httpx
 import pytest
 from serving import base_url, fast_source, provider
 from textual.content import Content
+from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_harness import text_of
 
@@ -24,7 +25,7 @@ from tui.widgets.lane import LaneView
 from tui.widgets.palette import palette
 from tui.widgets.timeline import Timeline
 
-FAILING = "flaky [503]"
+FAILING = "flaky [beta]"
 """The failing lane's name: brackets that Rich or Textual markup would swallow."""
 
 
@@ -50,14 +51,14 @@ def lanes(server: ServeServer) -> list[TierSpec]:
             spec(FAILING, "openai", fault="http=503,retry_after=0.1", max_retries=1)]
 
 
-async def raced(app: TokraceApp, pilot: object) -> RaceScreen:
+async def raced(app: TokraceApp, pilot: Pilot[int]) -> RaceScreen:
     """Wait for the race to end, then draw one whole frame of it."""
     await app.runner.wait_started()
     await app.runner.wait_finished()
     screen = app.screen
     assert isinstance(screen, RaceScreen)
     screen.sample(force=True)
-    await pilot.pause()  # type: ignore[attr-defined]
+    await pilot.pause()
     return screen
 
 
@@ -66,7 +67,8 @@ def http_app(server: ServeServer) -> TokraceApp:
                      animate=False, freeze_gc=False)
 
 
-async def test_three_protocols_finish_while_the_failing_lane_shows_its_one_line_error(server: ServeServer) -> None:
+async def test_three_protocols_finish_while_the_failing_lane_shows_its_one_line_error_and_its_retry(
+        server: ServeServer) -> None:
     app = http_app(server)
     async with app.run_test(size=(160, 45)) as pilot:
         screen = await raced(app, pilot)
@@ -80,7 +82,14 @@ async def test_three_protocols_finish_while_the_failing_lane_shows_its_one_line_
         summary = text_of(screen.query_one("#summary", Static))
         assert f"failed: {FAILING}" in summary
         svg = app.export_screenshot()
-        assert "flaky&#160;[503]" in svg  # the border title, as it is
+        assert "flaky&#160;[beta]" in svg  # the border title, as it is
+        timeline = screen.query_one(Timeline)
+        failing = next(y for y, row in enumerate(timeline.rows) if row.lane == 3)
+        assert [s.kind for s in timeline.rows[failing].spans if s.kind in ("connect", "retry")] == ["retry", "connect"]
+        retry = palette(app).segment("retry")
+        assert retry != palette(app).segment("wait")
+        drawn = [seg for seg in timeline.render_line(failing) if "█" in seg.text]
+        assert any(seg.style is not None and seg.style.color == retry.color for seg in drawn)  # in its own colour
 
 
 async def test_the_header_shows_the_tier_asked_for_beside_the_one_got_highlighted_when_they_differ(
@@ -88,13 +97,13 @@ async def test_the_header_shows_the_tier_asked_for_beside_the_one_got_highlighte
     app = http_app(server)
     async with app.run_test(size=(160, 45)) as pilot:
         screen = await raced(app, pilot)
-        metas = [view.meta.visual for view in screen.query(LaneView)]
-        assert all(isinstance(meta, Content) for meta in metas)
+        metas = [meta for meta in (view.meta.visual for view in screen.query(LaneView)) if isinstance(meta, Content)]
+        assert len(metas) == 4  # Content: literal text, never read as markup
         plain = [str(meta) for meta in metas]
         assert plain[:3] == ["default → got default · m · openai", "priority → got default · m · openai-responses",
                              "got default · m · anthropic"]
         assert plain[3] == "m · openai"  # it never got an answer: nothing reported
-        highlighted = [[str(span.style) for span in meta.spans] for meta in metas]  # type: ignore[union-attr]
+        highlighted = [[str(span.style) for span in meta.spans] for meta in metas]
         assert highlighted[1] == ["bold $warning"]
         assert not [style for style in highlighted[0] + highlighted[2] if "warning" in style]
 
@@ -120,19 +129,6 @@ async def test_details_list_the_wait_the_retries_the_tier_the_request_id_and_the
         assert "tokrace:" in row("Groq x_groq.usage: decode") and "tokrace:" in row("Groq x_groq.usage: to first")
         assert "queue_time" in row("Groq x_groq.usage") and "completion_time" in text
         assert "the provider's usage event (exact)" in row("output_tokens")  # where the count came from
-
-
-async def test_the_timeline_draws_a_retry_in_its_own_colour(server: ServeServer) -> None:
-    app = http_app(server)
-    async with app.run_test(size=(160, 45)) as pilot:
-        screen = await raced(app, pilot)
-        timeline = screen.query_one(Timeline)
-        failing = next(y for y, row in enumerate(timeline.rows) if row.lane == 3)
-        assert [s.kind for s in timeline.rows[failing].spans if s.kind in ("connect", "retry")] == ["retry", "connect"]
-        retry = palette(app).segment("retry")
-        assert retry != palette(app).segment("wait")
-        drawn = [seg for seg in timeline.render_line(failing) if "█" in seg.text]
-        assert any(seg.style is not None and seg.style.color == retry.color for seg in drawn)
 
 
 def planted_key() -> str:
@@ -205,8 +201,15 @@ def test_warm_on_the_command_line_reaches_the_screen_and_piped_the_bench(
     from tui import cli, headless, launch
 
     seen: dict[str, dict[str, object]] = {}
-    monkeypatch.setattr(launch, "run_race", lambda *a, **kw: seen.setdefault("screen", kw) and 0)
-    monkeypatch.setattr(headless, "run_headless", lambda *a, **kw: seen.setdefault("bench", kw) and 0)
+
+    def keep(name: str) -> object:
+        def call(*args: object, **kwargs: object) -> int:
+            seen[name] = kwargs
+            return 0
+        return call
+
+    monkeypatch.setattr(launch, "run_race", keep("screen"))
+    monkeypatch.setattr(headless, "run_headless", keep("bench"))
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     assert cli.main(["--warm"]) == 0
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
