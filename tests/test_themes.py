@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +15,28 @@ from colour_vision import ciede2000, contrast_ratio, difference
 from textual.app import App
 from textual.color import Color
 from textual.pilot import Pilot
-from tui_harness import demo_app
+from tui_harness import at, demo_app
 
 from themes.loader import (
     APP_VARIABLES,
+    BUILTIN_DIR,
+    COLOUR_VARIABLES,
     GAUGE_VARIABLES,
     LANE_VARIABLES,
+    ROW_HEIGHT_VARIABLE,
     SEGMENT_VARIABLES,
     builtin_themes,
     builtin_variables,
     load_themes,
     parse_theme,
+    timeline_row_height,
     user_themes_dir,
 )
 from tui.cli import build_parser, main
 from tui.settings import Settings, SettingsError, settings_path
 from tui.theming import AppThemes, UnknownThemeError
 from tui.widgets.palette import palette
+from tui.widgets.timeline import LABEL_WIDTH, Row, Timeline, fitting_height
 
 BUILTINS = ("tokrace-dark", "tokrace-light", "projector", "tokrace-cb")
 DICHROMACIES = ("deuteranopia", "protanopia")
@@ -66,11 +72,21 @@ def test_the_four_built_ins_exist_with_the_dark_one_first() -> None:
 
 
 @pytest.mark.parametrize("name", BUILTINS)
-def test_every_built_in_theme_loads_and_defines_every_app_variable_as_a_colour(name: str) -> None:
+def test_every_built_in_theme_loads_and_defines_every_app_variable(name: str) -> None:
     theme = builtin_themes()[name]
     assert theme.name == name
-    for key in APP_VARIABLES:
+    assert set(APP_VARIABLES) <= set(theme.variables)
+    for key in COLOUR_VARIABLES:
         Color.parse(theme.variables[key])
+    assert theme.variables[ROW_HEIGHT_VARIABLE] in ("1", "2", "3")
+
+
+@pytest.mark.parametrize(("name", "height"), [("tokrace-dark", 1), ("tokrace-light", 1), ("tokrace-cb", 1),
+                                              ("projector", 2)])
+def test_every_built_in_file_sets_its_timeline_row_height_itself(name: str, height: int) -> None:
+    data = tomllib.loads((BUILTIN_DIR / f"{name}.toml").read_text(encoding="utf-8"))
+    assert data["variables"][ROW_HEIGHT_VARIABLE] == height
+    assert timeline_row_height(builtin_themes()[name].variables) == height
 
 
 @pytest.mark.parametrize("name", ["tokrace-dark", "tokrace-light"])
@@ -178,6 +194,21 @@ def test_a_theme_with_a_light_background_is_light_and_takes_the_light_app_colour
     assert theme.variables["lane-0"] == builtin_variables("tokrace-light")["lane-0"]
 
 
+def test_a_theme_that_leaves_out_the_row_height_gets_thin_rows_and_one_may_ask_for_thick_ones() -> None:
+    assert parse_theme('name = "mine"\nprimary = "#336699"\n').variables[ROW_HEIGHT_VARIABLE] == "1"
+    assert parse_theme('name = "paper"\nprimary = "#336699"\ndark = false\n').variables[ROW_HEIGHT_VARIABLE] == "1"
+    theme = parse_theme('name = "big"\nprimary = "#336699"\n[variables]\ntimeline-row-height = 3\n')
+    assert theme.variables[ROW_HEIGHT_VARIABLE] == "3"  # Textual's theme variables are strings
+    assert timeline_row_height(theme.variables) == 3
+
+
+@pytest.mark.parametrize(("variables", "height"), [({}, 1), ({ROW_HEIGHT_VARIABLE: "2"}, 2),
+                                                   ({ROW_HEIGHT_VARIABLE: "9"}, 1), ({ROW_HEIGHT_VARIABLE: "x"}, 1)])
+def test_the_row_height_read_back_from_the_app_is_one_unless_the_theme_asks_for_a_valid_other(
+        variables: dict[str, str], height: int) -> None:
+    assert timeline_row_height(variables) == height
+
+
 def test_a_user_theme_may_set_textual_variables() -> None:
     theme = parse_theme('name = "mine"\nprimary = "#336699"\n[variables]\n'
                         'footer-key-foreground = "#FF0000 50%"\nblock-cursor-text-style = "bold"\n')
@@ -232,6 +263,18 @@ def test_no_user_themes_folder_is_no_problem() -> None:
      "line 4: lane0: unknown variable; did you mean 'lane-0'?"),
     ('name = "x"\nprimary = "#123456"\n[variables]\nseg-tool = "orangey"\n', "seg-tool: failed to parse"),
     ('name = "x"\nprimary = "#123456"\n[variables]\nborder = "thick"\n', "border: expected a colour"),
+    ('name = "x"\nprimary = "#123456"\n[variables]\ntimeline-row-height = 4\n',
+     "line 4: timeline-row-height: expected a whole number from 1 to 3, got 4"),
+    ('name = "x"\nprimary = "#123456"\n[variables]\ntimeline-row-height = 0\n',
+     "line 4: timeline-row-height: expected a whole number from 1 to 3, got 0"),
+    ('name = "x"\nprimary = "#123456"\n[variables]\ntimeline-row-height = 1.5\n',
+     "timeline-row-height: expected a whole number from 1 to 3, got 1.5"),
+    ('name = "x"\nprimary = "#123456"\n[variables]\ntimeline-row-height = "2"\n',
+     "timeline-row-height: expected a whole number from 1 to 3, got '2'"),
+    ('name = "x"\nprimary = "#123456"\n[variables]\ntimeline-row-height = true\n',
+     "timeline-row-height: expected a whole number from 1 to 3, got True"),
+    ('name = "x"\nprimary = "#123456"\n[variables]\ntimeline-row-heigth = 2\n',
+     "timeline-row-heigth: unknown variable; did you mean 'timeline-row-height'?"),
 ])
 def test_a_broken_file_yields_a_message_naming_the_file_and_the_problem(text: str, problem: str) -> None:
     path = write_user_theme("broken.toml", text)
@@ -455,3 +498,83 @@ def test_an_unknown_theme_on_the_command_line_stops_before_the_screen_opens(
                                   ["replay", "run.jsonl", "--theme", "projector"]])
 def test_every_screen_command_takes_a_theme(argv: list[str]) -> None:
     assert build_parser().parse_args(argv).theme == "projector"
+
+
+# Thick timeline rows
+
+
+def rows(*tracks: int) -> list[Row]:
+    """Timeline rows with these tracks (0 starts a lane, 1 and 2 are its parallel tool rows)."""
+    lane = -1
+    out = []
+    for track in tracks:
+        lane += track == 0
+        out.append(Row(lane, track, []))
+    return out
+
+
+@pytest.mark.parametrize(("wanted", "tracks", "screen_height", "height"), [
+    (2, (0, 0, 0), 45, 2),
+    (2, (0, 0, 0), 28, 2),  # 3 lanes of 2 and the axis: 7 lines, a quarter of 28
+    (2, (0, 0, 0), 24, 1),  # 80x24: the lanes, the summary and the footer need the rest
+    (3, (0, 0, 0), 28, 2),  # too short for 3, thick enough for 2
+    (3, (0, 0, 0), 40, 3),
+    (2, (0, 1, 0, 1, 0, 1), 45, 2),  # parallel rows stay one line: 3 * 2 + 3 + 1 = 10
+    (2, (0, 1, 0, 1, 0, 1), 36, 1),
+    (1, (0, 0, 0), 200, 1),
+    (2, (), 24, 2),
+])
+def test_lanes_are_as_thick_as_the_theme_asks_while_the_timeline_fits_a_quarter_of_the_screen(
+        wanted: int, tracks: tuple[int, ...], screen_height: int, height: int) -> None:
+    assert fitting_height(wanted, rows(*tracks), screen_height) == height
+
+
+def lines_of(timeline: Timeline) -> list[str]:
+    return [timeline.render_line(y).text for y in range(timeline.size.height)]
+
+
+async def test_the_projector_theme_draws_every_lane_two_rows_tall() -> None:
+    Settings().set_theme("projector")
+    app, clock = demo_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await at(pilot, clock, 10.0)
+        timeline = app.screen.timeline
+        assert app.theme == "projector" and app.theme_variables[ROW_HEIGHT_VARIABLE] == "2"
+        assert timeline.row_height == 2
+        lines = lines_of(timeline)
+        assert len(lines) == 3 * 2 + 1 and timeline.region.height == 3 * 2 + 1 + 1  # and the border above
+        names = [tier.name for tier in app.runner.tiers]
+        for lane, name in enumerate(names):
+            first, second = lines[2 * lane], lines[2 * lane + 1]
+            assert first.startswith(name) and "✓" in first and "█" in first
+            assert second[:LABEL_WIDTH].strip() == "" and "▀" in second and "✓" not in second
+            assert first.index("█") == second.index("▀")  # one bar, two rows tall
+        assert "0s" in lines[-1]
+
+
+async def test_the_projector_theme_keeps_one_row_per_lane_on_an_80x24_terminal() -> None:
+    Settings().set_theme("projector")
+    app, clock = demo_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await at(pilot, clock, 10.0)
+        timeline = app.screen.timeline
+        assert timeline.row_height == 1
+        assert timeline.size.height == 3 + 1
+        for view in app.screen.views:  # every lane keeps its least height: nothing is cut
+            assert view.size.height >= 4
+
+
+async def test_choosing_a_thick_theme_while_running_grows_the_timeline_and_the_default_shrinks_it() -> None:
+    app, clock = demo_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await at(pilot, clock, 10.0)
+        timeline = app.screen.timeline
+        assert timeline.size.height == 3 + 1
+        app.theme = "projector"
+        await pilot.pause()
+        assert timeline.size.height == 3 * 2 + 1
+        assert "▀" in lines_of(timeline)[1]
+        app.theme = "tokrace-dark"
+        await pilot.pause()
+        assert timeline.size.height == 3 + 1
+        assert "▀" not in "".join(lines_of(timeline))

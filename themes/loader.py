@@ -2,9 +2,9 @@
 
 Built-in themes live in ``themes/builtin/*.toml``; users add theirs in the ``themes`` folder of the config
 dir. A theme file holds Textual's ``Theme`` fields (only ``name`` and ``primary`` are required) and, under
-``[variables]``, tokrace's colours (:data:`APP_VARIABLES`) and any of Textual's own variables. Every problem
-in every user file is collected as a :class:`ThemeProblem` so the app can report them together and still
-start.
+``[variables]``, tokrace's own variables (:data:`APP_VARIABLES`: its colours, and the thickness of the
+timeline's rows) and any of Textual's own variables. Every problem in every user file is collected as a
+:class:`ThemeProblem` so the app can report them together and still start.
 """
 
 from __future__ import annotations
@@ -32,8 +32,21 @@ SEGMENT_VARIABLES: Final[tuple[str, ...]] = tuple(
 GAUGE_VARIABLES: Final[tuple[str, ...]] = ("gauge-low", "gauge-mid", "gauge-high")
 """The fill of a tok/s gauge in the low, middle and high third of its range."""
 
-APP_VARIABLES: Final[tuple[str, ...]] = LANE_VARIABLES + SEGMENT_VARIABLES + GAUGE_VARIABLES
-"""Every colour tokrace itself draws with; each theme defines all of them (derived when a file omits some)."""
+COLOUR_VARIABLES: Final[tuple[str, ...]] = LANE_VARIABLES + SEGMENT_VARIABLES + GAUGE_VARIABLES
+"""Every colour tokrace itself draws with."""
+
+ROW_HEIGHT_VARIABLE: Final[str] = "timeline-row-height"
+"""How many terminal rows tall the timeline draws each lane's segments (a whole number; see :data:`ROW_HEIGHTS`)."""
+
+ROW_HEIGHTS: Final[range] = range(1, 4)
+"""The allowed values of :data:`ROW_HEIGHT_VARIABLE`: 1 (the default) to 3."""
+
+NUMBER_VARIABLES: Final[dict[str, range]] = {ROW_HEIGHT_VARIABLE: ROW_HEIGHTS}
+"""tokrace's variables that hold a whole number, with their allowed values. A theme stores them as strings (Textual's
+``Theme.variables`` holds strings; as CSS variables they are plain numbers, which no stylesheet rule reads)."""
+
+APP_VARIABLES: Final[tuple[str, ...]] = COLOUR_VARIABLES + tuple(NUMBER_VARIABLES)
+"""Every variable tokrace itself reads; each theme defines all of them (derived when a file omits some)."""
 
 COLOUR_KEYS: Final[tuple[str, ...]] = ("primary", "secondary", "accent", "foreground", "background",
                                        "surface", "panel", "boost", "warning", "error", "success")
@@ -161,11 +174,17 @@ def _variables(raw: Any, text: str, base: Mapping[str, str]) -> dict[str, str]:
     textual = textual_variables()
     out = {key: base[key] for key in APP_VARIABLES if key in base}
     for key, value in raw.items():
-        if key in APP_VARIABLES:
+        if key in COLOUR_VARIABLES:
             try:
                 out[key] = _colour(value).hex
             except ThemeError as exc:
                 raise _fail(text, key, str(exc)) from None
+        elif key in NUMBER_VARIABLES:
+            allowed = NUMBER_VARIABLES[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
+                raise _fail(text, key, f"expected a whole number from {allowed[0]} to {allowed[-1]}, "
+                                       f"got {value!r}")
+            out[key] = str(value)
         elif key in textual:
             if not isinstance(value, str):
                 raise _fail(text, key, f"expected a string, got {value!r}")
@@ -177,6 +196,12 @@ def _variables(raw: Any, text: str, base: Mapping[str, str]) -> dict[str, str]:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise _fail(text, key, f"unknown variable{hint}")
     return out
+
+
+def timeline_row_height(variables: Mapping[str, str]) -> int:
+    """The timeline's row height a theme's variables ask for (1 when they do not say, or say nonsense)."""
+    value = variables.get(ROW_HEIGHT_VARIABLE, "")
+    return int(value) if value.isdecimal() and int(value) in ROW_HEIGHTS else ROW_HEIGHTS[0]
 
 
 def parse_theme(text: str, base: Mapping[str, str] | None = None) -> Theme:

@@ -4,6 +4,9 @@ Waiting (connect, wait) is drawn thin, work (think, model, tool, human, retry) a
 apart even without colour. Tool calls that run at the same time get rows of their own under their lane's, so
 they show side by side in time. The axis is anchored at the race's start and grows with the longest lane (a loop
 runs on through its tools and people); zoom shows its first half, quarter...
+
+The theme says how thick a lane's own row is (``timeline-row-height``: the projector theme draws two terminal rows
+per lane); a terminal too short for that gets thinner rows (:func:`fitting_height`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from textual.widget import Widget
 
 from providers.live import LiveLane
 from providers.metrics import SegmentSpan
+from themes.loader import timeline_row_height
 
 from .palette import palette
 
@@ -34,6 +38,15 @@ END_MARK: Final[dict[str, str]] = {"done": "✓", "error": "✗", "stopped": "�
 MAX_TRACKS: Final[int] = 3
 """Rows one lane may take: its own, and two for tool calls running beside another (more share the last)."""
 PARALLEL_LABEL: Final[str] = "└ parallel"
+WORK_GLYPHS: Final[dict[int, tuple[str, ...]]] = {1: ("█",), 2: ("█", "▀"), 3: ("█", "█", "▀")}
+"""A work segment's glyph on each line of a lane ``n`` lines tall: solid, ending in an upper half block so a thick
+bar keeps half a line clear of the lane below."""
+THIN_GLYPHS: Final[dict[int, tuple[str, ...]]] = {1: ("━",), 2: ("▄", " "), 3: (" ", "▀", " ")}
+"""A waiting segment's glyph on each line of a lane ``n`` lines tall: a band half a line thick, centred on the work
+bar beside it."""
+SCREEN_SHARE: Final[int] = 4
+"""Thick rows may make the timeline at most a quarter of the terminal's height; past that, rows get thinner (at
+80x24 the narrow layout's lanes, summary and footer need the rest, so three lanes there get one line each)."""
 _EPS: Final[float] = 1e-9
 
 
@@ -88,6 +101,16 @@ class Row:
     spans: list[SegmentSpan]
 
 
+def fitting_height(wanted: int, rows: Sequence[Row], screen_height: int) -> int:
+    """How many lines each lane's own row gets: ``wanted`` (the theme's), or less when the timeline (its lanes'
+    rows, its parallel rows, the axis) would then take more than a quarter of the screen; never under one."""
+    lanes = sum(1 for row in rows if not row.track)
+    for height in range(wanted, 1, -1):
+        if len(rows) + lanes * (height - 1) + 1 <= screen_height // SCREEN_SHARE:
+            return height
+    return 1
+
+
 def paint(segments: list[tuple[str, float, float]], span: float, cells: int) -> list[str | None]:
     """The kind drawn in each cell: segments in start order, each at least one cell wide, later ones on top."""
     out: list[str | None] = [None] * cells
@@ -105,7 +128,8 @@ def paint(segments: list[tuple[str, float, float]], span: float, cells: int) -> 
 
 
 class Timeline(Widget):
-    """One row per lane and an axis row; the screen sets ``now`` and calls ``refresh`` at a few hertz."""
+    """A row per lane (as thick as the theme asks) and an axis row; the screen sets ``now`` and calls ``refresh``
+    at a few hertz."""
 
     DEFAULT_CSS = """
     Timeline { height: auto; }
@@ -120,6 +144,11 @@ class Timeline(Widget):
         """Extra spans drawn on top of a lane's own (the voice lens's stalls): (lane index, now) -> spans."""
         self.rows: list[Row] = []
         """What each row draws, as of the last sample."""
+        self._lines: tuple[list[Row], int, list[tuple[Row, int]]] = ([], 1, [])
+
+    def on_mount(self) -> None:
+        # Another theme may ask for other row heights: lay out again (a theme change alone only repaints).
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh(layout=True))
 
     def bind(self, lanes: list[LiveLane]) -> None:
         self.lanes = lanes
@@ -148,8 +177,20 @@ class Timeline(Widget):
         self.refresh()
         return self.zoom
 
+    @property
+    def row_height(self) -> int:
+        """How many lines each lane's own row takes now: the theme's ``timeline-row-height``, as far as it fits."""
+        return fitting_height(timeline_row_height(self.app.theme_variables), self.rows, self.app.size.height)
+
+    def lines(self) -> list[tuple[Row, int]]:
+        """Every line above the axis: the row it belongs to, and which of that row's lines it is."""
+        rows, height = self.rows, self.row_height
+        if self._lines[0] is not rows or self._lines[1] != height:  # worked out once per sample, not per line
+            self._lines = (rows, height, [(row, line) for row in rows for line in range(1 if row.track else height)])
+        return self._lines[2]
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self.rows) + 1
+        return len(self.lines()) + 1
 
     @property
     def span(self) -> float:
@@ -162,18 +203,23 @@ class Timeline(Widget):
         base = self.visual_style.rich_style
         cells = max(width - LABEL_WIDTH, 1)
         span = self.span
-        rows = self.rows
-        if y < len(rows):
-            return self._lane_row(rows[y], cells, span, base).adjust_cell_length(width, base)
-        if y == len(rows):
+        lines = self.lines()
+        if y < len(lines):
+            row, line = lines[y]
+            height = 1 if row.track else self._lines[1]
+            return self._lane_row(row, line, height, cells, span, base).adjust_cell_length(width, base)
+        if y == len(lines):
             return self._axis(cells, span, base).adjust_cell_length(width, base)
         return Strip.blank(width, base)
 
-    def _lane_row(self, row: Row, cells: int, span: float, base: Style) -> Strip:
+    def _lane_row(self, row: Row, line: int, height: int, cells: int, span: float, base: Style) -> Strip:
+        """Line ``line`` of a row ``height`` lines tall: the label and end mark on the first, bars on every one."""
         pal = palette(self.app)
         index = row.lane
         lane = self.lanes[index]
-        if row.track:
+        if line:
+            segments = [Segment(" " * LABEL_WIDTH, base)]
+        elif row.track:
             segments = [Segment(PARALLEL_LABEL.ljust(LABEL_WIDTH), base + pal.lane(index) + Style(dim=True))]
         else:
             name = lane.tier.name
@@ -184,13 +230,18 @@ class Timeline(Widget):
         run = 0
         end_cell = max((i for i, k in enumerate(kinds) if k is not None), default=-1)
 
+        work, thin = WORK_GLYPHS[height][line], THIN_GLYPHS[height][line]
+
         def flush() -> None:
             if run:
                 if run_kind is None:
                     segments.append(Segment(" " * run, base))
                 else:
-                    glyph = "━" if run_kind in THIN else "█"
-                    segments.append(Segment(glyph * run, base + pal.segment(run_kind)))
+                    glyph = thin if run_kind in THIN else work
+                    style = pal.segment(run_kind)
+                    if glyph == "█" and height > 1:  # filled behind too, so the lines of a thick bar join up
+                        style += Style(bgcolor=style.color)
+                    segments.append(Segment(glyph * run, base + style))
 
         for kind in kinds:
             if kind != run_kind:
@@ -200,7 +251,7 @@ class Timeline(Widget):
         flush()
         mark = END_MARK.get(lane.state)
         e2e = lane.e2e
-        if mark and e2e is not None and not row.track and end_cell + 1 < cells:
+        if mark and e2e is not None and not row.track and not line and end_cell + 1 < cells:
             style = base + (Style(color="red", bold=True) if lane.state == "error" else pal.lane(index))
             text = f"{mark} {e2e:.2f}s"
             if end_cell + 1 + len(text) > cells:
