@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .base import ConfigError, Message, TierSpec, TurnRequest
-from .events import Done, Error, Event, ToolCall, Usage
+from .events import Done, Event, ToolCall, Usage
 from .http import (
     HTTP_OPTIONS,
     HTTPProvider,
@@ -19,6 +19,7 @@ from .http import (
     tool_parts,
     usage_number,
 )
+from .presets import DEFAULT_KEY_ENV
 from .sse import SSEEvent
 
 ANTHROPIC_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
@@ -129,9 +130,8 @@ class AnthropicDecoder(StreamDecoder):
             err = data.get("error") or {}
             etype = str(err.get("type", "")) if isinstance(err, Mapping) else ""
             message = str(err.get("message", "no message")) if isinstance(err, Mapping) else str(err)
-            return [Error(t=t, error="overloaded" if etype == "overloaded_error" else "stream",
-                          message=f"the server reported an error mid-stream after {self.deltas} text chunks: "
-                                  f"{etype + ': ' if etype else ''}{message}; try again")]
+            return [self.reported_error(t, f"{etype + ': ' if etype else ''}{message}",
+                                        "overloaded" if etype == "overloaded_error" else "stream")]
         return []  # ping, and any event type added later
 
     def _block_start(self, data: Mapping[str, Any], t: float) -> list[Event]:
@@ -185,7 +185,7 @@ class AnthropicProvider(HTTPProvider):
 
     name = "anthropic"
     default_base_url = "https://api.anthropic.com"
-    default_key_env = "ANTHROPIC_API_KEY"
+    default_key_env = DEFAULT_KEY_ENV["anthropic"]
     warm_path = "/v1/models"
     options = ANTHROPIC_OPTIONS
 

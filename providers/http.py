@@ -101,6 +101,11 @@ class StreamDecoder(ABC):
                      message=f"the stream ended without its final event after {self.deltas} text chunks; "
                              "the answer may be cut short, try again")
 
+    def reported_error(self, t: float, said: str, error: str = "stream") -> Error:
+        """The error event a server sent mid-stream, with what it said."""
+        return Error(t=t, error=error, message=f"the server reported an error mid-stream after {self.deltas} text "
+                                               f"chunks: {said}; try again")
+
     def delta(self, t: float, text: str, channel: str = "content") -> Delta:
         self.deltas += 1
         return Delta(t=t, text=text, channel=channel)  # type: ignore[arg-type]
@@ -285,9 +290,11 @@ class HTTPProvider(Provider):
         return headers
 
     def clean(self, text: str) -> str:
-        """A message safe to show: one line, short, and never the key."""
-        text = excerpt(text)
-        return text.replace(self._key, "[redacted]") if len(self._key) >= 4 else text
+        """A message safe to show: one line, short, and never the key (masked before the cut, which could
+        otherwise leave part of it)."""
+        if len(self._key) >= 4:
+            text = text.replace(self._key, "[redacted]")
+        return excerpt(text)
 
     # -- one turn ----------------------------------------------------------------------------------------
 

@@ -23,6 +23,10 @@ SENTENCE_END: Final[re.Pattern[str]] = re.compile(r"[.!?…][\"'”’)\]]*(?=\s
 """An end mark (with any closing quotes or brackets) followed by whitespace: where a sentence is complete
 (``ttfs_s`` and the voice lens share this one rule)."""
 
+SENTENCE_TAIL: Final[frozenset[str]] = frozenset(".!?…\"'”’)]")
+"""The characters of :data:`SENTENCE_END` before its whitespace: a text's trailing run of them is the only place
+an end mark can still be completed by text that comes later."""
+
 DEFINITIONS: Final[dict[str, str]] = {
     "connect_s": "request start → request on the wire (DNS, TCP, TLS, sending); 0 on a reused connection",
     "ttfb_s": "request start → response head received",
@@ -132,12 +136,17 @@ def _r(x: float | None, digits: int = 6) -> float | None:
 def _first_sentence_end(content: list[tuple[float, str]], end_t: float | None, finished: bool) -> float | None:
     """When the answer's first sentence was complete: the delta that brings the whitespace after its end mark,
     or the end of the turn when the whole answer is one sentence."""
-    text = ""
+    tail, words = "", False
     for t, piece in content:
-        text += piece
-        if SENTENCE_END.search(text):
+        window = tail + piece  # searching only what can still match keeps this linear in the answer
+        if SENTENCE_END.search(window):
             return t
-    if finished and text.strip():
+        words = words or bool(piece.strip())
+        i = len(window)
+        while i > 0 and window[i - 1] in SENTENCE_TAIL:
+            i -= 1
+        tail = window[i:]
+    if finished and words:
         return end_t
     return None
 

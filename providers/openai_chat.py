@@ -22,6 +22,7 @@ from .http import (
     tool_parts,
     usage_number,
 )
+from .presets import DEFAULT_KEY_ENV
 from .sse import SSEEvent
 
 OPENAI_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
@@ -191,8 +192,7 @@ class ChatDecoder(StreamDecoder):
 
     def _failed(self, failure: Any, t: float) -> Error:
         kind, message = _error_parts(failure)
-        return Error(t=t, error="stream", message="the server reported an error mid-stream after "
-                     f"{self.deltas} text chunks: {kind + ': ' if kind else ''}{message}; try again")
+        return self.reported_error(t, f"{kind + ': ' if kind else ''}{message}")
 
     def _done(self, t: float) -> list[Event]:
         self.finished = True
@@ -217,7 +217,7 @@ class OpenAIChatProvider(HTTPProvider):
 
     name = "openai"
     default_base_url = "https://api.openai.com/v1"
-    default_key_env = "OPENAI_API_KEY"
+    default_key_env = DEFAULT_KEY_ENV["openai"]
     options = OPENAI_OPTIONS
 
     def __init__(self, tier: TierSpec, **kwargs: Any) -> None:

@@ -18,6 +18,7 @@ from .http import (
     tool_parts,
     usage_number,
 )
+from .presets import DEFAULT_KEY_ENV
 from .sse import SSEEvent
 
 RESPONSES_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
@@ -115,8 +116,7 @@ class ResponsesDecoder(StreamDecoder):
                           f"{self.deltas} text chunks: {_said(err)}; try again")]
         if kind == "error":
             self.finished = True
-            return [Error(t=t, error="stream", message="the server reported an error mid-stream after "
-                          f"{self.deltas} text chunks: {_said(data)}; try again")]
+            return [self.reported_error(t, _said(data))]
         return []
 
     def _item(self, item: Any, t: float, done: bool) -> list[Event]:
@@ -180,7 +180,7 @@ class OpenAIResponsesProvider(HTTPProvider):
 
     name = "openai-responses"
     default_base_url = "https://api.openai.com/v1"
-    default_key_env = "OPENAI_API_KEY"
+    default_key_env = DEFAULT_KEY_ENV["openai-responses"]
     options = RESPONSES_OPTIONS
 
     def __init__(self, tier: TierSpec, **kwargs: Any) -> None:

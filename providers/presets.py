@@ -31,6 +31,14 @@ PRESETS: Final[dict[str, Preset]] = {
 """The known presets; OpenAI's base URL ends in ``/v1``, Anthropic's is the host (as in the official SDKs)."""
 
 
+DEFAULT_KEY_ENV: Final[dict[str, str]] = {
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
+"""The key variable a provider reads when a tier names none (as the official SDKs do)."""
+
+
 def apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
     """A tier's raw table with its preset's values filled in where the tier did not set them."""
     name = raw.get("preset")

@@ -63,10 +63,13 @@ def default_path(prompt: str, now: dt.datetime | None = None) -> Path:
 
 def secret_values(tiers: Iterable[TierSpec]) -> list[str]:
     """The key values the tiers could use (from their key variables), to mask wherever they might appear."""
+    from .presets import DEFAULT_KEY_ENV
+
     values = []
     for tier in tiers:
-        if tier.api_key_env:
-            value = os.environ.get(tier.api_key_env, "")
+        env = tier.api_key_env or DEFAULT_KEY_ENV.get(tier.provider)
+        if env:
+            value = os.environ.get(env, "")
             if len(value) >= 6:
                 values.append(value)
     return values

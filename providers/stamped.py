@@ -269,6 +269,9 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
                         sock.close()
                         failure = exc
                         continue
+                    except BaseException:  # timed out or cancelled mid-connect: the socket is nobody's now
+                        sock.close()
+                        raise
                     return StampedStream(sock, loop)
         except TimeoutError:
             raise httpcore.ConnectTimeout(f"connecting to {host}:{port} timed out") from None

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
 from .events import Delta, Done, Error, Event, Request, Segment
-from .metrics import SENTENCE_END, SegmentSpan
+from .metrics import SENTENCE_END, SENTENCE_TAIL, SegmentSpan
 
 DEFAULT_WPM: Final[float] = 165.0
 """A typical conversational speaking rate, in words per minute."""
@@ -43,9 +43,6 @@ _EPS: Final[float] = 1e-9
 
 _WORD: Final[re.Pattern[str]] = re.compile(r"\S+")
 """A spoken word: a run of non-space characters (punctuation rides on its word)."""
-
-_CLOSING: Final[frozenset[str]] = frozenset(".!?…\"'”’)]")
-"""Characters that can sit between a sentence's end mark and the whitespace that completes it."""
 
 VOICE_DEFINITIONS: Final[dict[str, str]] = {
     "ttfs_s": "request start → end of the answer's first sentence (the same as the run's ttfs_s)",
@@ -127,7 +124,7 @@ class SentenceSplitter:
             self._pending = [pending[end - self.cut:]]
             self.cut, pos = end, m.end()
         i = len(window)
-        while i > pos and window[i - 1] in _CLOSING:
+        while i > pos and window[i - 1] in SENTENCE_TAIL:
             i -= 1
         self._trail = window[i:]
         return out

@@ -14,6 +14,7 @@ from serving import PROTOCOLS, fast_source, stream_turn, text_of, tier
 
 from providers.base import ConfigError, Message, TierSpec, TurnRequest
 from providers.events import Delta, Done, Error, Extra, Headers, Request, Segment, ToolCall, Usage
+from providers.http import HTTPProvider
 from providers.metrics import turn_metrics
 from providers.recording import Recorder
 from providers.registry import create_provider, provider_options
@@ -245,6 +246,18 @@ async def test_a_missing_key_variable_is_a_config_error_naming_it(monkeypatch: p
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="OPENAI_API_KEY is not set"):
         await create_provider(TierSpec(name="x", provider="openai", model="m")).prepare()
+
+
+async def test_a_key_where_a_long_message_is_cut_short_never_shows_even_in_part(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-live-" + "a1b2c3d4" * 4
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    provider = create_provider(TierSpec(name="x", provider="openai", model="m"))
+    await provider.prepare()
+    assert isinstance(provider, HTTPProvider)
+    shown = provider.clean("the server said " + "x" * 200 + f" {key} and more")  # the cut falls in the key
+    assert key[:10] not in shown and "[redacted]" in shown
+    await provider.aclose()
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

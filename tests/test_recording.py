@@ -152,6 +152,19 @@ def test_no_secret_is_ever_written(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert "[redacted]" in written
 
 
+def test_the_key_a_provider_reads_by_default_is_masked_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = "plainkeywithnoprefix42"  # not shaped like a credential: only its value can find it
+    monkeypatch.setenv("OPENAI_API_KEY", plain)
+    tier = TierSpec(name="chat", provider="openai", model="m")  # no api_key_env: the provider reads OPENAI_API_KEY
+    path = tmp_path / "r.jsonl"
+    recorder = Recorder(path, "Why?", [tier])
+    recorder(0, Delta(t=0.1, text=f"the server echoed {plain} back"))
+    recorder.close()
+    written = path.read_text(encoding="utf-8")
+    assert plain not in written
+    assert "[redacted]" in written
+
+
 def test_a_tiers_public_form_keeps_token_counts_and_key_variable_names_but_not_keys() -> None:
     tier = synthetic("t", tok_s=10, tokens_per_event=2, fail_after_tokens=4, thinking_tokens=3)
     tier.api_key_env = "OPENAI_API_KEY"

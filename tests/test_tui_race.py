@@ -143,6 +143,30 @@ async def test_number_keys_focus_lanes_and_d_opens_that_lanes_details() -> None:
         assert isinstance(app.screen, RaceScreen)
 
 
+async def test_details_opened_mid_race_show_what_arrives_after_they_opened() -> None:
+    app, clock = demo_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 0.5)  # standard Sol has not streamed its first token yet
+        await pilot.press("d")
+        details = app.screen
+        assert isinstance(details, DetailsScreen) and details.lane.tier.name == "Sol standard"
+        await clock.advance_to(app.runner.race.origin + 10.0)
+        details.show()
+        assert details.lane.finished and "still running" not in text_of(details.title_bar)
+        assert "400" in text_of(details.body) and not details.problem.display
+
+
+async def test_a_terminal_too_small_for_the_race_scrolls_it_smoothly() -> None:
+    app, clock = demo_app()
+    async with app.run_test(size=(40, 8)) as pilot:
+        await at(pilot, clock, 10.0)
+        screen = app.screen
+        assert screen.allow_vertical_scroll
+        screen.scroll_end(animate=True)  # Textual animates through Widget.animate: no attribute may hide it
+        await pilot.pause()
+        assert screen.scroll_target_y == screen.max_scroll_y > 0
+
+
 async def test_a_number_beyond_the_lanes_does_nothing() -> None:
     app, _clock = demo_app()
     async with app.run_test(size=(160, 45)) as pilot:

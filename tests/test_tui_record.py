@@ -4,6 +4,7 @@ and a recording that cannot be written is one notification, never a crash."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import errno
 import json
 import sys
@@ -19,9 +20,9 @@ from providers.base import TierSpec, TurnRequest
 from providers.clock import VirtualClock
 from providers.demo import demo_tiers
 from providers.events import Delta, Done, Error, Request
-from providers.recording import Recorder, event_line, read_recording, recordings_dir, redact
+from providers.recording import Recorder, default_path, event_line, read_recording, recordings_dir, redact
 from providers.session import lane_metrics
-from tui import cli, launch, runner
+from tui import cli, launch, record, runner
 from tui.app import TokraceApp, build_app
 from tui.record import FLUSH_EVERY_S, RecordPlan
 
@@ -97,7 +98,9 @@ def test_a_demo_race_on_screen_records_a_file_that_replays_with_the_same_metrics
                 assert now_flat[key] == value, key
 
 
-async def test_every_race_again_goes_to_a_new_file_named_after_its_prompt() -> None:
+async def test_every_race_again_goes_to_a_new_file_named_after_its_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = dt.datetime(2026, 5, 4, 3, 2, 1)  # every race in the same second, however busy the machine
+    monkeypatch.setattr(record, "default_path", lambda slug: default_path(slug, now))
     app, clock = recording_app(RecordPlan())
     async with app.run_test(size=(160, 45)) as pilot:
         await race_to_the_end(app, clock)

@@ -45,7 +45,7 @@ class TokraceApp(App[int]):
         """The voice lens (on from the start with ``--voice``)."""
         self.speaker = speaker
         """Speaks one lane aloud (``--speak``); already one of the runner's listeners."""
-        self.animate = animate
+        self.animated = animate
         """Off in tests and screenshots: no cursor blink, nothing that moves on its own."""
         self.freeze_gc = freeze_gc
         self.themes = AppThemes() if themes is None else themes
@@ -57,7 +57,7 @@ class TokraceApp(App[int]):
 
     def on_mount(self) -> None:
         self.runner.notify = self._notify
-        self.push_screen(RaceScreen(self.runner, self.replay, animate=self.animate,
+        self.push_screen(RaceScreen(self.runner, self.replay, animate=self.animated,
                                     freeze_gc=self.freeze_gc, voice=self.voice, speaker=self.speaker))
         self.themes.mount(self)
         if self.freeze_gc:

@@ -17,6 +17,7 @@ from providers import __version__
 from providers.base import TierSpec, TokraceError, TurnRequest
 
 if TYPE_CHECKING:
+    from providers.config import Config
     from providers.scenario import Scenario
     from providers.speak import Speaker
     from providers.voice import VoiceSettings
@@ -290,11 +291,9 @@ def _request(args: argparse.Namespace, defaults_prompt: str, defaults_max: int) 
     return TurnRequest(prompt=prompt, max_tokens=getattr(args, "max_tokens", None) or defaults_max)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def _configured_race(args: argparse.Namespace) -> tuple[Config, list[TierSpec], Scenario | None, TurnRequest]:
+    """The config, its tiers (``--tiers``), the scenario and the request that ``tokrace`` and ``bench`` race."""
     from providers.config import load_config
-    from providers.recording import default_path
-
-    from .headless import run_headless
 
     config = load_config(args.config)
     tiers = config.select(args.tiers)
@@ -304,6 +303,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         tiers = [dataclasses.replace(tier, max_tokens=args.max_tokens if scenario else None) for tier in tiers]
     if scenario is not None:
         request.prompt = scenario.first_prompt()
+    return config, tiers, scenario, request
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from providers.recording import default_path
+
+    from .headless import run_headless
+
+    config, tiers, scenario, request = _configured_race(args)
     voice, speaker = _voice(args), _speaker(args, tiers)
     slug = scenario.name if scenario is not None else request.prompt
     record = None if args.no_record else (args.record or default_path(slug))
@@ -457,21 +465,12 @@ def cmd_race(args: argparse.Namespace) -> int:
         bench = build_parser().parse_args(["bench"])
         bench.__dict__.update({key: getattr(args, key) for key in RACE_KEYS if hasattr(args, key)})
         return cmd_bench(bench)
-    from providers.config import load_config
-
     from .launch import run_race
 
     for key in RACE_KEYS:
         if not hasattr(args, key):
             setattr(args, key, None)
-    config = load_config(args.config)
-    tiers = config.select(args.tiers)
-    scenario = _scenario(args, config.defaults.scenario)
-    request = _request(args, config.defaults.prompt, config.defaults.max_tokens)
-    if args.max_tokens:  # as in bench: the command line wins over every tier's own limit
-        tiers = [dataclasses.replace(tier, max_tokens=args.max_tokens if scenario else None) for tier in tiers]
-    if scenario is not None:
-        request.prompt = scenario.first_prompt()
+    config, tiers, scenario, request = _configured_race(args)
     return run_race(tiers, request, scenario, theme=getattr(args, "theme", None),
                     configured_theme=config.defaults.theme, record=_record_plan(args), voice=_voice(args),
                     speaker=_speaker(args, tiers), warm=bool(args.warm))

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from providers.base import TierSpec, TokraceError, TurnRequest
+from providers.live import SOURCE_MARK
 from providers.loop import WHAT_IF_FACTOR
 from providers.metrics import TurnMetrics, percentile
 from providers.race import Listener
@@ -25,9 +26,6 @@ from providers.speak import Speaker
 from providers.voice import CONVERSATION_GAP_S, VoiceSettings, conversation_verdict
 
 from .loop_report import bottleneck_table, speedup_line
-
-SOURCE_MARK = {"usage": "", "tokenizer": "≈", "chunks": "~"}
-"""How a token count is marked: exact from usage, ≈ from the tokenizer, ~ counted in chunks."""
 
 
 def _fmt(x: float | None, unit: str = "", digits: int = 2) -> str:

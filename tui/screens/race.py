@@ -100,7 +100,7 @@ class RaceScreen(Screen[None]):
         """Speaks one lane aloud (``--speak``)."""
         self._verdict_for: object = None
         self._speak_problems = 0
-        self.animate = animate
+        self.animated = animate
         """Off in tests and screenshots: no frame timer (the test draws each frame), no cursor blink."""
         self.freeze_gc = freeze_gc
         """Keep the race's growing history out of the garbage collector's full passes while it runs."""
@@ -125,7 +125,7 @@ class RaceScreen(Screen[None]):
         if self.replay is None:
             prompt = Input(self.runner.request.prompt, placeholder="the prompt to race: Enter races it",
                            id="prompt", select_on_focus=False)
-            prompt.cursor_blink = self.animate
+            prompt.cursor_blink = self.animated
             yield prompt
         else:
             assert self.replay_bar is not None
@@ -146,7 +146,7 @@ class RaceScreen(Screen[None]):
             self.views[self.speaker.lane].voice.bar.aloud = True
         self._show_voice(self.voice.on)
         self._set_focused(0)
-        if self.animate:
+        if self.animated:
             self._timer = self.set_interval(1 / FRAME_HZ, self.sample)
         self.call_after_refresh(self._start)
 
@@ -330,7 +330,8 @@ class RaceScreen(Screen[None]):
     def action_details(self) -> None:
         index = self.focused_lane
         race = self.runner.race
-        events = list(race.lanes[index].events) if race is not None else []
+        # The lane's own list, not a copy: opened mid-race, the details refresh with what arrives after.
+        events = race.lanes[index].events if race is not None else []
         self.app.push_screen(DetailsScreen(index, self._live.lanes[index], events))
 
     def action_zoom(self) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from rich.markdown import Markdown
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
@@ -159,6 +158,8 @@ class LaneView(Vertical):
 
     def _show_final(self, lane: LiveLane) -> None:
         """Render the answer as Markdown, once, when nothing more will come."""
+        from rich.markdown import Markdown  # markdown-it and pygments: kept off the path to the first frame
+
         self._final_for = lane
         answer = lane.answer_text()
         if not answer or len(answer) > MARKDOWN_MAX_CHARS:
