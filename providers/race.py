@@ -101,7 +101,10 @@ class Race:
         except asyncio.CancelledError:
             self.emit(index, Error(t=clock.now(), error="stopped", message="stopped before the end"))
         except Exception as exc:  # a failing lane must never take the race down
-            self.emit(index, Error(t=clock.now(), error="internal", message=f"{type(exc).__name__}: {exc}"))
+            from .recording import redact, secret_values  # an unexpected message may quote a request's headers
+
+            message = redact(f"{type(exc).__name__}: {exc}", secret_values([self.tiers[index]]))
+            self.emit(index, Error(t=clock.now(), error="internal", message=message))
 
     async def run_turn(self, index: int, provider: Provider, clock: LaneClock, request: TurnRequest) -> bool:
         """Stream one turn of a lane; True when it ended normally."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 
+import pytest
 from conftest import kinds, race_virtually, synthetic
 
 from providers.base import Provider, TierSpec, TurnRequest
@@ -23,6 +25,16 @@ class Exploding(Provider):
         yield Request(t=clock.now())
         yield Delta(t=await clock.sleep_until(0.1), text="Hi")
         raise RuntimeError("adapter bug")
+
+
+class Leaking(Provider):
+    """Raises with the key in its message, like an adapter bug that quotes the request's headers."""
+
+    name = "leaking"
+
+    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        yield Request(t=clock.now())
+        raise RuntimeError(f"bad header {{'authorization': '{os.environ['TOKRACE_RACE_KEY']}'}}")
 
 
 class Unfinished(Provider):
@@ -93,6 +105,21 @@ def test_an_exception_in_an_adapter_becomes_an_error_event_on_its_lane_only() ->
     error = boom.events[-1]
     assert isinstance(error, Error) and error.error == "internal" and "adapter bug" in error.message
     assert fine.ok and len([e for e in fine.events if isinstance(e, Delta)]) == 10
+
+
+def test_an_unexpected_error_message_never_shows_the_lanes_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOKRACE_RACE_KEY", "plainvaluenoprefix77")
+    leaky = TierSpec(name="leaky", provider="custom", api_key_env="TOKRACE_RACE_KEY")
+
+    async def go() -> Race:
+        clock = VirtualClock()
+        race = Race([leaky], TurnRequest("Hi", max_tokens=10), clock, providers=[Leaking(leaky)])
+        await clock.drive(race.run())
+        return race
+
+    error = asyncio.run(go()).lanes[0].events[-1]
+    assert isinstance(error, Error) and error.error == "internal"
+    assert "plainvaluenoprefix77" not in error.message and "[redacted]" in error.message
 
 
 def test_a_stream_without_its_request_or_final_event_is_completed_by_the_race() -> None:
