@@ -239,9 +239,10 @@ class HTTPProvider(Provider):
     def body(self, request: TurnRequest) -> dict[str, Any]:
         """The JSON body of a turn (``extra_body`` is merged over it)."""
 
-    @abstractmethod
     def auth_headers(self, key: str) -> dict[str, str]:
-        """The headers that carry the key (and any the protocol always needs)."""
+        """The headers that carry the key (and any the protocol always needs): a Bearer token, as OpenAI and
+        every OpenAI-compatible server take it."""
+        return {"authorization": f"Bearer {key}"} if key else {}
 
     @abstractmethod
     def decoder(self) -> StreamDecoder:

@@ -191,9 +191,6 @@ class OpenAIResponsesProvider(HTTPProvider):
     def endpoint(self) -> str:
         return self.base_url + "/responses"
 
-    def auth_headers(self, key: str) -> dict[str, str]:
-        return {"authorization": f"Bearer {key}"} if key else {}
-
     def body(self, request: TurnRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.tier.model,
