@@ -51,7 +51,10 @@ def test_bench_exits_1_with_the_error_in_json_when_a_lane_fails(
         text = local_config(server.port) + 'headers = { "x-tokrace-fault" = "reset,after=2" }\n'
         code, report = bench_json(write_config(text), capsys, "--no-record")
     run = report["tiers"][0]["runs"][0]
-    assert code == 1 and not run["ok"] and "reset mid-stream" in run["error"]
+    # The server aborts with an RST; now and then the client's socket reports it as an early end of the body
+    # rather than ECONNRESET (about 1 run in 40 here). Either way the lane must fail, saying the stream was cut.
+    assert code == 1 and not run["ok"]
+    assert "reset mid-stream" in run["error"] or "closed the connection mid-stream" in run["error"]
 
 
 def planted_key() -> str:
