@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from .base import ConfigError, Message, TierSpec, TurnRequest
@@ -13,6 +12,7 @@ from .events import Done, Event, ToolCall, Usage
 from .http import (
     HTTP_OPTIONS,
     HTTPProvider,
+    PendingCall,
     StreamDecoder,
     StreamProblem,
     load_json,
@@ -80,20 +80,13 @@ def anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-@dataclass(slots=True)
-class _Block:
-    id: str
-    name: str
-    json: str = ""
-
-
 class AnthropicDecoder(StreamDecoder):
     """Messages events → tokrace events; ``message_stop`` ends it, an ``error`` event fails it."""
 
     def __init__(self, asked_tier: str | None) -> None:
         super().__init__(asked_tier)
         self.stop_reason: str | None = None
-        self.tools: dict[int, _Block] = {}
+        self.tools: dict[int, PendingCall] = {}
         self.input = self.output = self.cached = 0
 
     def feed(self, sse: SSEEvent, t: float) -> list[Event]:
@@ -110,7 +103,7 @@ class AnthropicDecoder(StreamDecoder):
             block = self.tools.pop(data.get("index", -1), None)
             if block is None:
                 return []
-            return [ToolCall(t=t, id=block.id, name=block.name, arguments=block.json or "{}")]
+            return [ToolCall(t=t, id=block.id, name=block.name, arguments=block.arguments or "{}")]
         if kind == "message_start":
             usage = (data.get("message") or {}).get("usage") or {}
             out = self.reported_tier(usage.get("service_tier"), t)
@@ -138,7 +131,7 @@ class AnthropicDecoder(StreamDecoder):
         block = data.get("content_block") or {}
         kind = block.get("type")
         if kind == "tool_use":
-            self.tools[data.get("index", 0)] = _Block(str(block.get("id", "")), str(block.get("name", "")))
+            self.tools[data.get("index", 0)] = PendingCall(str(block.get("id", "")), str(block.get("name", "")))
         elif kind == "text" and block.get("text"):
             return [self.delta(t, str(block["text"]))]
         elif kind == "thinking" and block.get("thinking"):
@@ -156,7 +149,7 @@ class AnthropicDecoder(StreamDecoder):
             text, channel = delta.get("partial_json"), "tool_args"
             block = self.tools.get(data.get("index", -1))
             if block is not None and isinstance(text, str):
-                block.json += text
+                block.arguments += text
         else:
             return []  # signature_delta, citations_delta
         return [self.delta(t, text, channel)] if isinstance(text, str) and text else []

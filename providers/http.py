@@ -17,6 +17,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -75,6 +76,17 @@ def excerpt(text: str, limit: int = _MAX_ERROR_TEXT) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
     one = _SPACES.sub(" ", text).strip()
     return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """A tool call whose arguments are still streaming, in any protocol."""
+
+    id: str
+    name: str
+    arguments: str = ""
+    sent: bool = False
+    """Whether its ``ToolCall`` event has gone out."""
 
 
 class StreamDecoder(ABC):

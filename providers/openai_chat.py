@@ -8,7 +8,6 @@ reasoning fields (``reasoning``, ``reasoning_content``) and their own timing (``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from .base import ConfigError, Message, TierSpec, TurnRequest
@@ -16,6 +15,7 @@ from .events import Done, Error, Event, Extra, ToolCall, Usage
 from .http import (
     HTTP_OPTIONS,
     HTTPProvider,
+    PendingCall,
     StreamDecoder,
     StreamProblem,
     load_json,
@@ -98,20 +98,13 @@ def chat_usage(usage: Mapping[str, Any], t: float) -> Usage:
                  cached=usage_number(usage, "prompt_tokens_details", "cached_tokens"))
 
 
-@dataclass(slots=True)
-class _Call:
-    id: str
-    name: str
-    arguments: str = ""
-
-
 class ChatDecoder(StreamDecoder):
     """Chat chunks → events; ``[DONE]``, or the end of the bytes after a ``finish_reason``, ends it."""
 
     def __init__(self, asked_tier: str | None) -> None:
         super().__init__(asked_tier)
         self.finish: str | None = None
-        self.calls: dict[int, _Call] = {}
+        self.calls: dict[int, PendingCall] = {}
         self._sent_calls = False
 
     def feed(self, sse: SSEEvent, t: float) -> list[Event]:
@@ -171,7 +164,7 @@ class ChatDecoder(StreamDecoder):
         function = fragment.get("function") or {}
         call = self.calls.get(index)
         if call is None:
-            call = self.calls[index] = _Call(id=str(call_id or ""), name="")
+            call = self.calls[index] = PendingCall(id=str(call_id or ""), name="")
         elif call_id and not call.id:
             call.id = str(call_id)
         name = function.get("name")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from .base import Message, TierSpec, TurnRequest
@@ -12,6 +11,7 @@ from .events import Done, Error, Event, ToolCall, Usage
 from .http import (
     HTTP_OPTIONS,
     HTTPProvider,
+    PendingCall,
     StreamDecoder,
     StreamProblem,
     load_json,
@@ -61,21 +61,13 @@ def responses_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-@dataclass(slots=True)
-class _Call:
-    call_id: str
-    name: str
-    arguments: str = ""
-    sent: bool = False
-
-
 class ResponsesDecoder(StreamDecoder):
     """Responses events → tokrace events; ``response.completed`` / ``.incomplete`` end it, ``.failed`` and
     ``error`` fail it."""
 
     def __init__(self, asked_tier: str | None) -> None:
         super().__init__(asked_tier)
-        self.calls: dict[str, _Call] = {}
+        self.calls: dict[str, PendingCall] = {}
 
     def feed(self, sse: SSEEvent, t: float) -> list[Event]:
         if sse.data.startswith("[DONE]"):
@@ -125,18 +117,18 @@ class ResponsesDecoder(StreamDecoder):
         key = str(item.get("id") or item.get("call_id"))
         call = self.calls.get(key)
         if call is None:
-            call = self.calls[key] = _Call(str(item.get("call_id") or key), str(item.get("name") or ""))
+            call = self.calls[key] = PendingCall(str(item.get("call_id") or key), str(item.get("name") or ""))
         if done:
             if isinstance(item.get("arguments"), str):
                 call.arguments = item["arguments"]
             return self._send(call, t)
         return []
 
-    def _send(self, call: _Call | None, t: float) -> list[Event]:
+    def _send(self, call: PendingCall | None, t: float) -> list[Event]:
         if call is None or call.sent:
             return []
         call.sent = True
-        return [ToolCall(t=t, id=call.call_id, name=call.name, arguments=call.arguments)]
+        return [ToolCall(t=t, id=call.id, name=call.name, arguments=call.arguments)]
 
     def _finish(self, data: Mapping[str, Any], t: float, kind: str) -> list[Event]:
         self.finished = True
