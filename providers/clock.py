@@ -128,6 +128,34 @@ class RealClock:
         return now
 
 
+class Sleepers:
+    """Futures waiting for moments on a clock, earliest first: the timer queue of the virtual clocks."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    def add(self, t: float) -> asyncio.Future[None]:
+        """A future that completes when ``wake_until`` passes ``t``."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._heap, (t, next(self._seq), fut))
+        return fut
+
+    @property
+    def next_deadline(self) -> float | None:
+        """The earliest pending wake-up (cancelled sleepers are skipped), if any."""
+        while self._heap and self._heap[0][2].done():
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def wake_until(self, t: float) -> None:
+        """Wake every sleeper due at or before ``t``."""
+        while self._heap and self._heap[0][0] <= t:
+            _, _, fut = heapq.heappop(self._heap)
+            if not fut.done():
+                fut.set_result(None)
+
+
 class VirtualClock:
     """Time that moves only when told: ``advance_to`` steps through deadlines in order; ``drive`` runs a task to
     completion, jumping to the next deadline whenever everything else is waiting."""
@@ -136,8 +164,7 @@ class VirtualClock:
 
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
-        self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._seq = itertools.count()
+        self._sleepers = Sleepers()
 
     def now(self) -> float:
         return self._now
@@ -146,17 +173,13 @@ class VirtualClock:
         if t <= self._now:
             await asyncio.sleep(0)
             return self._now
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._heap, (t, next(self._seq), fut))
-        await fut
+        await self._sleepers.add(t)
         return t
 
     @property
     def next_deadline(self) -> float | None:
         """The earliest pending wake-up, if any."""
-        while self._heap and self._heap[0][2].done():
-            heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
+        return self._sleepers.next_deadline
 
     async def _settle(self) -> None:
         for _ in range(8):
@@ -167,10 +190,7 @@ class VirtualClock:
         await self._settle()
         while (deadline := self.next_deadline) is not None and deadline <= t:
             self._now = max(self._now, deadline)
-            while self._heap and self._heap[0][0] <= self._now:
-                _, _, fut = heapq.heappop(self._heap)
-                if not fut.done():
-                    fut.set_result(None)
+            self._sleepers.wake_until(self._now)
             await self._settle()
         self._now = max(self._now, t)
 

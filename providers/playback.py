@@ -8,11 +8,9 @@ time they asked for, so a replay keeps its recorded timing whatever the controls
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 from typing import Final
 
-from .clock import Clock
+from .clock import Clock, Sleepers
 
 SPEEDS: Final[tuple[float, ...]] = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """The speeds ``faster`` and ``slower`` step through."""
@@ -35,8 +33,7 @@ class PlaybackClock:
         self.playing = playing
         self._pos = 0.0
         self._ref = base.now()
-        self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._seq = itertools.count()
+        self._sleepers = Sleepers()
         self._driver: asyncio.Task[None] | None = None
         self._target: float | None = None
 
@@ -49,8 +46,7 @@ class PlaybackClock:
         if t <= self.now():
             await asyncio.sleep(0)
             return t
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._heap, (t, next(self._seq), fut))
+        fut = self._sleepers.add(t)
         if self._target is None or t < self._target:
             self._rearm()
         await fut
@@ -59,9 +55,7 @@ class PlaybackClock:
     @property
     def next_deadline(self) -> float | None:
         """The earliest pending wake-up, if any."""
-        while self._heap and self._heap[0][2].done():
-            heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
+        return self._sleepers.next_deadline
 
     # -- controls ---------------------------------------------------------------------------------------------
 
@@ -120,11 +114,7 @@ class PlaybackClock:
         self._ref = self.base.now()
 
     def _wake_due(self) -> None:
-        now = self.now() + 1e-9
-        while self._heap and self._heap[0][0] <= now:
-            _, _, fut = heapq.heappop(self._heap)
-            if not fut.done():
-                fut.set_result(None)
+        self._sleepers.wake_until(self.now() + 1e-9)
 
     def _rearm(self) -> None:
         """Restart the task that waits on the base clock for the earliest deadline."""
