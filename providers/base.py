@@ -37,6 +37,10 @@ class Price:
     cached_input: float | None = None
 
 
+PRICE_KEYS: Final[tuple[str, ...]] = ("input", "output", "cached_input")
+"""The fields of a price, as a config's ``price`` table names them."""
+
+
 @dataclass(slots=True)
 class TierSpec:
     """One lane's settings, as written in the config (keys never live here, only the variable's name)."""
@@ -52,6 +56,17 @@ class TierSpec:
     max_tokens: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
     """Provider-specific settings (a synthetic profile, a replay file...)."""
+
+    @classmethod
+    def from_public(cls, public: dict[str, Any]) -> TierSpec:
+        """A tier rebuilt from its recorded (public) form, leniently: recordings are data, not config."""
+        price = public.get("price")
+        return cls(
+            name=str(public.get("name", "lane")), provider=str(public.get("provider", "")),
+            model=str(public.get("model", "")), service_tier=public.get("service_tier"),
+            price=Price(**{k: v for k, v in price.items() if k in PRICE_KEYS}) if isinstance(price, dict) else None,
+            max_tokens=public.get("max_tokens"),
+        )
 
     def public(self) -> dict[str, Any]:
         """The tier as written into recordings and JSON: never a secret, only the key variable's name."""

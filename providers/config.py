@@ -6,17 +6,15 @@ was expected; never a traceback.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .base import ConfigError, Price, TierSpec
+from .base import PRICE_KEYS, ConfigError, Price, TierSpec
 from .demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
 from .registry import known_providers, provider_options
-
-NUMBER: Final[tuple[type, ...]] = (int, float)
+from .validate import NUMBER, Locator, expected, fail, type_ok
 
 DEFAULT_KEYS: Final[dict[str, tuple[type, ...]]] = {
     "prompt": (str,),
@@ -39,24 +37,6 @@ TIER_KEYS: Final[dict[str, tuple[type, ...]]] = {
     "max_tokens": (int,),
 }
 """Keys every tier may have, whatever its provider."""
-
-PRICE_KEYS: Final[tuple[str, ...]] = ("input", "output", "cached_input")
-
-_TYPE_NAMES: Final[dict[type, str]] = {str: "a string", int: "an integer", float: "a number", dict: "a table",
-                                       bool: "true or false", list: "a list"}
-
-
-def _expected(types: tuple[type, ...]) -> str:
-    if set(types) == {int, float}:
-        return "a number"
-    return " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
-
-
-def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
-    if isinstance(value, bool) and bool not in types:
-        return False
-    return isinstance(value, types)
-
 
 @dataclass(slots=True)
 class Defaults:
@@ -128,116 +108,89 @@ def load_config(explicit: Path | None = None, cwd: Path | None = None) -> Config
     return parse_config(text, path)
 
 
-class _Locator:
-    """Finds the line of a key in the raw TOML text, so errors can point at it."""
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
-
-    def line_of(self, key: str, table: str | None = None, index: int = 0) -> int | None:
-        start = 0
-        if table is not None:
-            headers = [i for i, line in enumerate(self.lines)
-                       if re.match(rf"\s*\[\[?\s*{re.escape(table)}\s*\]\]?", line)]
-            if index < len(headers):
-                start = headers[index]
-        pattern = re.compile(rf"\s*{re.escape(key)}\s*=")
-        for i in range(start, len(self.lines)):
-            if i > start and table is not None and self.lines[i].lstrip().startswith("["):
-                break
-            if pattern.match(self.lines[i]) or re.search(rf"[{{,]\s*{re.escape(key)}\s*=", self.lines[i]):
-                return i + 1
-        return start + 1 if table is not None and start < len(self.lines) else None
-
-
-def _fail(path: Path, line: int | None, where: str, problem: str) -> ConfigError:
-    at = f"{path}, line {line}" if line else str(path)
-    return ConfigError(f"{at}: {where}: {problem}")
-
-
 def parse_config(text: str, path: Path) -> Config:
     """Validate a config's text and build it."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    loc = _Locator(text)
+    loc = Locator(text)
     for key in data:
         if key not in ("defaults", "tiers"):
-            raise _fail(path, loc.line_of(key) or loc.line_of(key, key), key,
+            raise fail(path, loc.line_of(key) or loc.line_of(key, key), key,
                         "unknown section (expected [defaults] or [[tiers]])")
     defaults = Defaults()
     raw_defaults = data.get("defaults", {})
     if not isinstance(raw_defaults, dict):
-        raise _fail(path, loc.line_of("defaults"), "defaults", "expected a table [defaults]")
+        raise fail(path, loc.line_of("defaults"), "defaults", "expected a table [defaults]")
     for key, value in raw_defaults.items():
         types = DEFAULT_KEYS.get(key)
         if types is None:
-            raise _fail(path, loc.line_of(key, "defaults"), f"defaults.{key}",
+            raise fail(path, loc.line_of(key, "defaults"), f"defaults.{key}",
                         f"unknown key (expected one of: {', '.join(DEFAULT_KEYS)})")
-        if not _type_ok(value, types):
-            raise _fail(path, loc.line_of(key, "defaults"), f"defaults.{key}",
-                        f"expected {_expected(types)}, got {value!r}")
+        if not type_ok(value, types):
+            raise fail(path, loc.line_of(key, "defaults"), f"defaults.{key}",
+                        f"expected {expected(types)}, got {value!r}")
         setattr(defaults, key, value)
     if defaults.max_tokens < 1:
-        raise _fail(path, loc.line_of("max_tokens", "defaults"), "defaults.max_tokens", "expected 1 or more")
+        raise fail(path, loc.line_of("max_tokens", "defaults"), "defaults.max_tokens", "expected 1 or more")
     raw_tiers = data.get("tiers")
     if raw_tiers is None:
         return Config(source=path, defaults=defaults)
     if not isinstance(raw_tiers, list) or not raw_tiers:
-        raise _fail(path, loc.line_of("tiers"), "tiers", "expected one or more [[tiers]] tables")
+        raise fail(path, loc.line_of("tiers"), "tiers", "expected one or more [[tiers]] tables")
     tiers = [_parse_tier(raw, i, path, loc) for i, raw in enumerate(raw_tiers)]
     names = [t.name.lower() for t in tiers]
     for i, name in enumerate(names):
         if name in names[:i]:
-            raise _fail(path, loc.line_of("name", "tiers", i), f"tiers[{i}].name",
+            raise fail(path, loc.line_of("name", "tiers", i), f"tiers[{i}].name",
                         f"another tier is already named {tiers[i].name!r}; names must be unique")
     return Config(source=path, defaults=defaults, tiers=tiers)
 
 
-def _parse_tier(raw: Any, i: int, path: Path, loc: _Locator) -> TierSpec:
+def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
     where = f"tiers[{i}]"
     if not isinstance(raw, dict):
-        raise _fail(path, None, where, "expected a table")
+        raise fail(path, None, where, "expected a table")
     raw = dict(raw)
     if "preset" in raw:
-        from .presets import apply_preset  # presets fill provider, base_url and the key variable
+        from .http.presets import apply_preset  # presets fill provider, base_url and the key variable
 
         try:
             raw = apply_preset(raw)
         except ConfigError as exc:
-            raise _fail(path, loc.line_of("preset", "tiers", i), f"{where}.preset", str(exc)) from None
+            raise fail(path, loc.line_of("preset", "tiers", i), f"{where}.preset", str(exc)) from None
     provider = raw.get("provider")
     if provider is None:
-        raise _fail(path, loc.line_of("name", "tiers", i), where,
+        raise fail(path, loc.line_of("name", "tiers", i), where,
                     f"missing key 'provider' (one of: {', '.join(known_providers())}; or a preset)")
     if not isinstance(provider, str) or provider not in known_providers():
-        raise _fail(path, loc.line_of("provider", "tiers", i), f"{where}.provider",
+        raise fail(path, loc.line_of("provider", "tiers", i), f"{where}.provider",
                     f"unknown provider {provider!r} (known: {', '.join(known_providers())})")
     extra = provider_options(provider)
     for key, value in raw.items():
         types = TIER_KEYS.get(key) or extra.get(key)
         if types is None:
             allowed = ", ".join([*TIER_KEYS, *extra])
-            raise _fail(path, loc.line_of(key, "tiers", i), f"{where}.{key}",
+            raise fail(path, loc.line_of(key, "tiers", i), f"{where}.{key}",
                         f"unknown key for a {provider} tier (expected one of: {allowed})")
-        if not _type_ok(value, types):
-            raise _fail(path, loc.line_of(key, "tiers", i), f"{where}.{key}",
-                        f"expected {_expected(types)}, got {value!r}")
+        if not type_ok(value, types):
+            raise fail(path, loc.line_of(key, "tiers", i), f"{where}.{key}",
+                        f"expected {expected(types)}, got {value!r}")
     if "name" not in raw:
-        raise _fail(path, loc.line_of("provider", "tiers", i), where, "missing key 'name' (shown on the lane)")
+        raise fail(path, loc.line_of("provider", "tiers", i), where, "missing key 'name' (shown on the lane)")
     price = None
     if "price" in raw:
         for key, value in raw["price"].items():
             if key not in PRICE_KEYS:
-                raise _fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
+                raise fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
                             f"unknown key (expected one of: {', '.join(PRICE_KEYS)})")
-            if not _type_ok(value, NUMBER) or value < 0:
-                raise _fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
+            if not type_ok(value, NUMBER) or value < 0:
+                raise fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
                             f"expected a number of USD per million tokens, got {value!r}")
         price = Price(**raw["price"])
     if raw.get("max_tokens", 1) < 1:
-        raise _fail(path, loc.line_of("max_tokens", "tiers", i), f"{where}.max_tokens", "expected 1 or more")
+        raise fail(path, loc.line_of("max_tokens", "tiers", i), f"{where}.max_tokens", "expected 1 or more")
     tier = TierSpec(
         name=raw["name"], provider=provider, model=raw.get("model", ""), base_url=raw.get("base_url"),
         api_key_env=raw.get("api_key_env"), service_tier=raw.get("service_tier"), preset=raw.get("preset"),
@@ -250,18 +203,7 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: _Locator) -> TierSpec:
         create_provider(tier)  # provider-specific checks (a profile's ranges, a replay's file option)
     except ConfigError as exc:
         if exc.key is None or exc.key not in raw:
-            raise _fail(path, loc.line_of("provider", "tiers", i), where, str(exc)) from None
+            raise fail(path, loc.line_of("provider", "tiers", i), where, str(exc)) from None
         problem = str(exc).removeprefix(f"{exc.key} ")
-        raise _fail(path, loc.line_of(exc.key, "tiers", i), f"{where}.{exc.key}", problem) from None
+        raise fail(path, loc.line_of(exc.key, "tiers", i), f"{where}.{exc.key}", problem) from None
     return tier
-
-
-def tier_from_public(public: dict[str, Any]) -> TierSpec:
-    """A tier rebuilt from its recorded (public) form, leniently: recordings are data, not config."""
-    price = public.get("price")
-    return TierSpec(
-        name=str(public.get("name", "lane")), provider=str(public.get("provider", "")),
-        model=str(public.get("model", "")), service_tier=public.get("service_tier"),
-        price=Price(**{k: v for k, v in price.items() if k in PRICE_KEYS}) if isinstance(price, dict) else None,
-        max_tokens=public.get("max_tokens"),
-    )

@@ -166,3 +166,17 @@ def event_from_dict(data: dict[str, Any]) -> Event:
 def is_token(event: Event) -> bool:
     """Whether an event carries generated text (a role-only or empty chunk is not a token)."""
     return isinstance(event, Delta) and bool(event.text)
+
+
+LOOP_SOURCE: Final[str] = "scenario"
+"""The ``source`` of the ``Extra`` event a scenario lane ends with (``data``: the scenario, its turns)."""
+
+
+def loop_end(t: float, name: str, turns: int) -> Extra:
+    """The event a scenario lane ends with when its loop finished."""
+    return Extra(t=t, source=LOOP_SOURCE, data={"scenario": name, "turns": turns})
+
+
+def is_loop_end(event: Event) -> bool:
+    """Whether an event marks the end of a scenario lane's loop."""
+    return isinstance(event, Extra) and event.source == LOOP_SOURCE

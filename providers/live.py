@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
 from .base import TierSpec
-from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage
-from .loop import MODEL_KINDS, LoopMetrics, breakdown, is_loop_end
+from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage, is_loop_end
+from .loop.metrics import MODEL_KINDS, LoopMetrics, breakdown
 from .metrics import SegmentSpan, cost
 
 LaneState: TypeAlias = Literal["idle", "connecting", "waiting", "thinking", "streaming", "tool", "human",

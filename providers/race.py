@@ -10,16 +10,20 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .base import Provider, TierSpec, TurnRequest
 from .clock import Clock, LaneClock
-from .events import Done, Error, Event, Request
-from .loop import is_loop_end
+from .events import Done, Error, Event, Request, is_loop_end
 from .registry import create_provider
 
-if TYPE_CHECKING:
-    from .scenario import Scenario
+
+class Loop(Protocol):
+    """A whole agent loop each lane plays instead of one request (a :class:`providers.loop.scenario.Scenario`)."""
+
+    async def play(self, race: Race, index: int, provider: Provider, clock: LaneClock) -> None:
+        """Play the loop on lane ``index``, emitting its events through ``race``."""
+
 
 Listener = Callable[[int, Event], None]
 """Called with (lane index, event) for every event as it happens; must be quick and must not raise."""
@@ -43,7 +47,7 @@ class Race:
 
     def __init__(self, tiers: Sequence[TierSpec], request: TurnRequest, clock: Clock,
                  listeners: Sequence[Listener] = (), providers: Sequence[Provider] | None = None,
-                 scenario: Scenario | None = None) -> None:
+                 scenario: Loop | None = None) -> None:
         self.tiers = list(tiers)
         self.request = request
         self.scenario = scenario
@@ -93,9 +97,7 @@ class Race:
         provider = self.providers[index]
         try:
             if self.scenario is not None and not provider.plays_whole_lane:
-                from .driver import run_scenario_lane
-
-                await run_scenario_lane(self, index, provider, clock, self.scenario)
+                await self.scenario.play(self, index, provider, clock)
             else:
                 await self.run_turn(index, provider, clock, self.lane_request(index))
         except asyncio.CancelledError:

@@ -63,7 +63,7 @@ def default_path(prompt: str, now: dt.datetime | None = None) -> Path:
 
 def secret_values(tiers: Iterable[TierSpec]) -> list[str]:
     """The key values the tiers could use (from their key variables), to mask wherever they might appear."""
-    from .presets import DEFAULT_KEY_ENV
+    from .http.presets import DEFAULT_KEY_ENV
 
     values = []
     for tier in tiers:

@@ -21,19 +21,19 @@ def _replay(tier: TierSpec) -> Provider:
 
 
 def _openai(tier: TierSpec) -> Provider:
-    from .openai_chat import OpenAIChatProvider
+    from .http.openai_chat import OpenAIChatProvider
 
     return OpenAIChatProvider(tier)
 
 
 def _openai_responses(tier: TierSpec) -> Provider:
-    from .openai_responses import OpenAIResponsesProvider
+    from .http.openai_responses import OpenAIResponsesProvider
 
     return OpenAIResponsesProvider(tier)
 
 
 def _anthropic(tier: TierSpec) -> Provider:
-    from .anthropic import AnthropicProvider
+    from .http.anthropic import AnthropicProvider
 
     return AnthropicProvider(tier)
 
@@ -64,15 +64,15 @@ def provider_options(name: str) -> dict[str, tuple[type, ...]]:
 
         return REPLAY_OPTIONS
     if name == "openai":
-        from .openai_chat import OPENAI_OPTIONS
+        from .http.openai_chat import OPENAI_OPTIONS
 
         return OPENAI_OPTIONS
     if name == "openai-responses":
-        from .openai_responses import RESPONSES_OPTIONS
+        from .http.openai_responses import RESPONSES_OPTIONS
 
         return RESPONSES_OPTIONS
     if name == "anthropic":
-        from .anthropic import ANTHROPIC_OPTIONS
+        from .http.anthropic import ANTHROPIC_OPTIONS
 
         return ANTHROPIC_OPTIONS
     return {}

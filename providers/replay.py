@@ -110,13 +110,11 @@ class ReplayProvider(Provider):
 def replay_tiers(recording: Recording, speed: float = 1.0, idle_cap: float | None = None,
                  run: int | None = None) -> list[TierSpec]:
     """One replay tier per recorded lane, named and priced like the original."""
-    from .config import tier_from_public
-
     tiers = []
     count = 1 + max((ln for _, ln in recording.events), default=0)
     lanes = recording.tiers or [{"name": f"lane {i}"} for i in range(count)]
     for i, public in enumerate(lanes):
-        original = tier_from_public(public)
+        original = TierSpec.from_public(public)
         options: dict[str, Any] = {"file": str(recording.path), "lane": i, "speed": speed}
         if run is not None:
             options["run"] = run

@@ -13,12 +13,12 @@ from typing import Any
 from . import __version__
 from .base import ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock, RealClock, VirtualClock
-from .loop import loop_metrics
+from .loop.metrics import loop_metrics
+from .loop.scenario import Scenario
 from .metrics import STALL_THRESHOLD_S, TurnMetrics, summarize, turn_metrics
 from .race import LaneRun, Listener, Race
 from .registry import create_provider
-from .scenario import Scenario
-from .voice import VoiceMetrics, VoiceSettings, conversation_verdict, lane_voice
+from .voice.lens import VoiceMetrics, VoiceSettings, conversation_verdict, lane_voice
 
 VIRTUAL_PROVIDERS = frozenset({"synthetic", "replay"})
 """Providers that can run on the virtual clock (``--fast-forward``): no real I/O paces them."""

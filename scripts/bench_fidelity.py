@@ -61,8 +61,8 @@ class _CoarseClock:
 
 def _truth_server(conn: Connection) -> None:
     """The ground-truth server process: a seeded schedule per lane (by model name), truth sent back per request."""
-    from providers.serve import Served, ServeServer, SyntheticSource
-    from providers.serve_wire import Plan
+    from providers.serve.server import Served, ServeServer, SyntheticSource
+    from providers.serve.wire import Plan
     from providers.synthetic import Profile
 
     class PerLane(SyntheticSource):

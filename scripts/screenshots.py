@@ -16,7 +16,7 @@ from pathlib import Path
 from providers.base import TierSpec, TurnRequest
 from providers.clock import VirtualClock
 from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
-from providers.scenario import load_scenario
+from providers.loop.scenario_file import load_scenario
 from themes.loader import DEFAULT_THEME, load_themes
 from themes.loader import builtin_themes as builtin_theme_names
 from tui.app import build_app

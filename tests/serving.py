@@ -12,7 +12,7 @@ from providers.base import Provider, TierSpec, TurnRequest
 from providers.clock import LaneClock, RealClock
 from providers.events import Delta, Event
 from providers.registry import FACTORIES
-from providers.serve import ServeServer, Source, SyntheticSource
+from providers.serve.server import ServeServer, Source, SyntheticSource
 from providers.synthetic import Profile
 
 PROTOCOLS = ("openai", "openai-responses", "anthropic")

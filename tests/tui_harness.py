@@ -53,7 +53,7 @@ def demo_app(tiers: Sequence[TierSpec] | None = None, prompt: str = DEMO_PROMPT,
              max_tokens: int = DEMO_MAX_TOKENS, scenario: str | None = None) -> tuple[TokraceApp, VirtualClock]:
     """The app on a virtual clock: nothing moves until the test advances time. With ``scenario`` (a built-in's
     name) every lane plays that loop."""
-    from providers.scenario import load_scenario
+    from providers.loop.scenario_file import load_scenario
 
     clock = VirtualClock()
     loop = load_scenario(scenario) if scenario is not None else None

@@ -24,10 +24,10 @@ from .theming import AppThemes
 from .widgets.palette import APP_COLOURS
 
 if TYPE_CHECKING:
-    from providers.live_voice import LiveVoice
-    from providers.scenario import Scenario
-    from providers.speak import Speaker
-    from providers.voice import VoiceSettings
+    from providers.loop.scenario import Scenario
+    from providers.voice.lens import VoiceSettings
+    from providers.voice.live import LiveVoice
+    from providers.voice.speak import Speaker
 
 
 class TokraceApp(App[int]):
@@ -107,7 +107,7 @@ def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory:
                         listeners=[speaker] if speaker is not None else (), warm=warm)
     if provider_factory is not None:
         runner.provider_factory = provider_factory
-    from providers.live_voice import LiveVoice
+    from providers.voice.live import LiveVoice
 
     lens = LiveVoice(voice, on=voice is not None)
     return TokraceApp(runner, replay, animate=animate, freeze_gc=freeze_gc, themes=themes, voice=lens,

@@ -18,9 +18,9 @@ from providers.base import TierSpec, TokraceError, TurnRequest
 
 if TYPE_CHECKING:
     from providers.config import Config
-    from providers.scenario import Scenario
-    from providers.speak import Speaker
-    from providers.voice import VoiceSettings
+    from providers.loop.scenario import Scenario
+    from providers.voice.lens import VoiceSettings
+    from providers.voice.speak import Speaker
 
     from .record import RecordPlan
 
@@ -79,7 +79,7 @@ def _add_voice_options(p: argparse.ArgumentParser) -> None:
 
 
 def _voice(args: argparse.Namespace) -> VoiceSettings | None:
-    from providers.voice import DEFAULT_TTS_DELAY_S, DEFAULT_WPM, VoiceSettings
+    from providers.voice.lens import DEFAULT_TTS_DELAY_S, DEFAULT_WPM, VoiceSettings
 
     if not (args.voice or args.wpm is not None or args.tts_delay is not None):
         return None
@@ -92,7 +92,7 @@ def _speaker(args: argparse.Namespace, tiers: Sequence[TierSpec]) -> Speaker | N
     import shlex
     import shutil
 
-    from providers.speak import Speaker
+    from providers.voice.speak import Speaker
 
     if args.speak is None:
         if args.speak_lane is not None:
@@ -323,7 +323,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
     """The scenario to race: --scenario, else the config's (unless a prompt was given on the command line)."""
-    from providers.scenario import load_scenario
+    from providers.loop.scenario_file import load_scenario
 
     prompted = bool(getattr(args, "prompt", None) or getattr(args, "prompt_file", None))
     if args.scenario and prompted:
@@ -390,7 +390,7 @@ def cmd_tiers(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from providers.config import load_config
-    from providers.presets import PRESETS
+    from providers.http.presets import PRESETS
 
     config = load_config(args.config)
     console = Console()
@@ -402,7 +402,7 @@ def cmd_tiers(args: argparse.Namespace) -> int:
         if tier.provider in ("synthetic", "replay"):
             endpoint, key = ("offline", "not needed")
         else:
-            from providers.http import HTTPProvider
+            from providers.http.provider import HTTPProvider
             from providers.registry import create_provider
 
             provider = create_provider(tier)  # an HTTP provider knows its endpoint and its default key variable
@@ -426,7 +426,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from providers.scenario import HumanStep, builtin_scenarios
+    from providers.loop.scenario import HumanStep
+    from providers.loop.scenario_file import builtin_scenarios
 
     table = Table(title="built-in scenarios (--scenario NAME)", title_justify="left")
     for col, justify in (("name", "left"), ("what happens", "left"), ("model requests", "right"),

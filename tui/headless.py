@@ -16,14 +16,14 @@ from rich.table import Table
 
 from providers.base import TierSpec, TokraceError, TurnRequest
 from providers.live import SOURCE_MARK
-from providers.loop import WHAT_IF_FACTOR
+from providers.loop.metrics import WHAT_IF_FACTOR
+from providers.loop.scenario import Scenario
 from providers.metrics import TurnMetrics, percentile
 from providers.race import Listener
 from providers.recording import Recorder
-from providers.scenario import Scenario
 from providers.session import SessionResult, report, run_session
-from providers.speak import Speaker
-from providers.voice import CONVERSATION_GAP_S, VoiceSettings, conversation_verdict
+from providers.voice.lens import CONVERSATION_GAP_S, VoiceSettings, conversation_verdict
+from providers.voice.speak import Speaker
 
 from .loop_report import bottleneck_table, speedup_line
 

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Final
 from providers.base import TierSpec, TokraceError, TurnRequest
 
 if TYPE_CHECKING:
+    from providers.loop.scenario import Scenario
     from providers.recording import Recording
-    from providers.scenario import Scenario
-    from providers.speak import Speaker
-    from providers.voice import VoiceSettings
+    from providers.voice.lens import VoiceSettings
+    from providers.voice.speak import Speaker
 
     from .record import RecordPlan
 

@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from providers.events import SEGMENT_KINDS
-from providers.loop import Bottleneck, LoopMetrics, bottlenecks, representative
+from providers.loop.metrics import Bottleneck, LoopMetrics, bottlenecks, representative
 from providers.session import SessionResult
 
 

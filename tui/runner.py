@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Literal
 from providers import tokens
 from providers.base import Provider, TierSpec, TokraceError, TurnRequest
 from providers.clock import Clock
-from providers.events import Error, Event, Request
+from providers.events import Error, Event, Request, is_loop_end
 from providers.live import LiveLane, LiveRace
-from providers.loop import is_loop_end
 from providers.race import Listener, Race
 from providers.recording import Recorder, RecordingError
 from providers.registry import create_provider
@@ -31,7 +30,7 @@ from providers.registry import create_provider
 from .record import FLUSH_EVERY_S, RecordPlan
 
 if TYPE_CHECKING:
-    from providers.scenario import Scenario
+    from providers.loop.scenario import Scenario
 
 ClockFactory = Callable[[], Clock]
 """Makes the clock of each race: real time live, a playback clock in replays, virtual time in tests."""

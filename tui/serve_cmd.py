@@ -1,4 +1,4 @@
-"""``tokrace serve``: the command-line shell over :mod:`providers.serve` (a loopback OpenAI/Anthropic-compatible
+"""``tokrace serve``: the command-line shell over :mod:`providers.serve.server` (a loopback OpenAI/Anthropic-compatible
 endpoint that streams a recording or a synthetic profile with faithful timing, faults on demand)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from providers.serve_wire import FLAVORS
+from providers.serve.wire import FLAVORS
 
 
 def add_serve_parser(sub: Any) -> None:
     """The ``serve`` subcommand and its options."""
-    from providers.serve import FAULT_HEADER, FAULT_KINDS
+    from providers.serve.server import FAULT_HEADER, FAULT_KINDS
 
     faults = "; ".join(f"{k}: {v}" for k, v in FAULT_KINDS.items())
     serve = sub.add_parser(
@@ -55,7 +55,7 @@ def add_serve_parser(sub: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from providers.serve import Served, ServeOptions, build_server, serve_forever
+    from providers.serve.server import Served, ServeOptions, build_server, serve_forever
 
     profile: dict[str, Any] = {"ttft_ms": args.ttft_ms, "tok_s": args.tok_s, "jitter": args.jitter,
                                "seed": args.seed, "tokens_per_event": args.tokens_per_event,

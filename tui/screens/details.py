@@ -24,9 +24,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from providers.base import TierSpec
-from providers.events import Event, Headers, Request, Segment
+from providers.events import Event, Headers, Request, Segment, is_loop_end
 from providers.live import LiveLane
-from providers.loop import WHAT_IF_FACTOR, LoopMetrics, is_loop_end, loop_metrics
+from providers.loop.metrics import WHAT_IF_FACTOR, LoopMetrics, loop_metrics
 from providers.metrics import DEFINITIONS, SegmentSpan, TurnMetrics, split_turns, turn_metrics
 
 TOKEN_SOURCES: Final[dict[str, str]] = {

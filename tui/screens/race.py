@@ -6,6 +6,7 @@ widget. Text repaints each frame, gauges and figures four times a second, the ti
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, ClassVar
@@ -18,8 +19,8 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
 from providers.live import LiveRace
-from providers.live_voice import WPM_STEP, LiveVoice
 from providers.metrics import SegmentSpan
+from providers.voice.live import WPM_STEP, LiveVoice
 
 from ..replay_control import ReplayControl
 from ..runner import RaceRunner
@@ -34,7 +35,7 @@ from .details import DetailsScreen
 from .help import HelpScreen
 
 if TYPE_CHECKING:
-    from providers.speak import Speaker
+    from providers.voice.speak import Speaker
 
 FRAME_HZ = 30
 SLOW_EVERY = 8
@@ -55,7 +56,7 @@ class RaceScreen(Screen[None]):
     CSS_PATH = "race.tcss"
     AUTO_FOCUS = ""
     """Nothing focused at start: keys go to the screen, not the prompt bar."""
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (100, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 (Textual types it as an instance attribute)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "race", "Race", tooltip="race the prompt again on every tier (stops a race still running)"),
         Binding("r", "restart", "Restart", tooltip="play the recording again from its start"),
@@ -420,7 +421,7 @@ class RaceScreen(Screen[None]):
         for view in self.views:
             name = literal(view.lane.tier.name)
             yield (f"Details: {name}", f"every metric of {name}, its definition and its source",
-                   lambda i=view.index: self._details_of(i))
+                   functools.partial(self._details_of, view.index))
         yield "Zoom the timeline", "cycle ×1, ×2, ×4, ×8 from the start of the race", self.action_zoom
         yield ("Bottlenecks", "where each lane's time goes: model, tools, people, waits; the Amdahl bound; what a "
                "faster model would do", self.action_bottlenecks)

@@ -1,8 +1,9 @@
 """The bottleneck view: per lane, where the loop's time went (seconds and share by part), the model's share, the
 Amdahl bound and what a model N× faster would do; across lanes, measured end-to-end speed-up next to token speed-up.
 
-Live while the race runs (from each lane's live state, the loop so far), final once it is over (``providers.loop``
-over each lane's events: the figures ``tokrace bench`` prints). A single prompt is a loop of one turn.
+Live while the race runs (from each lane's live state, the loop so far), final once it is over
+(``providers.loop.metrics`` over each lane's events: the figures ``tokrace bench`` prints). A single prompt is a
+loop of one turn.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from providers.base import TierSpec
-from providers.events import SEGMENT_KINDS, Event
+from providers.events import SEGMENT_KINDS, Event, is_loop_end
 from providers.live import LiveLane
-from providers.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, bottlenecks, is_loop_end, loop_metrics
+from providers.loop.metrics import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, bottlenecks, loop_metrics
 
 from .palette import palette
 from .summary import join_runs
@@ -87,7 +88,7 @@ def _mark(lane: LiveLane) -> str:
 
 
 def baseline(rows: Sequence[Bottleneck]) -> str | None:
-    """The lane the speed-ups are measured against, as :func:`providers.loop.bottlenecks` chooses it: the one
+    """The lane the speed-ups are measured against, as :func:`providers.loop.metrics.bottlenecks` chooses it: the one
     that finished with the slowest token rate."""
     rated = [b for b in rows if b.ok and b.decode_tok_s and b.e2e_s]
     return min(rated, key=lambda b: b.decode_tok_s or 0.0).name if rated else None

@@ -27,7 +27,7 @@ def nice_scale(value: float) -> float:
     rarely and reads well."""
     if value <= 0:
         return 10.0
-    power = 10 ** math.floor(math.log10(value))
+    power = 10.0 ** math.floor(math.log10(value))
     for step in (1, 2, 2.5, 5, 10):
         if value <= step * power + 1e-9:
             return step * power

@@ -1,7 +1,7 @@
 """The voice lens in a lane: the answer with the speech playhead moving through it, and the voice's numbers.
 
-The screen samples the live voice (``providers.live_voice``) once a frame and hands each lane a
-:class:`~providers.live_voice.VoiceNow`. The text is wrapped incrementally (only its last lines are redone as it
+The screen samples the live voice (``providers.voice.live``) once a frame and hands each lane a
+:class:`~providers.voice.live.VoiceNow`. The text is wrapped incrementally (only its last lines are redone as it
 grows) and only the lines around the playhead are drawn, so a frame costs the size of the widget.
 """
 
@@ -21,8 +21,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
-from providers.live_voice import VoiceLane, VoiceNow, VoiceShown
-from providers.voice import CONVERSATION_GAP_S
+from providers.voice.lens import CONVERSATION_GAP_S
+from providers.voice.live import VoiceLane, VoiceNow, VoiceShown
 
 from .palette import palette
 from .tail import _cut, _width

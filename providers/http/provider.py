@@ -1,0 +1,648 @@
+"""What the HTTP providers share: clients made before the race, socket-time stamps, retries, error messages.
+
+Each protocol adapter (OpenAI Chat, OpenAI Responses, Anthropic) says how to build its request and how to
+decode its stream; this module sends it, stamps every event when its bytes are read, measures ``connect`` with
+httpx's ``trace`` extension, retries like the official SDKs, and turns every failure into one line a user can
+act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import httpx
+
+from ..base import ConfigError, Provider, TierSpec, TokraceError, TurnRequest
+from ..clock import Clock
+from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
+from .sse import SSEEvent, SSEParser
+
+HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
+    "headers": (dict,),
+    "extra_body": (dict,),
+    "connect_timeout_s": (int, float),
+    "read_timeout_s": (int, float),
+    "max_retries": (int,),
+}
+"""Config keys every HTTP tier accepts: extra request headers (never keys), extra JSON body fields, timeouts
+(``read_timeout_s`` bounds the silence between two chunks) and how many times to retry."""
+
+DEFAULT_MAX_RETRIES: Final[int] = 2
+MAX_RETRY_AFTER_S: Final[float] = 60.0
+"""A ``retry-after`` up to this is waited as asked; longer or missing, the SDKs' backoff is used instead."""
+CONNECT_TIMEOUT_S: Final[float] = 5.0
+READ_TIMEOUT_S: Final[float] = 600.0
+"""The official SDKs' defaults: 5 s to connect, 600 s overall (here: of silence between two chunks)."""
+
+RETRY_STATUSES: Final[frozenset[int]] = frozenset({408, 409, 429})
+"""Retried before any byte of the stream, like the SDKs; every status from 500 up is retried too."""
+
+_SECRET_HEADERS: Final[frozenset[str]] = frozenset(
+    {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"})
+_MAX_ERROR_TEXT: Final[int] = 240
+_SPACES: Final[re.Pattern[str]] = re.compile(r"\s+")
+
+
+class StreamProblem(Exception):
+    """A stream said something the adapter cannot read; becomes an ``Error`` event of ``kind``."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def load_json(sse: SSEEvent) -> Any:
+    """The JSON of an event's data, or a :class:`StreamProblem` quoting the start of what came instead."""
+    try:
+        return json.loads(sse.data)
+    except json.JSONDecodeError:
+        raise StreamProblem("protocol", f"the server sent malformed JSON ({excerpt(sse.data, 60)!r}); "
+                                        "the stream is garbled, try again") from None
+
+
+def excerpt(text: str, limit: int = _MAX_ERROR_TEXT) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    one = _SPACES.sub(" ", text).strip()
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """A tool call whose arguments are still streaming, in any protocol."""
+
+    id: str
+    name: str
+    arguments: str = ""
+    sent: bool = False
+    """Whether its ``ToolCall`` event has gone out."""
+
+
+class StreamDecoder(ABC):
+    """Turns one response's SSE events into tokrace events, keeping whatever state the protocol needs."""
+
+    def __init__(self, asked_tier: str | None) -> None:
+        self.asked_tier = asked_tier
+        self.finished = False
+        """True once the protocol's terminal event (or an error) was seen."""
+        self.deltas = 0
+        """How many pieces of generated text arrived (for error messages)."""
+        self._reported_tier: str | None = None
+
+    @abstractmethod
+    def feed(self, sse: SSEEvent, t: float) -> list[Event]:
+        """The events an SSE event stands for, stamped ``t``; a terminal one ends in ``Done`` or ``Error``."""
+
+    def end(self, t: float) -> list[Event]:
+        """What the end of the byte stream means (by default: it came too early)."""
+        return [] if self.finished else [self.incomplete(t)]
+
+    def incomplete(self, t: float) -> Error:
+        return Error(t=t, error="incomplete",
+                     message=f"the stream ended without its final event after {self.deltas} text chunks; "
+                             "the answer may be cut short, try again")
+
+    def reported_error(self, t: float, said: str, error: str = "stream") -> Error:
+        """The error event a server sent mid-stream, with what it said."""
+        return Error(t=t, error=error, message=f"the server reported an error mid-stream after {self.deltas} text "
+                                               f"chunks: {said}; try again")
+
+    def delta(self, t: float, text: str, channel: str = "content") -> Delta:
+        self.deltas += 1
+        return Delta(t=t, text=text, channel=channel)  # type: ignore[arg-type]
+
+    def reported_tier(self, got: Any, t: float) -> list[Event]:
+        """The service tier asked for and the one the server says it used once per change."""
+        if not isinstance(got, str) or not got or got == self._reported_tier:
+            return []
+        self._reported_tier = got
+        return [Extra(t=t, source="service_tier", data={"asked": self.asked_tier or "", "got": got})]
+
+
+def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """The wait a response asks for: ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date)."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            return float(raw_ms) / 1000.0
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - (time.time() if now is None else now)
+
+
+def backoff_s(retries: int, rng: Callable[[], float] = random.random) -> float:
+    """The SDKs' backoff: 0.5 s doubling per retry already made, at most 8 s, minus up to 25 % jitter."""
+    return min(0.5 * 2.0**retries, 8.0) * (1.0 - 0.25 * rng())
+
+
+def retry_delay_s(headers: Mapping[str, str], retries: int,
+                  backoff: Callable[[int], float] = backoff_s) -> float:
+    """How long to wait before the next attempt: ``retry-after`` when it is in (0, 60] s, else the backoff."""
+    asked = retry_after_s(headers)
+    if asked is not None and 0 < asked <= MAX_RETRY_AFTER_S:
+        return asked
+    return backoff(retries)
+
+
+def should_retry(status: int, headers: Mapping[str, str]) -> bool:
+    """Whether an HTTP error is worth another attempt (``x-should-retry`` overrides the status rule)."""
+    forced = headers.get("x-should-retry")
+    if forced == "true":
+        return True
+    if forced == "false":
+        return False
+    return status in RETRY_STATUSES or status >= 500
+
+
+def error_body(raw: bytes) -> tuple[str, str]:
+    """The (type, message) of a provider's JSON error body, whichever of the usual shapes it has."""
+    text = raw.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return "", excerpt(text) if text.strip() else ""
+    if not isinstance(data, dict):
+        return "", excerpt(text)
+    err = data.get("error", data)
+    if isinstance(err, str):
+        return "", excerpt(err)
+    if not isinstance(err, dict):
+        return "", excerpt(text)
+    kind = err.get("type") or err.get("code") or ""
+    message = err.get("message") or err.get("detail") or data.get("message") or ""
+    return str(kind), excerpt(str(message))
+
+
+class HTTPProvider(Provider):
+    """An adapter that streams from an HTTP API; subclasses give the protocol: request shape, stream decoder.
+
+    ``transport`` replaces the network (tests pass ``httpx.MockTransport``); ``backoff`` replaces the SDKs'
+    retry backoff (tests make it instant).
+    """
+
+    default_base_url: str = ""
+    default_key_env: str | None = None
+    warm_path: str = "/models"
+    options: dict[str, tuple[type, ...]] = HTTP_OPTIONS
+
+    def __init__(self, tier: TierSpec, *, transport: httpx.AsyncBaseTransport | None = None,
+                 backoff: Callable[[int], float] = backoff_s) -> None:
+        super().__init__(tier)
+        opts = tier.options
+        self.base_url = (tier.base_url or self.default_base_url).rstrip("/")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"tier {tier.name!r}: base_url must start with http:// or https:// "
+                              f"(got {self.base_url!r})", key="base_url")
+        self.key_env = tier.api_key_env or (self.default_key_env if tier.base_url is None else None)
+        headers = dict(opts.get("headers", {}))
+        self.extra_headers: dict[str, str] = {str(k): str(v) for k, v in headers.items()}
+        for name in self.extra_headers:
+            if name.lower() in _SECRET_HEADERS:
+                raise ConfigError(f"tier {tier.name!r}: headers.{name} would put a secret in the config; "
+                                  "name the key's environment variable with api_key_env instead",
+                                  key="headers")
+        self.extra_body: dict[str, Any] = dict(opts.get("extra_body", {}))
+        self.max_retries = int(opts.get("max_retries", DEFAULT_MAX_RETRIES))
+        self.connect_timeout = float(opts.get("connect_timeout_s", CONNECT_TIMEOUT_S))
+        self.read_timeout = float(opts.get("read_timeout_s", READ_TIMEOUT_S))
+        for key, value in (("max_retries", self.max_retries), ("connect_timeout_s", self.connect_timeout),
+                           ("read_timeout_s", self.read_timeout)):
+            if value < 0 or (value == 0 and key != "max_retries"):
+                raise ConfigError(f"tier {tier.name!r}: {key} must be above 0", key=key)
+        self._transport = transport
+        self._backoff = backoff
+        self._client: httpx.AsyncClient | None = None
+        self._key = ""
+        self._drains: set[asyncio.Task[None]] = set()
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.base_url).netloc
+
+    # -- what a protocol supplies --------------------------------------------------------------------------
+
+    @abstractmethod
+    def endpoint(self) -> str:
+        """The URL a turn is POSTed to."""
+
+    @abstractmethod
+    def body(self, request: TurnRequest) -> dict[str, Any]:
+        """The JSON body of a turn (``extra_body`` is merged over it)."""
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        """The headers that carry the key (and any the protocol always needs): a Bearer token, as OpenAI and
+        every OpenAI-compatible server take it."""
+        return {"authorization": f"Bearer {key}"} if key else {}
+
+    @abstractmethod
+    def decoder(self) -> StreamDecoder:
+        """A fresh decoder for one response."""
+
+    def max_tokens(self, request: TurnRequest) -> int:
+        return min(request.max_tokens, self.tier.max_tokens) if self.tier.max_tokens else request.max_tokens
+
+    # -- life cycle -----------------------------------------------------------------------------------------
+
+    async def prepare(self, warm: bool = False) -> None:
+        """Read the key, make the client, and with ``warm`` open the connection the race will reuse."""
+        if self.key_env:
+            self._key = os.environ.get(self.key_env, "")
+            if not self._key:
+                raise ConfigError(f"tier {self.tier.name!r}: the environment variable {self.key_env} is not "
+                                  f"set; export it with the key for {self.host}", key="api_key_env")
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                transport=self._transport or stamped_transport(),
+                timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
+                headers={"user-agent": "tokrace", "accept": "text/event-stream"},
+            )
+        if warm:
+            await self._warm()
+
+    async def _warm(self) -> None:
+        assert self._client is not None
+        try:
+            response = await self._client.get(self.base_url + self.warm_path, headers=self._headers())
+            await response.aclose()
+        except httpx.HTTPError:
+            pass  # warming is a courtesy: the race itself reports any connection problem
+
+    async def aclose(self) -> None:
+        for task in list(self._drains):
+            task.cancel()
+        await asyncio.gather(*self._drains, return_exceptions=True)
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _headers(self) -> dict[str, str]:
+        headers = self.auth_headers(self._key)
+        headers.update(self.extra_headers)
+        return headers
+
+    def clean(self, text: str) -> str:
+        """A message safe to show: one line, short, and never the key (masked before the cut, which could
+        otherwise leave part of it)."""
+        if len(self._key) >= 4:
+            text = text.replace(self._key, "[redacted]")
+        return excerpt(text)
+
+    # -- one turn ----------------------------------------------------------------------------------------
+
+    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        url = self.endpoint()
+        start = clock.now()
+        yield Request(t=start, turn=request.turn, model=self.tier.model, endpoint=url)
+        try:
+            if self._client is None:
+                await self.prepare()
+            payload = self.body(request)
+        except TokraceError as exc:
+            yield Error(t=clock.now(), error="config", message=self.clean(str(exc)))
+            return
+        payload.update(self.extra_body)
+        client = self._client
+        assert client is not None
+        headers = self._headers()
+        headers["accept-encoding"] = "identity"  # compressing would hold events back in buffers
+        retries = 0
+        while True:
+            attempt = clock.now()
+            req = client.build_request("POST", url, json=payload, headers=headers)
+            marks = _Marks(clock, len(req.content))
+            req.extensions["trace"] = marks.trace
+            try:
+                response = await client.send(req, stream=True)
+            except httpx.TransportError as exc:
+                if retries < self.max_retries:
+                    retries += 1
+                    yield await self._wait_retry(clock, attempt, _short(exc), {}, retries)
+                    continue
+                yield self._transport_error(exc, clock.now(), retries)
+                return
+            stream = response.extensions.get("network_stream")
+            head = at_socket(clock, getattr(stream, "read_at", None), marks.head)
+            marks.sent(clock, getattr(stream, "sent_at", None))
+            if response.status_code >= 400:
+                raw = await _read_error_body(response)
+                if retries < self.max_retries and should_retry(response.status_code, response.headers):
+                    retries += 1
+                    _, said = error_body(raw)
+                    what = f"HTTP {response.status_code}" + (f": {said}" if said else "")
+                    yield await self._wait_retry(clock, attempt, what, response.headers, retries)
+                    continue
+                yield marks.connect_segment(attempt)
+                yield self._headers_event(response, head)
+                yield self._http_error(response, raw, head, retries)
+                return
+            yield marks.connect_segment(attempt)
+            yield self._headers_event(response, head)
+            async for event in self._read(response, clock, stream, head):
+                yield event
+            return
+
+    async def _wait_retry(self, clock: Clock, attempt: float, what: str, headers: Mapping[str, str],
+                          retries: int) -> Segment:
+        """Wait before the next attempt; the failed attempt and the wait become one ``retry`` segment."""
+        delay = retry_delay_s(headers, retries - 1, self._backoff)
+        end = await clock.sleep_until(clock.now() + delay)
+        label = self.clean(f"{what}; retry {retries} of {self.max_retries} after {delay:.2f} s")
+        return Segment(t=end, seg="retry", start=attempt, end=end, label=label)
+
+    def _headers_event(self, response: httpx.Response, t: float) -> Headers:
+        rid = response.headers.get("x-request-id") or response.headers.get("request-id") or ""
+        return Headers(t=t, status=response.status_code, request_id=rid)
+
+    async def _read(self, response: httpx.Response, clock: Clock, stream: Any, head: float,
+                    ) -> AsyncIterator[Event]:
+        """Decode the stream, stamping every event with the moment its bytes reached the socket (never before
+        the event ahead of it: two conversions of the same moment may differ by a few nanoseconds)."""
+        decoder = self.decoder()
+        parser = SSEParser()
+        encoded = response.headers.get("content-encoding", "identity").lower() not in ("", "identity")
+        chunks = response.aiter_bytes() if encoded else response.aiter_raw()
+        stamped = stream is not None and hasattr(stream, "read_at") and not clock.virtual
+        t = head
+        final: list[Event] = []
+        try:
+            async for chunk in chunks:
+                t = max(t, at_socket(clock, stream.read_at) if stamped else clock.now())
+                for sse in parser.feed(chunk):
+                    if not sse.valid_utf8:
+                        final = [Error(t=t, error="encoding", message=self.clean(
+                            f"the server sent bytes that are not UTF-8 after {decoder.deltas} text chunks; "
+                            "the stream is garbled, try again"))]
+                        break
+                    try:
+                        events = decoder.feed(sse, t)
+                    except StreamProblem as problem:
+                        events = [Error(t=t, error=problem.kind, message=problem.message)]
+                    if events and isinstance(events[-1], Done | Error):
+                        final = events
+                        break
+                    for event in events:
+                        yield event
+                if final:
+                    break
+            else:
+                final = decoder.end(t)
+        except httpx.TransportError as exc:
+            final = [self._stream_error(exc, clock.now(), decoder.deltas)]
+        finally:
+            if final and isinstance(final[-1], Done):
+                self._drain(response, chunks)
+            else:
+                await response.aclose()
+        for event in final:
+            if isinstance(event, Error):
+                event = Error(t=event.t, error=event.error, message=self.clean(event.message),
+                              status=event.status, retry_after=event.retry_after)
+            yield event
+
+    def _drain(self, response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:
+        """Read what follows the final event (the chunked-encoding end) in the background, so the connection
+        goes back to the pool for the next turn instead of being closed; the ``Done`` goes out at once."""
+        async def drain() -> None:
+            try:
+                async with asyncio.timeout(5.0):
+                    async for _ in chunks:
+                        pass
+            except (httpx.HTTPError, TimeoutError):
+                pass
+            finally:
+                await response.aclose()
+
+        task = asyncio.get_running_loop().create_task(drain())
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+
+    # -- failures ----------------------------------------------------------------------------------------
+
+    def _http_error(self, response: httpx.Response, raw: bytes, t: float, retries: int) -> Error:
+        status = response.status_code
+        kind, message = error_body(raw)
+        said = f"HTTP {status} from {self.host}" + (f": {message}" if message else "")
+        after = f" (gave up after {retries} retries)" if retries else ""
+        wait = retry_after_s(response.headers)
+        if status in (401, 403):
+            advice = (f"check the key in ${self.key_env}" if self.key_env else
+                      "this server wants a key: set api_key_env for this tier")
+            if status == 403:
+                advice += f" and that it may use {self.tier.model or 'this model'}"
+            error = "auth"
+        elif status == 429:
+            advice = ("rate limited: wait" + (f" {wait:.3g} s" if wait and wait > 0 else "")
+                      + " or race fewer lanes and runs")
+            error = "rate_limit"
+        elif status == 529 or kind == "overloaded_error":
+            advice, error = "the API is overloaded for everyone; try again later", "overloaded"
+        elif status == 404:
+            advice, error = f"check base_url ({self.base_url}) and the model name", "http"
+        elif status in (400, 422):
+            advice, error = "check this tier's model and options", "http"
+        elif status == 402:
+            advice, error = "check the account's credits", "http"
+        elif status == 413:
+            advice, error = "shorten the prompt", "http"
+        elif status >= 500:
+            advice, error = "the server failed; try again later", "http"
+        else:
+            advice, error = "try again", "http"
+        return Error(t=t, error=error, message=self.clean(f"{said}{after}; {advice}"), status=status,
+                     retry_after=wait if wait is not None and wait > 0 else None)
+
+    def _transport_error(self, exc: httpx.TransportError, t: float, retries: int) -> Error:
+        """A failure before the response head: cannot connect, timed out, connection dropped."""
+        after = f" (gave up after {retries} retries)" if retries else ""
+        text = str(exc) or type(exc).__name__
+        if isinstance(exc, httpx.ConnectTimeout):
+            message = (f"connecting to {self.host} timed out after {self.connect_timeout:g} s{after}; "
+                       "check the network and base_url, or raise connect_timeout_s")
+            kind = "connect"
+        elif isinstance(exc, httpx.ConnectError):
+            if _refused(exc):
+                why = "connection refused"
+                hint = f"is the server running at {self.base_url}? check base_url"
+            elif "name" in text.lower() and ("resolution" in text.lower() or "known" in text.lower()):
+                why = "the host name does not resolve"
+                hint = "check base_url and the network"
+            else:
+                why = text
+                hint = "check the network and base_url"
+            message, kind = f"cannot connect to {self.host} ({why}){after}; {hint}", "connect"
+        elif isinstance(exc, httpx.TimeoutException):
+            message = (f"no response from {self.host} within {self.read_timeout:g} s{after}; the server is "
+                       "stuck or overloaded: try again, or raise read_timeout_s")
+            kind = "timeout"
+        else:
+            message = (f"the connection to {self.host} failed before a response ({text}){after}; "
+                       "try again")
+            kind = "connect"
+        return Error(t=t, error=kind, message=self.clean(message))
+
+    def _stream_error(self, exc: httpx.TransportError, t: float, deltas: int) -> Error:
+        """A failure while the stream was being read: what came before stays."""
+        if isinstance(exc, httpx.TimeoutException):
+            return Error(t=t, error="stall", message=self.clean(
+                f"the stream stalled: no data for {self.read_timeout:g} s after {deltas} text chunks; "
+                "try again, or raise read_timeout_s"))
+        text = str(exc).lower()
+        if isinstance(exc, httpx.ReadError) and ("reset" in text or "errno 104" in text or not text):
+            return Error(t=t, error="reset", message=self.clean(
+                f"the connection was reset mid-stream after {deltas} text chunks; try again"))
+        return Error(t=t, error="closed", message=self.clean(
+            f"the server closed the connection mid-stream after {deltas} text chunks "
+            f"({str(exc) or type(exc).__name__}); try again"))
+
+
+def _short(exc: httpx.TransportError) -> str:
+    """A few words for a failed attempt, as a retry segment's label."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "connect timed out"
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused" if _refused(exc) else "cannot connect"
+    if isinstance(exc, httpx.TimeoutException):
+        return "no response in time"
+    return "connection failed"
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection failure was a refusal, wherever in the chain of causes the socket said so."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ConnectionRefusedError) or "refused" in str(e).lower():
+            return True
+        todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+        if isinstance(e, BaseExceptionGroup):
+            todo.extend(e.exceptions)
+    return False
+
+
+async def _read_error_body(response: httpx.Response, limit: int = 64_000) -> bytes:
+    """An error response's body (enough of it to find the message), closing the response."""
+    raw = b""
+    try:
+        async for chunk in response.aiter_bytes():
+            raw += chunk
+            if len(raw) >= limit:
+                break
+    except httpx.HTTPError:
+        pass
+    finally:
+        await response.aclose()
+    return raw
+
+
+SMALL_BODY: Final[int] = 64 * 1024
+"""Up to this size a request body goes to the socket in one write that never waits (asyncio's write buffer
+limit), so the moment before that write is the moment the request is on the wire."""
+
+
+class _Marks:
+    """Collects the moments httpx's ``trace`` extension reports for one attempt, on the lane's clock.
+
+    The end of the request is taken when its body is handed to the socket (``send_request_body.started``): the
+    write that follows is one non-blocking syscall for a small body, while ``.complete`` fires only after the
+    I/O library has yielded to the event loop, i.e. as late as the other lanes make it. A big body may have to
+    wait for the network, so there the end of the write counts."""
+
+    __slots__ = ("big", "clock", "head", "new_connection", "on_wire")
+
+    def __init__(self, clock: Clock, body_size: int = 0) -> None:
+        self.clock = clock
+        self.big = body_size > SMALL_BODY
+        self.on_wire: float | None = None
+        self.head: float | None = None
+        self.new_connection = False
+
+    def sent(self, clock: Clock, sent_at: float | None) -> None:
+        """Take the socket's own note of when the request's last byte went out, when there is one."""
+        if sent_at is not None and not clock.virtual:
+            self.on_wire = at_socket(clock, sent_at, self.on_wire)
+
+    async def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        if name.endswith(".send_request_body.started" if not self.big else ".send_request_body.complete"):
+            self.on_wire = self.clock.now()
+        elif name.endswith(".receive_response_headers.complete"):
+            self.head = self.clock.now()
+        elif name == "connection.connect_tcp.complete":
+            self.new_connection = True
+
+    def connect_segment(self, attempt: float) -> Segment:
+        """Request start → request on the wire; labelled with whether a connection had to be opened."""
+        end = self.on_wire if self.on_wire is not None else attempt
+        label = "new connection" if self.new_connection else "reused connection"
+        return Segment(t=end, seg="connect", start=attempt, end=end, label=label)
+
+
+def at_socket(clock: Clock, perf: float | None, fallback: float | None = None) -> float:
+    """A ``time.perf_counter()`` moment noted at the socket, on a lane's (real) clock; else ``fallback`` or now."""
+    if perf is None or clock.virtual:
+        return fallback if fallback is not None else clock.now()
+    return clock.now() - max(time.perf_counter() - perf, 0.0)
+
+
+def stamped_transport() -> httpx.AsyncBaseTransport | None:
+    """httpx's transport on the socket-time backend (:mod:`.stamped`); ``None`` (httpx's own) behind a proxy,
+    which the backend does not speak through."""
+    import urllib.request
+
+    import httpcore
+
+    from .transport import StampedBackend
+
+    if urllib.request.getproxies():
+        return None
+    context = httpx.create_ssl_context(trust_env=True)
+    transport = httpx.AsyncHTTPTransport(verify=context)
+    if not hasattr(transport, "_pool"):
+        return None
+    transport._pool = httpcore.AsyncConnectionPool(ssl_context=context, http1=True, http2=False,
+                                                   network_backend=StampedBackend())
+    return transport
+
+
+def tool_parts(tool: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """(name, description, JSON-Schema parameters) of a tool given in the neutral form ``{"name",
+    "description", "parameters"}``, or in OpenAI's nested or Anthropic's ``input_schema`` form."""
+    spec = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+    assert isinstance(spec, Mapping)
+    params = spec.get("parameters", spec.get("input_schema")) or {"type": "object", "properties": {}}
+    return str(spec.get("name", "")), str(spec.get("description", "")), dict(params)
+
+
+def usage_number(data: Mapping[str, Any], *path: str) -> int:
+    """An integer deep in a usage object, 0 when any step is missing or null."""
+    value: Any = data
+    for key in path:
+        if not isinstance(value, Mapping):
+            return 0
+        value = value.get(key)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0

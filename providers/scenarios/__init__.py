@@ -1,1 +1,0 @@
-"""The built-in scenarios, one TOML file each (loaded by :mod:`providers.scenario`)."""

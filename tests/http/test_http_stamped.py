@@ -1,0 +1,140 @@
+"""The socket-time transport: bytes are stamped when they reach the socket, not when the event loop gets to them;
+plain HTTP and TLS both; connections are reused between turns."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+import time
+from pathlib import Path
+
+import pytest
+from serving import fast_source, stream_turn, text_of, tier
+
+from providers.base import TurnRequest
+from providers.clock import LaneClock, RealClock
+from providers.events import Delta, Done, Segment
+from providers.http.provider import stamped_transport
+from providers.http.transport import StampedBackend, StampedStream
+from providers.registry import create_provider
+from providers.serve.server import ServeServer
+
+DATA = Path(__file__).parent.parent / "data"
+"""A self-signed certificate for 127.0.0.1 (valid until 2126), made for these tests only."""
+
+
+async def pair() -> tuple[StampedStream, asyncio.StreamWriter, asyncio.Server]:
+    """A stamped client stream connected to a loopback server whose writer the test holds."""
+    accepted: asyncio.Queue[asyncio.StreamWriter] = asyncio.Queue()
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await accepted.put(writer)
+        await reader.read()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    stream = await StampedBackend().connect_tcp("127.0.0.1", port, timeout=5)
+    assert isinstance(stream, StampedStream)
+    return stream, await accepted.get(), server
+
+
+async def test_bytes_keep_their_arrival_time_while_the_event_loop_is_busy() -> None:
+    stream, writer, server = await pair()
+    try:
+        writer.write(b"first")
+        await writer.drain()
+        sent = time.perf_counter()
+        busy_until = sent + 0.2
+        while time.perf_counter() < busy_until:  # the loop is blocked: nothing async can run
+            pass
+        data = await stream.read(1024, timeout=5)
+        assert data == b"first"
+        assert stream.read_at is not None and stream.read_at - sent < 0.1  # not the 200 ms the loop was away
+    finally:
+        await stream.aclose()
+        writer.close()
+        server.close()
+
+
+async def test_a_read_larger_than_asked_is_handed_out_in_pieces_with_one_stamp() -> None:
+    stream, writer, server = await pair()
+    try:
+        writer.write(b"abcdef")
+        await writer.drain()
+        assert await stream.read(4, timeout=5) == b"abcd"
+        first = stream.read_at
+        assert await stream.read(4, timeout=5) == b"ef"
+        assert stream.read_at == first
+        writer.close()
+        assert await stream.read(4, timeout=5) == b""
+        assert stream.get_extra_info("is_readable")
+    finally:
+        await stream.aclose()
+        server.close()
+
+
+async def test_a_read_with_nothing_coming_times_out() -> None:
+    import httpcore
+
+    stream, writer, server = await pair()
+    try:
+        with pytest.raises(httpcore.ReadTimeout):
+            await stream.read(10, timeout=0.02)
+    finally:
+        await stream.aclose()
+        writer.close()
+        server.close()
+
+
+async def test_writes_note_when_the_last_byte_went_to_the_socket() -> None:
+    stream, writer, server = await pair()
+    try:
+        before = time.perf_counter()
+        await stream.write(b"GET / HTTP/1.1\r\n\r\n")
+        assert stream.sent_at is not None and stream.sent_at >= before
+    finally:
+        await stream.aclose()
+        writer.close()
+        server.close()
+
+
+async def test_connections_are_reused_between_turns() -> None:
+    async with ServeServer(fast_source()) as server:
+        prov = create_provider(tier(server, "openai"))
+        await prov.prepare()
+        try:
+            labels = []
+            for _ in range(3):
+                clock = RealClock()
+                events = [e async for e in prov.stream(TurnRequest("hi", max_tokens=5), LaneClock(clock, clock.now()))]
+                assert isinstance(events[-1], Done)
+                labels.append(next(e.label for e in events if isinstance(e, Segment) and e.seg == "connect"))
+                await asyncio.sleep(0.01)  # the finished response drains in the background
+        finally:
+            await prov.aclose()
+    assert labels == ["new connection", "reused connection", "reused connection"]
+
+
+async def test_tls_streams_are_stamped_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(DATA / "loopback-cert.pem"))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(DATA / "loopback-cert.pem", DATA / "loopback-key.pem")
+    server = ServeServer(fast_source())
+    await server.start(tls=context)
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        for protocol in ("openai", "anthropic"):
+            events = await stream_turn(tier(server, protocol))
+            assert isinstance(events[-1], Done) and text_of(events)
+            assert all(e.t >= 0 for e in events if isinstance(e, Delta))
+    finally:
+        await server.close()
+
+
+def test_the_transport_steps_aside_behind_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.lower().endswith("_proxy")]:
+        monkeypatch.delenv(name)
+    assert stamped_transport() is not None
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    assert stamped_transport() is None

@@ -1,0 +1,106 @@
+"""The SSE parser follows the WHATWG rules over raw bytes, however the bytes are cut into chunks."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.http.sse import SSEEvent, SSEParser
+
+
+def parse(*chunks: bytes) -> list[SSEEvent]:
+    parser = SSEParser()
+    return [event for chunk in chunks for event in parser.feed(chunk)]
+
+
+def datas(*chunks: bytes) -> list[str]:
+    return [e.data for e in parse(*chunks)]
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r", b"\r\n"])
+def test_every_line_ending_ends_lines_and_events(eol: bytes) -> None:
+    stream = b"data: a" + eol + eol + b"data: b" + eol + eol
+    assert datas(stream) == ["a", "b"]
+
+
+def test_crlf_split_across_chunks_is_one_line_ending_not_a_blank_line() -> None:
+    assert datas(b"data: a\r", b"\ndata: b\r\n\r\n") == ["a\nb"]
+
+
+def test_cr_at_a_chunk_end_dispatches_at_once_without_waiting_for_the_next_chunk() -> None:
+    parser = SSEParser()
+    assert [e.data for e in parser.feed(b"data: now\r\r")] == ["now"]
+    assert parser.feed(b"\n") == []  # the LF completing the CRLF is not another blank line
+
+
+def test_every_byte_split_gives_the_same_events() -> None:
+    stream = b'\xef\xbb\xbfevent: x\r\ndata: {"a": 1}\r\n: keep-alive\r\n\r\ndata: two\rdata: lines\r\r'
+    whole = parse(stream)
+    assert [(e.event, e.data) for e in whole] == [("x", '{"a": 1}'), ("message", "two\nlines")]
+    for cut in range(len(stream)):
+        assert parse(stream[:cut], stream[cut:]) == whole
+    assert parse(*(stream[i : i + 1] for i in range(len(stream)))) == whole
+
+
+def test_unicode_line_separators_inside_json_do_not_split_the_data() -> None:
+    payload = '{"text": "a\u2028b\u2029c\x85d\x0be\x0cf"}'
+    assert datas(f"data: {payload}\n\n".encode()) == [payload]
+
+
+def test_comments_and_keep_alives_are_ignored() -> None:
+    assert datas(b": OPENROUTER PROCESSING\n\n:ping\ndata: x\n\n") == ["x"]
+
+
+def test_multi_line_data_is_joined_with_newlines() -> None:
+    assert datas(b"data: one\ndata:two\ndata\ndata:  three\n\n") == ["one\ntwo\n\n three"]
+
+
+def test_one_leading_space_is_removed_from_a_value() -> None:
+    assert datas(b"data:x\n\ndata: x\n\ndata:  x\n\n") == ["x", "x", " x"]
+
+
+def test_only_one_bom_is_stripped_even_when_split() -> None:
+    assert datas(b"\xef\xbb", b"\xbfdata: a\n\n") == ["a"]
+    bom_twice = parse(b"\xef\xbb\xbf\xef\xbb\xbfdata: a\n\n")
+    assert bom_twice == []  # the second BOM makes the field name "\ufeffdata", which is ignored
+
+
+def test_an_event_without_data_is_not_dispatched_and_resets_its_type() -> None:
+    assert [(e.event, e.data) for e in parse(b"event: ping\n\ndata: x\n\n")] == [("message", "x")]
+
+
+def test_unterminated_last_event_is_dropped_and_reported_pending() -> None:
+    parser = SSEParser()
+    assert [e.data for e in parser.feed(b"data: whole\n\ndata: cut")] == ["whole"]
+    assert parser.pending
+
+
+def test_no_pending_after_a_clean_end() -> None:
+    parser = SSEParser()
+    parser.feed(b"data: x\n\n")
+    assert not parser.pending
+
+
+def test_event_id_persists_until_changed_and_ignores_nul() -> None:
+    events = parse(b"id: 7\ndata: a\n\ndata: b\n\nid: 8\0\ndata: c\n\nid\ndata: d\n\n")
+    assert [e.id for e in events] == ["7", "7", "7", ""]
+
+
+def test_retry_takes_digits_only() -> None:
+    parser = SSEParser()
+    parser.feed(b"retry: 1500\n\nretry: 2s\n\n")
+    assert parser.retry_ms == 1500
+
+
+def test_unknown_fields_and_field_names_are_case_sensitive() -> None:
+    assert datas(b"Data: no\nfoo: bar\ndata: yes\n\n") == ["yes"]
+
+
+def test_bytes_that_are_not_utf8_decode_to_replacement_and_mark_the_event() -> None:
+    events = parse(b"data: ok\n\ndata: bad \xff\xfe\n\ndata: ok again\n\n")
+    assert [e.valid_utf8 for e in events] == [True, False, True]
+    assert events[1].data == "bad \ufffd\ufffd"
+
+
+def test_a_multibyte_character_split_across_chunks_is_whole() -> None:
+    snowman = "☃".encode()
+    assert datas(b"data: " + snowman[:1], snowman[1:] + b"\n\n") == ["☃"]

@@ -1,0 +1,174 @@
+"""``tokrace serve``: plans from profiles and recordings, timing taken from them exactly, faults, and routes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from serving import fast_source, stream_turn, tier
+
+from providers.base import TierSpec
+from providers.events import Delta, Done, Error, Headers, Request, Segment, Usage
+from providers.recording import Recorder
+from providers.serve.server import (
+    Fault,
+    RecordingSource,
+    ServeError,
+    ServeOptions,
+    ServeServer,
+    SyntheticSource,
+    build_server,
+    serve_forever,
+)
+from providers.synthetic import Profile, schedule
+
+
+class ScriptClock:
+    """A clock that notes every deadline it is asked to wait for and jumps straight to it."""
+
+    virtual = False
+
+    def __init__(self) -> None:
+        self.t = 100.0
+        self.deadlines: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep_until(self, t: float) -> float:
+        self.deadlines.append(t)
+        self.t = max(self.t, t)
+        await asyncio.sleep(0)
+        return self.t
+
+
+@pytest.mark.parametrize(("spec", "fault"), [
+    ("reset", Fault("reset")),
+    ("http=429,retry_after=0.5,times=2", Fault("http", status=429, retry_after=0.5, times=2)),
+    ("stall=1.5 after=7", Fault("stall", stall_s=1.5, after=7)),
+    ("error,after=0", Fault("error", after=0)),
+])
+def test_fault_specs_parse(spec: str, fault: Fault) -> None:
+    assert Fault.parse(spec) == fault
+
+
+@pytest.mark.parametrize("spec", ["explode", "http=200", "http=abc", "reset,when=3", ""])
+def test_bad_fault_specs_say_what_is_expected(spec: str) -> None:
+    with pytest.raises(ServeError):
+        Fault.parse(spec)
+
+
+async def test_pieces_are_written_at_their_planned_times_after_the_request_was_read() -> None:
+    profile = Profile(ttft_ms=180, tok_s=750, jitter=0.1, seed=3, ttfb_ms=40)
+    clock = ScriptClock()
+    async with ServeServer(SyntheticSource(profile), clock=clock) as server:
+        events = await stream_turn(tier(server, "openai"))
+    record = server.served[0]
+    planned = [100.0 + 0.04] + [100.0 + s.t for s in schedule(profile, 20, 0)]
+    assert clock.deadlines[: len(planned)] == pytest.approx(planned)
+    assert record.ttft_s == pytest.approx(planned[1] - 100.0)
+    assert record.tokens == 20 and isinstance(events[-1], Done)
+
+
+async def test_speed_divides_every_planned_time() -> None:
+    clock = ScriptClock()
+    async with ServeServer(SyntheticSource(Profile(ttft_ms=400, tok_s=100, ttfb_ms=0)), clock=clock,
+                           speed=4.0) as server:
+        await stream_turn(tier(server, "anthropic"), None)
+    assert clock.deadlines[1] == pytest.approx(100.1)  # the first token, 400 ms / 4
+
+
+def lane_recording(path: Path, error: Error | None = None, head_status: int = 200) -> Path:
+    recorder = Recorder(path, "Hi", [TierSpec(name="recorded", provider="openai", model="gpt-rec")])
+    events = [Request(t=1.0), Segment(t=1.05, seg="connect", start=1.0, end=1.05, label="new connection"),
+              Headers(t=1.1, status=head_status)]
+    if error is None or head_status == 200:
+        events += [Delta(t=1.3, text="Hello"), Delta(t=1.4, text=" there")]
+    events += [error] if error is not None else [Usage(t=1.5, input=3, output=2), Done(t=1.5)]
+    for event in events:
+        recorder(0, event)
+    recorder.close()
+    return path
+
+
+def test_a_recorded_lane_is_planned_from_the_moment_the_request_was_on_the_wire(tmp_path: Path) -> None:
+    source = RecordingSource(lane_recording(tmp_path / "r.jsonl"))
+    plan = source.plan({}, 400, 0)
+    assert source.model == "gpt-rec"
+    assert plan.head_t == pytest.approx(0.05)
+    assert [(round(p.t, 6), p.text) for p in plan.pieces] == [(0.25, "Hello"), (0.35, " there")]
+    assert plan.output_tokens == 2 and plan.finish == "stop" and plan.error is None
+
+
+async def test_a_recorded_lane_streams_its_text_to_any_protocol(tmp_path: Path) -> None:
+    async with ServeServer(RecordingSource(lane_recording(tmp_path / "r.jsonl")), speed=50) as server:
+        for protocol in ("openai", "openai-responses", "anthropic"):
+            events = await stream_turn(tier(server, protocol))
+            assert "".join(e.text for e in events if isinstance(e, Delta)) == "Hello there"
+
+
+async def test_a_recorded_failure_before_the_stream_is_served_as_that_http_error(tmp_path: Path) -> None:
+    error = Error(t=1.2, error="rate_limit", message="slow down", status=429)
+    path = lane_recording(tmp_path / "r.jsonl", error, head_status=429)
+    async with ServeServer(RecordingSource(path), speed=50) as server:
+        events = await stream_turn(tier(server, "openai", max_retries=0))
+    assert isinstance(events[-1], Error) and events[-1].status == 429 and "slow down" in events[-1].message
+
+
+async def test_a_recorded_failure_mid_stream_is_served_as_an_error_event(tmp_path: Path) -> None:
+    error = Error(t=1.45, error="stream", message="upstream went away")
+    async with ServeServer(RecordingSource(lane_recording(tmp_path / "r.jsonl", error)), speed=50) as server:
+        events = await stream_turn(tier(server, "anthropic"))
+    assert isinstance(events[-1], Error) and "upstream went away" in events[-1].message
+    assert sum(isinstance(e, Delta) for e in events) == 2
+
+
+async def test_a_fault_with_times_hits_only_that_many_requests() -> None:
+    async with ServeServer(fast_source(), fault=Fault("http", status=503, times=1)) as server:
+        first = await stream_turn(tier(server, "openai", max_retries=0))
+        second = await stream_turn(tier(server, "openai", max_retries=0))
+    assert isinstance(first[-1], Error) and isinstance(second[-1], Done)
+
+
+async def test_routes_models_and_refusals() -> None:
+    async with ServeServer(fast_source()) as server, httpx.AsyncClient(base_url=server.url) as client:
+        models = await client.get("/v1/models")
+        missing = await client.post("/v1/embeddings", json={})
+        not_streaming = await client.post("/v1/messages", json={"model": "m"})
+        not_json = await client.post("/v1/chat/completions", content=b"{oops")
+    assert models.json()["data"][0]["id"] == "tokrace-serve"
+    assert missing.status_code == 404 and "POST /v1/chat/completions" in missing.json()["error"]["message"]
+    assert not_streaming.status_code == 400 and not_streaming.json()["error"]["type"] == "invalid_request_error"
+    assert "only streams" in not_streaming.json()["error"]["message"]
+    assert not_json.status_code == 400
+
+
+async def test_usage_is_sent_on_chat_only_when_asked_for() -> None:
+    body = {"model": "m", "stream": True, "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}
+    async with ServeServer(fast_source()) as server, httpx.AsyncClient(base_url=server.url) as client:
+        without = (await client.post("/v1/chat/completions", json=body)).text
+        asked = (await client.post("/v1/chat/completions",
+                                   json={**body, "stream_options": {"include_usage": True}})).text
+    assert '"usage"' not in without and '"completion_tokens":3' in asked
+    assert without.rstrip().endswith("data: [DONE]")
+    chunks = [json.loads(line[6:]) for line in asked.splitlines() if line.startswith("data: {")]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens"] == 1
+
+
+def test_build_server_turns_bad_options_into_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(ServeError, match="bad profile: tok_s"):
+        build_server(ServeOptions(profile={"tok_s": 0}))
+    with pytest.raises(ServeError, match="unknown fault"):
+        build_server(ServeOptions(fault="boom"))
+    with pytest.raises(ServeError, match="unknown flavor"):
+        ServeServer(fast_source(), flavor="mystery")
+
+
+async def test_a_busy_port_is_a_one_line_error_naming_it() -> None:
+    async with ServeServer(fast_source()) as busy:
+        server = build_server(ServeOptions(port=busy.port))
+        with pytest.raises(ServeError, match=f"cannot listen on 127.0.0.1:{busy.port}"):
+            await serve_forever(server, ServeOptions(port=busy.port), lambda line: None)
