@@ -274,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parser(sub)
     add_locate_parser(sub)
+    from .calibrate_cmd import add_calibrate_parser
+
+    add_calibrate_parser(sub, _positive_int)
     return parser
 
 
@@ -508,6 +511,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(args)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .calibrate_cmd import cmd_calibrate as calibrate
+
+    return calibrate(args)
+
+
 def cmd_locate(args: argparse.Namespace) -> int:
     from .locate import cmd_locate as locate
 
@@ -524,6 +533,7 @@ COMMANDS = {
     "themes": cmd_themes,
     "serve": cmd_serve,
     "locate": cmd_locate,
+    "calibrate": cmd_calibrate,
 }
 
 
