@@ -160,24 +160,3 @@ def retime_on(trace: Trace, profile: TierProfile) -> Trace:
         out.notes.append(f"{kept} model step{'s' if kept != 1 else ''} without an output token count kept "
                          "the recorded duration")
     return out
-
-
-def step_cost(step: Step, price: Price | None) -> float | None:
-    """USD for one model step at a price (cached input priced apart); ``None`` without a price or tokens."""
-    if price is None or price.output is None or step.kind != "model" or step.output_tokens is None:
-        return None
-    total = step.output_tokens * price.output
-    if step.input_tokens and price.input is not None:
-        cached = min(step.cached_input_tokens or 0, step.input_tokens)
-        cached_price = price.cached_input if price.cached_input is not None else price.input
-        total += (step.input_tokens - cached) * price.input + cached * cached_price
-    elif step.input_tokens and price.input is None:
-        return None
-    return total / 1_000_000
-
-
-def trace_cost(trace: Trace, price: Price | None) -> float | None:
-    """USD for a trace's model steps at one price; ``None`` without a price or when no step can be priced."""
-    costs = [step_cost(s, price) for s in trace.steps if s.kind == "model"]
-    known = [c for c in costs if c is not None]
-    return sum(known) if known else None

@@ -7,16 +7,15 @@ import random
 
 import pytest
 
-from providers.base import ConfigError, Price, TierSpec
+from providers.base import ConfigError, TierSpec
+from providers.traces.analysis import analyse
 from providers.traces.model import Step, Trace
 from providers.traces.retime import (
     TierProfile,
     dependency_order,
     retime,
     retime_on,
-    step_cost,
     tier_profile,
-    trace_cost,
 )
 
 PROFILE = TierProfile(name="fast", ttft_s=0.5, tok_s=100.0)
@@ -167,11 +166,28 @@ def test_tier_profile_of_synthetic_and_http_tiers() -> None:
         tier_profile(TierSpec(name="bare", provider="anthropic"))
 
 
-def test_cost_prices_cached_input_apart() -> None:
-    step = Step(id="m", kind="model", start=0, end=1, input_tokens=1_000_000, cached_input_tokens=400_000,
-                output_tokens=100_000)
-    price = Price(input=5.0, output=30.0, cached_input=0.5)
-    assert step_cost(step, price) == pytest.approx(0.6 * 5 + 0.4 * 0.5 + 0.1 * 30)
-    assert step_cost(step, None) is None
-    trace = Trace(file="c", format="t", steps=[step, tool("t", 1, 2)])
-    assert trace_cost(trace, price) == pytest.approx(6.2)
+def test_retiming_on_the_recorded_durations_gives_back_the_analysed_e2e_exactly() -> None:
+    rng = random.Random(8)
+    for trace in [sequential(), sub_agent(), parallel_tools(), *(random_trace(rng) for _ in range(20))]:
+        assert analyse(retime(trace, lambda s: s.duration)).e2e_s == analyse(trace).e2e_s
+        assert analyse(retime(trace, lambda s: s.duration), idle_cap_s=3.0).e2e_s == \
+            analyse(trace, idle_cap_s=3.0).e2e_s
+
+
+def test_the_breakdown_sums_to_e2e_on_every_tier() -> None:
+    rng = random.Random(21)
+    tiers = [PROFILE, TierProfile(name="slow", ttft_s=1.0, tok_s=50.0),
+             TierProfile(name="ultra", ttft_s=0.18, tok_s=750.0, prefill_tok_s=20_000.0)]
+    for trace in [sequential(), sub_agent(), parallel_tools(), *(random_trace(rng) for _ in range(10))]:
+        for tier in tiers:
+            result = analyse(retime_on(trace, tier))
+            assert sum(result.breakdown.values()) == pytest.approx(result.e2e_s, abs=1e-9)
+            assert result.e2e_s == pytest.approx(span(retime_on(trace, tier)))
+
+
+def test_hand_computed_breakdown_of_the_retimed_sub_agent_trace() -> None:
+    result = analyse(retime_on(sub_agent(), PROFILE))
+    # model 0-1.5 (m1), 1.5-5.0 (the sub-agent beside the tool), 5.0-6.5 (m2): the tool is under the model
+    assert result.e2e_s == pytest.approx(6.5)
+    assert result.breakdown["model"] == pytest.approx(6.5)
+    assert result.breakdown["tool"] == pytest.approx(0.0)
