@@ -1,0 +1,156 @@
+"""``tokrace traces PATH... --on TIER,TIER``: the traces re-timed on tiers and compared with the original, as a
+terminal table led by the verdict, or ``--json``, ``--markdown``, ``--csv`` (DESIGN §12)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from providers.base import Price, TokraceError
+
+if TYPE_CHECKING:
+    from providers.config import Config
+    from providers.traces.compare import Comparison
+    from providers.traces.model import Trace
+    from providers.traces.retime import TierProfile
+
+
+def original_price(text: str) -> Price:
+    """``--original-price IN,OUT[,CACHED]``: USD per million input, output and cached input tokens."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"expected IN,OUT or IN,OUT,CACHED (USD per million tokens), got {text!r}")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers (USD per million tokens), got {text!r}") from None
+    if any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"a price cannot be negative, got {text!r}")
+    return Price(input=values[0], output=values[1], cached_input=values[2] if len(values) == 3 else None)
+
+
+def add_compare_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``tokrace traces`` that re-time and compare."""
+    group = p.add_argument_group(
+        "re-timing on tiers", "what would these traces have taken, and cost, on another tier? Each model call "
+        "takes the tier's TTFT (+ input ÷ prefill_tok_s when set) + output tokens ÷ tok_s; tools, people, waits "
+        "and retries keep their recorded time; parallel work stays parallel")
+    group.add_argument("--on", metavar="TIER,TIER",
+                       help="re-time the traces on these tiers (from the config, or the demo tiers) and compare "
+                            "them with the original: synthetic tiers use their profile, HTTP tiers the one "
+                            "`tokrace calibrate` measured")
+    group.add_argument("--markdown", metavar="FILE|-", help="with --on: write the comparison as a GitHub table")
+    group.add_argument("--csv", metavar="FILE|-", dest="csv_target", help="with --on: write the comparison as CSV")
+    group.add_argument("--original-price", type=original_price, metavar="IN,OUT[,CACHED]",
+                       help="the original's price in USD per million input, output and cached input tokens "
+                            "(default: a configured tier with the trace's model, else no cost)")
+    group.add_argument("--seed", type=int, default=None, metavar="N",
+                       help="seed of the bootstrap interval of each speed-up (default 15)")
+
+
+def check_targets(*targets: str | None) -> None:
+    """Refuse an output file in a folder that cannot be written, before any work is done."""
+    for target in targets:
+        if target not in (None, "-"):
+            folder = Path(target).parent
+            if not folder.is_dir() or not os.access(folder, os.W_OK):
+                raise TokraceError(f"{target}: cannot write it (no writable folder {folder})")
+
+
+def profiles_for(config: Config, names: str) -> list[TierProfile]:
+    """The profiles of the tiers named by ``--on``; a tier without a profile is an error saying how to get one."""
+    from providers.traces.retime import tier_profile
+
+    tiers = config.select(names)
+    if not tiers:
+        raise TokraceError("--on: name at least one tier")
+    return [tier_profile(t) for t in tiers]
+
+
+def build_comparison(traces: Sequence[Trace], args: argparse.Namespace, config: Config,
+                     idle_cap_s: float) -> Comparison:
+    """Re-time the traces on the ``--on`` tiers and compare them with the original."""
+    from providers.traces.compare import BOOTSTRAP_SEED, compare
+
+    if not traces:
+        raise TokraceError("no traces to compare")
+    tier_prices = {t.model: t.price for t in config.tiers if t.model and t.price is not None}
+    seed = BOOTSTRAP_SEED if getattr(args, "seed", None) is None else args.seed
+    return compare(traces, profiles_for(config, args.on), original_price=args.original_price,
+                   tier_prices=tier_prices, idle_cap_s=idle_cap_s, seed=seed)
+
+
+def _write(target: str, text: str) -> None:
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise TokraceError(f"{target}: cannot write it ({exc.strerror})") from None
+
+
+def print_comparison(cmp: Comparison) -> None:
+    """The comparison on the terminal: the verdict, the checklist table, the per-trace table, the notes."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from providers.traces.report import footnotes, table, trace_table
+
+    console = Console(highlight=False)
+    console.print(f"[bold]{escape(cmp.verdict)}[/]")
+    header, rows = table(cmp)
+    checklist = Table(title_justify="left")
+    for i, name in enumerate(header):
+        checklist.add_column(escape(name), justify="left" if i == 0 else "right")
+    for row in rows:
+        checklist.add_row(*(escape(c) for c in row))
+    console.print(checklist)
+    if len(cmp.rows) > 1:
+        header, rows = trace_table(cmp)
+        per = Table(title="per trace", title_justify="left")
+        for i, name in enumerate(header):
+            per.add_column(escape(name), justify="left" if i < 2 else "right",
+                           overflow="fold" if i == 0 else "ellipsis")
+        for row in rows:
+            per.add_row(*(escape(c) for c in row))
+        console.print(per)
+    for note in footnotes(cmp):
+        console.print(f"[dim]{escape(note)}[/]")
+
+
+def write_comparison(cmp: Comparison, args: argparse.Namespace) -> None:
+    """Print the comparison, or write the forms asked for (``--json``, ``--markdown``, ``--csv``; ``-`` is
+    stdout, and then the terminal table is left out so the output can be piped)."""
+    from providers import __version__
+    from providers.traces.report import comparison_json, csv_text, markdown
+
+    json_target = getattr(args, "json_target", None)
+    targets = [t for t in (json_target, args.markdown, args.csv_target) if t is not None]
+    if targets.count("-") > 1:
+        raise TokraceError("only one of --json, --markdown and --csv can write to stdout (-)")
+    if "-" not in targets:
+        print_comparison(cmp)
+    if json_target is not None:
+        _write(json_target, json.dumps(comparison_json(cmp, __version__), indent=2) + "\n")
+    if args.markdown is not None:
+        _write(args.markdown, markdown(cmp))
+    if args.csv_target is not None:
+        _write(args.csv_target, csv_text(cmp))
+
+
+def check_compare_args(args: argparse.Namespace) -> None:
+    """Options that only make sense with ``--on``, and outputs that cannot be written, refused up front."""
+    if args.on is None:
+        for flag, value in (("--markdown", args.markdown), ("--csv", args.csv_target),
+                            ("--original-price", args.original_price), ("--seed", args.seed)):
+            if value is not None:
+                raise TokraceError(f"{flag} needs --on TIER,TIER (the tiers to compare the traces on)")
+    check_targets(getattr(args, "json_target", None), args.markdown, args.csv_target)
