@@ -44,8 +44,8 @@ class TierProfile:
 
     def describe(self) -> str:
         """The profile in one line, as the tables' footnotes and ``--help`` texts show it."""
-        prefill = f" + input ÷ {self.prefill_tok_s:g} tok/s" if self.prefill_tok_s else ""
-        return f"{self.name}: TTFT {self.ttft_s * 1000:g} ms{prefill}, {self.tok_s:g} tok/s"
+        prefill = f" + input ÷ {self.prefill_tok_s:.6g} tok/s" if self.prefill_tok_s else ""
+        return f"{self.name}: TTFT {self.ttft_s * 1000:.6g} ms{prefill}, {self.tok_s:.4g} tok/s"
 
 
 def tier_profile(tier: TierSpec) -> TierProfile:
