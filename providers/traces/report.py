@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import PurePath
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -63,6 +64,13 @@ def table(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
     return header, [[label, *(col[i] for col in columns)] for i, label in enumerate(CHECKLIST)]
 
 
+def trace_label(row: TraceRow) -> str:
+    """What to call a trace in a table: its file's name, and its session when the name does not say it."""
+    name = PurePath(row.trace.file).name
+    session = row.trace.session
+    return f"{name} · {session}" if session and session not in name else name
+
+
 def trace_table(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
     """One row per trace: its task time as recorded and on each tier, with the speed-up."""
     header = ["trace", "format", "calls", ORIGINAL, *(p.name for p in cmp.profiles)]
@@ -72,7 +80,7 @@ def trace_table(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
         for p in cmp.profiles:
             speed = r.speedup(p.name)
             on.append(seconds(r.on[p.name].e2e_s) + (f" ({speed:.2f}×)" if speed is not None else ""))
-        rows.append([r.trace.file, r.trace.format, str(r.original.calls), seconds(r.original.e2e_s), *on])
+        rows.append([trace_label(r), r.trace.format, str(r.original.calls), seconds(r.original.e2e_s), *on])
     return header, rows
 
 
