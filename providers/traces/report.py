@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import PurePath
 from collections.abc import Callable
+from pathlib import PurePath
 from typing import Any, Final
 
 from .analysis import TraceAnalysis
