@@ -15,7 +15,7 @@ from providers.base import Price, TokraceError
 
 if TYPE_CHECKING:
     from providers.config import Config
-    from providers.traces.compare import Comparison
+    from providers.traces.compare import Comparer, Comparison
     from providers.traces.model import Trace
     from providers.traces.retime import TierProfile
 
@@ -46,9 +46,9 @@ def add_compare_options(p: argparse.ArgumentParser) -> None:
                             "`tokrace calibrate` measured")
     group.add_argument("--markdown", metavar="FILE|-", help="with --on: write the comparison as a GitHub table")
     group.add_argument("--csv", metavar="FILE|-", dest="csv_target", help="with --on: write the comparison as CSV")
-    group.add_argument("--original-price", type=original_price, metavar="IN,OUT[,CACHED]",
-                       help="the original's price in USD per million input, output and cached input tokens "
-                            "(default: a configured tier with the trace's model, else no cost)")
+    group.add_argument("--config", type=Path, metavar="FILE",
+                       help="config file with the tiers (default: ./tokrace.toml, then the user config dir; the "
+                            "built-in demo tiers when there is none)")
     group.add_argument("--seed", type=int, default=None, metavar="N",
                        help="seed of the bootstrap interval of each speed-up (default 15)")
 
@@ -72,17 +72,60 @@ def profiles_for(config: Config, names: str) -> list[TierProfile]:
     return [tier_profile(t) for t in tiers]
 
 
+def comparer_for(args: argparse.Namespace, config: Config, idle_cap_s: float) -> Comparer:
+    """A comparison on the ``--on`` tiers, waiting for traces (every tier's profile is checked first)."""
+    from providers.traces.compare import BOOTSTRAP_SEED, Comparer
+
+    tier_prices = {t.model: t.price for t in config.tiers if t.model and t.price is not None}
+    seed = BOOTSTRAP_SEED if getattr(args, "seed", None) is None else args.seed
+    return Comparer(profiles_for(config, args.on), original_price=args.original_price, tier_prices=tier_prices,
+                    idle_cap_s=idle_cap_s, seed=seed)
+
+
 def build_comparison(traces: Sequence[Trace], args: argparse.Namespace, config: Config,
                      idle_cap_s: float) -> Comparison:
     """Re-time the traces on the ``--on`` tiers and compare them with the original."""
-    from providers.traces.compare import BOOTSTRAP_SEED, compare
-
     if not traces:
         raise TokraceError("no traces to compare")
-    tier_prices = {t.model: t.price for t in config.tiers if t.model and t.price is not None}
-    seed = BOOTSTRAP_SEED if getattr(args, "seed", None) is None else args.seed
-    return compare(traces, profiles_for(config, args.on), original_price=args.original_price,
-                   tier_prices=tier_prices, idle_cap_s=idle_cap_s, seed=seed)
+    comparer = comparer_for(args, config, idle_cap_s)
+    for trace in traces:
+        comparer.add(trace)
+    return comparer.finish()
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``tokrace traces PATH... --on TIERS``: read every file (one at a time, keeping only each trace's figures),
+    re-time each trace on the tiers, and write the comparison. Exit 0 when a trace was read, 2 when none."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from providers.config import load_config
+    from providers.traces.read import Found, files, read_file
+
+    check_compare_args(args)
+    comparer = comparer_for(args, load_config(getattr(args, "config", None)), args.idle_cap)
+    err = Console(stderr=True, highlight=False)
+    paths = list(files(args.paths))
+    problems: list[Found] = []
+    skipped: list[tuple[str, int]] = []
+    for path in paths:
+        found = read_file(path, args.trace_format)
+        if found.problem is not None:
+            problems.append(found)
+        for trace in found.traces:
+            comparer.add(trace)
+            if trace.skipped:
+                skipped.append((trace.file, trace.skipped))
+            trace.steps = []  # the figures are kept, the steps let go
+    for file, count in skipped:
+        err.print(f"{escape(file)}: skipped {count} unreadable line(s) or span(s)")
+    for found in problems:
+        err.print(f"{escape(str(found.path))}: {escape(found.problem or '')}")
+    if not comparer.rows:
+        err.print(f"tokrace: no trace read from {len(paths)} file{'s' * (len(paths) != 1)}")
+        return 2
+    write_comparison(comparer.finish(), args)
+    return 0
 
 
 def _write(target: str, text: str) -> None:

@@ -32,7 +32,6 @@ class TraceRow:
     trace: Trace
     original: TraceAnalysis
     on: dict[str, TraceAnalysis] = field(default_factory=dict)
-    retimed: dict[str, Trace] = field(default_factory=dict)
 
     def speedup(self, tier: str) -> float | None:
         """The trace's recorded ``e2e_s`` ÷ its ``e2e_s`` on the tier."""
@@ -138,11 +137,14 @@ def _original_cost(trace: Trace, price_of: Callable[[str | None], Price | None])
     return total
 
 
-def _column(name: str, analyses: Sequence[TraceAnalysis], traces: Sequence[Trace],
+def _ttfts(trace: Trace) -> list[float]:
+    return [s.ttft_s for s in trace.steps if s.kind == "model" and s.ttft_s is not None]
+
+
+def _column(name: str, analyses: Sequence[TraceAnalysis], ttfts: Sequence[float],
             costs: Sequence[float | None]) -> Column:
     total = sum(a.e2e_s for a in analyses)
     tasks = [a.e2e_s for a in analyses]
-    ttfts = [s.ttft_s for t in traces for s in t.steps if s.kind == "model" and s.ttft_s is not None]
     model_s = sum(a.breakdown["model"] for a in analyses)
     tool_s = sum(a.breakdown["tool"] for a in analyses)
     human_s = sum(a.breakdown["human"] for a in analyses)
@@ -179,43 +181,71 @@ def bootstrap_ci(original: Sequence[float], retimed: Sequence[float], seed: int 
     return percentile(ratios, 2.5), percentile(ratios, 97.5)
 
 
+class Comparer:
+    """Builds a comparison one trace at a time: each trace is analysed as recorded and re-timed on every tier
+    when it is added, and only its figures are kept, so the caller may let its steps go (a folder of traces
+    never sits in memory). ``tier_prices`` maps a configured tier's model to its price, for the original's cost
+    when ``original_price`` is not given."""
+
+    def __init__(self, profiles: Sequence[TierProfile], *, original_price: Price | None = None,
+                 tier_prices: dict[str, Price] | None = None, idle_cap_s: float = IDLE_CAP_S,
+                 seed: int = BOOTSTRAP_SEED) -> None:
+        self.profiles = list(profiles)
+        self.original_price = original_price
+        self.tier_prices = dict(tier_prices or {})
+        self.idle_cap_s = idle_cap_s
+        self.seed = seed
+        self.rows: list[TraceRow] = []
+        self._costs: dict[str, list[float | None]] = {ORIGINAL: [], **{p.name: [] for p in self.profiles}}
+        self._ttfts: dict[str, list[float]] = {ORIGINAL: [], **{p.name: [] for p in self.profiles}}
+        self._price_of = original_pricer(original_price, self.tier_prices)
+
+    def add(self, trace: Trace) -> TraceRow:
+        """Analyse one trace as recorded and on every tier."""
+        cost = _original_cost(trace, self._price_of)
+        self._costs[ORIGINAL].append(cost)
+        self._ttfts[ORIGINAL].extend(_ttfts(trace))
+        row = TraceRow(trace=trace, original=_with_cost(analyse(trace, self.idle_cap_s), cost))
+        for profile in self.profiles:
+            moved = retime_on(trace, profile)
+            on = analyse(moved, self.idle_cap_s, price=profile.price)
+            row.on[profile.name] = on
+            self._costs[profile.name].append(None if profile.price is None else on.cost_usd)
+            self._ttfts[profile.name].extend(_ttfts(moved))
+        self.rows.append(row)
+        return row
+
+    def finish(self) -> Comparison:
+        """The columns over every trace added, each tier's speed-up and interval, and the verdict."""
+        rows = self.rows
+        columns = [_column(ORIGINAL, [r.original for r in rows], self._ttfts[ORIGINAL], self._costs[ORIGINAL])]
+        originals = [r.original.e2e_s for r in rows]
+        for i, profile in enumerate(self.profiles):
+            on = [r.on[profile.name] for r in rows]
+            column = _column(profile.name, on, self._ttfts[profile.name], self._costs[profile.name])
+            if column.total_task_s > 0:
+                column.speedup = columns[0].total_task_s / column.total_task_s
+            column.ci95 = bootstrap_ci(originals, [a.e2e_s for a in on], seed=self.seed + i)
+            columns.append(column)
+        if self.original_price is not None:
+            source = "--original-price"
+        elif any(m in self.tier_prices for r in rows for m in r.original.models):
+            source = "the configured tier with the same model"
+        else:
+            source = "none (give --original-price IN,OUT[,CACHED])"
+        return Comparison(rows=rows, profiles=self.profiles, columns=columns, verdict=verdict(columns),
+                          original_price=source, seed=self.seed, idle_cap_s=self.idle_cap_s)
+
+
 def compare(traces: Sequence[Trace], profiles: Sequence[TierProfile], *, original_price: Price | None = None,
             tier_prices: dict[str, Price] | None = None, idle_cap_s: float = IDLE_CAP_S,
             seed: int = BOOTSTRAP_SEED) -> Comparison:
-    """Analyse every trace as recorded and re-timed on every tier, and sum the set up column by column.
-    ``tier_prices`` maps a configured tier's model to its price, for the original's cost when
-    ``original_price`` is not given."""
-    price_of = original_pricer(original_price, tier_prices or {})
-    rows: list[TraceRow] = []
-    original_costs: list[float | None] = []
+    """Every trace as recorded and re-timed on every tier, summed up column by column (see :class:`Comparer`)."""
+    comparer = Comparer(profiles, original_price=original_price, tier_prices=tier_prices, idle_cap_s=idle_cap_s,
+                        seed=seed)
     for trace in traces:
-        cost = _original_cost(trace, price_of)
-        original_costs.append(cost)
-        base = analyse(trace, idle_cap_s)
-        row = TraceRow(trace=trace, original=_with_cost(base, cost))
-        for profile in profiles:
-            moved = retime_on(trace, profile)
-            row.retimed[profile.name] = moved
-            row.on[profile.name] = analyse(moved, idle_cap_s, price=profile.price)
-        rows.append(row)
-    columns = [_column(ORIGINAL, [r.original for r in rows], [r.trace for r in rows], original_costs)]
-    originals = [r.original.e2e_s for r in rows]
-    for i, profile in enumerate(profiles):
-        on = [r.on[profile.name] for r in rows]
-        column = _column(profile.name, on, [r.retimed[profile.name] for r in rows],
-                         [None if profile.price is None else a.cost_usd for a in on])
-        if column.total_task_s > 0:
-            column.speedup = columns[0].total_task_s / column.total_task_s
-        column.ci95 = bootstrap_ci(originals, [a.e2e_s for a in on], seed=seed + i)
-        columns.append(column)
-    if original_price is not None:
-        source = "--original-price"
-    elif any(m in (tier_prices or {}) for r in rows for m in r.original.models):
-        source = "the configured tier with the same model"
-    else:
-        source = "none (give --original-price IN,OUT[,CACHED])"
-    return Comparison(rows=rows, profiles=list(profiles), columns=columns, verdict=verdict(columns),
-                      original_price=source, seed=seed, idle_cap_s=idle_cap_s)
+        comparer.add(trace)
+    return comparer.finish()
 
 
 def _with_cost(analysis: TraceAnalysis, cost: float | None) -> TraceAnalysis:
