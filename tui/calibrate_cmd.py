@@ -40,6 +40,7 @@ def add_calibrate_parser(sub: Any, positive_int: Any) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from providers.calibrate import Calibration, CalibrationError, calibrate, check_calibratable, write_profile
@@ -65,33 +66,33 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         table.add_column(col, justify="left" if col == "tier" else "right")
     for r in results:
         if not r.ok:
-            table.add_row(r.tier, f"0/{r.runs}", "-", "-", "-", "-")
+            table.add_row(escape(r.tier), f"0/{r.runs}", "-", "-", "-", "-")
             continue
         lo, hi = r.spread(r.ttft_s)
         dlo, dhi = r.spread(r.decode_tok_s)
-        table.add_row(r.tier, f"{len(r.ttft_s)}/{r.runs}", f"{r.ttft_ms:g} ms", f"{lo * 1000:.0f}-{hi * 1000:.0f} ms",
-                      f"{r.tok_s:g} tok/s", f"{dlo:.0f}-{dhi:.0f} tok/s")
+        table.add_row(escape(r.tier), f"{len(r.ttft_s)}/{r.runs}", f"{r.ttft_ms:g} ms",
+                      f"{lo * 1000:.0f}-{hi * 1000:.0f} ms", f"{r.tok_s:g} tok/s", f"{dlo:.0f}-{dhi:.0f} tok/s")
     out.print(table)
     failed = False
     today = datetime.date.today().isoformat()
     for tier, r in zip(tiers, results, strict=True):
         for error in dict.fromkeys(r.errors):
-            err.print(f"{r.tier}: {error}")
+            err.print(f"{r.tier}: {error}", markup=False)
         if not r.ok:
             failed = True
-            err.print(f"{r.tier}: no successful run; its profile is unchanged")
+            err.print(f"{r.tier}: no successful run; its profile is unchanged", markup=False)
             continue
         lo, hi = r.spread(r.ttft_s)
         dlo, dhi = r.spread(r.decode_tok_s)
         note = (f"on {today}, {len(r.ttft_s)} runs: TTFT {lo * 1000:.0f}-{hi * 1000:.0f} ms, "
                 f"decode {dlo:.0f}-{dhi:.0f} tok/s (10th-90th percentile)")
         if args.print_only:
-            out.print(f"# {tier.name}: paste into its [[tiers]] table")
-            out.print("\n".join(r.toml_lines()))
+            out.print(f"# {tier.name}: paste into its [[tiers]] table", markup=False)
+            out.print("\n".join(r.toml_lines()), markup=False)
             continue
         assert config.source is not None
         index = config.tiers.index(tier)
         lines = write_profile(config.source, index, r, note)
         out.print(f"{tier.name}: wrote {', '.join(r.toml_lines())} to {config.source} "
-                  f"(line{'s' if len(lines) != 1 else ''} {lines[0]}-{lines[-1]})")
+                  f"(line{'s' if len(lines) != 1 else ''} {lines[0]}-{lines[-1]})", markup=False)
     return EXIT_FAILED if failed else EXIT_OK

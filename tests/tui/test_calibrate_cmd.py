@@ -64,7 +64,7 @@ def test_calibrate_print_shows_the_toml_lines_and_leaves_the_file_alone(
                      "--max-tokens", "40"])
     out = capsys.readouterr().out
     assert code == 0
-    assert re.search(r"^ttft_ms = [0-9.]+\ntok_s = [0-9.]+$", out, re.M)
+    assert re.search(r"^# served: paste into its \[\[tiers\]\] table\nttft_ms = [0-9.]+\ntok_s = [0-9.]+$", out, re.M)
     assert path.read_text(encoding="utf-8") == text
 
 
