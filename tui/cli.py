@@ -271,9 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .locate import add_locate_parser
     from .serve_cmd import add_serve_parser
+    from .traces_cmd import add_traces_parser
 
     add_serve_parser(sub)
     add_locate_parser(sub)
+    add_traces_parser(sub)
     from .calibrate_cmd import add_calibrate_parser
 
     add_calibrate_parser(sub, _positive_int)
@@ -523,6 +525,12 @@ def cmd_locate(args: argparse.Namespace) -> int:
     return locate(args)
 
 
+def cmd_traces(args: argparse.Namespace) -> int:
+    from .traces_cmd import cmd_traces as traces
+
+    return traces(args)
+
+
 COMMANDS = {
     "bench": cmd_bench,
     "demo": cmd_demo,
@@ -533,6 +541,7 @@ COMMANDS = {
     "themes": cmd_themes,
     "serve": cmd_serve,
     "locate": cmd_locate,
+    "traces": cmd_traces,
     "calibrate": cmd_calibrate,
 }
 

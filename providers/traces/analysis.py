@@ -78,8 +78,8 @@ class TraceAnalysis:
     """How many model calls record a TTFT."""
     cost_usd: float | None
     """USD at the given price (cached input priced apart); ``None`` without a price or without usage."""
-    pieces: tuple[Piece, ...] = field(default=(), repr=False)
-    """The wall clock, stretch by stretch (away stretches included, at their original times)."""
+    ttfts: tuple[float, ...] = field(default=(), repr=False)
+    """Every recorded TTFT (for percentiles over a set of traces)."""
 
     def to_json(self) -> dict[str, Any]:
         """The per-trace figures with the stable keys of DESIGN §12."""
@@ -218,7 +218,7 @@ def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = 
         model_share=model_s / e2e if e2e > 0 else None,
         amdahl_max_speedup=e2e / rest if e2e > 0 and rest > 1e-9 else None,
         ttft_p50=percentile(ttfts, 50) if ttfts else None, ttft_p90=percentile(ttfts, 90) if ttfts else None,
-        ttft_recorded=len(ttfts), cost_usd=cost if priced else None, pieces=tuple(parts))
+        ttft_recorded=len(ttfts), cost_usd=cost if priced else None, ttfts=tuple(ttfts))
 
 
 def step_cost_usd(step: Step, price: Price | None) -> float | None:
