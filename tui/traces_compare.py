@@ -11,27 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from providers.base import Price, TokraceError
+from providers.base import TokraceError
 
 if TYPE_CHECKING:
     from providers.config import Config
     from providers.traces.compare import Comparer, Comparison
     from providers.traces.model import Trace
     from providers.traces.retime import TierProfile
-
-
-def original_price(text: str) -> Price:
-    """``--original-price IN,OUT[,CACHED]``: USD per million input, output and cached input tokens."""
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) not in (2, 3):
-        raise argparse.ArgumentTypeError(f"expected IN,OUT or IN,OUT,CACHED (USD per million tokens), got {text!r}")
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers (USD per million tokens), got {text!r}") from None
-    if any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"a price cannot be negative, got {text!r}")
-    return Price(input=values[0], output=values[1], cached_input=values[2] if len(values) == 3 else None)
 
 
 def add_compare_options(p: argparse.ArgumentParser) -> None:
@@ -102,14 +88,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from providers.config import load_config
     from providers.traces.read import Found, files, read_file
 
+    from .traces_cmd import file_json
+
     check_compare_args(args)
     comparer = comparer_for(args, load_config(getattr(args, "config", None)), args.idle_cap)
     err = Console(stderr=True, highlight=False)
     paths = list(files(args.paths))
     problems: list[Found] = []
     skipped: list[tuple[str, int]] = []
+    files_out: list[dict[str, object]] = []
     for path in paths:
         found = read_file(path, args.trace_format)
+        files_out.append(file_json(found))
         if found.problem is not None:
             problems.append(found)
         for trace in found.traces:
@@ -124,7 +114,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not comparer.rows:
         err.print(f"tokrace: no trace read from {len(paths)} file{'s' * (len(paths) != 1)}")
         return 2
-    write_comparison(comparer.finish(), args)
+    write_comparison(comparer.finish(), args, files_out)
     return 0
 
 
@@ -169,7 +159,8 @@ def print_comparison(cmp: Comparison) -> None:
         console.print(f"[dim]{escape(note)}[/]")
 
 
-def write_comparison(cmp: Comparison, args: argparse.Namespace) -> None:
+def write_comparison(cmp: Comparison, args: argparse.Namespace,
+                     files: Sequence[dict[str, object]] | None = None) -> None:
     """Print the comparison, or write the forms asked for (``--json``, ``--markdown``, ``--csv``; ``-`` is
     stdout, and then the terminal table is left out so the output can be piped)."""
     from providers import __version__
@@ -182,18 +173,26 @@ def write_comparison(cmp: Comparison, args: argparse.Namespace) -> None:
     if "-" not in targets:
         print_comparison(cmp)
     if json_target is not None:
-        _write(json_target, json.dumps(comparison_json(cmp, __version__), indent=2) + "\n")
+        doc = comparison_json(cmp, __version__)
+        if files is not None:
+            doc["files"] = list(files)
+        _write(json_target, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     if args.markdown is not None:
         _write(args.markdown, markdown(cmp))
     if args.csv_target is not None:
         _write(args.csv_target, csv_text(cmp))
 
 
+def wants_compare(args: argparse.Namespace) -> bool:
+    """Whether ``tokrace traces`` was asked for the comparison (``--on``, or an option only it takes)."""
+    return any(getattr(args, key, None) is not None for key in ("on", "markdown", "csv_target", "seed", "config"))
+
+
 def check_compare_args(args: argparse.Namespace) -> None:
     """Options that only make sense with ``--on``, and outputs that cannot be written, refused up front."""
     if args.on is None:
-        for flag, value in (("--markdown", args.markdown), ("--csv", args.csv_target),
-                            ("--original-price", args.original_price), ("--seed", args.seed)):
+        for flag, value in (("--markdown", args.markdown), ("--csv", args.csv_target), ("--seed", args.seed),
+                            ("--config", args.config)):
             if value is not None:
                 raise TokraceError(f"{flag} needs --on TIER,TIER (the tiers to compare the traces on)")
     check_targets(getattr(args, "json_target", None), args.markdown, args.csv_target)

@@ -101,6 +101,7 @@ def _trace_json(row: TraceRow, cmp: Comparison) -> dict[str, Any]:
     trace = row.trace
     out: dict[str, Any] = {"file": trace.file, "format": trace.format, "session": trace.session,
                            "skipped": trace.skipped, **row.original.to_json()}
+    out["notes"] = list(trace.notes)
     out["on"] = {p.name: _on_json(row.on[p.name], row.speedup(p.name)) for p in cmp.profiles}
     return out
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import csv as csvlib
+import io
 import json
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import pytest
 from providers.base import ConfigError, Price, TokraceError
 from providers.config import Config, load_config
 from providers.traces.model import Step, Trace
-from tui.traces_compare import build_comparison, check_compare_args, original_price, write_comparison
+from tui.cli import main
+from tui.traces_compare import build_comparison, check_compare_args, write_comparison
 
 
 def coding_trace(name: str, scale: float) -> Trace:
@@ -29,17 +32,9 @@ def coding_trace(name: str, scale: float) -> Trace:
 
 def args(**kw: object) -> argparse.Namespace:
     base: dict[str, object] = {"on": "Sol standard,Sol ultrafast", "markdown": None, "csv_target": None,
-                               "original_price": None, "seed": None, "json_target": None}
+                               "original_price": None, "seed": None, "json_target": None, "config": None}
     base.update(kw)
     return argparse.Namespace(**base)
-
-
-def test_original_price_parses_two_or_three_numbers() -> None:
-    assert original_price("5,30") == Price(input=5.0, output=30.0)
-    assert original_price("5, 30, 0.5") == Price(input=5.0, output=30.0, cached_input=0.5)
-    for bad in ("5", "a,b", "1,2,3,4", "-1,2"):
-        with pytest.raises(argparse.ArgumentTypeError):
-            original_price(bad)
 
 
 def test_on_the_demo_tiers_the_original_is_priced_like_the_tier_with_its_model(
@@ -92,3 +87,66 @@ def test_an_http_tier_without_a_profile_says_how_to_measure_it(tmp_path: Path) -
     path.write_text('[[tiers]]\nname = "real"\nprovider = "openai"\nmodel = "m"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="tokrace calibrate --tiers 'real'"):
         build_comparison([coding_trace("a", 1.0)], args(on="real"), load_config(path), 600.0)
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
+ON = "Sol standard,Sol ultrafast"
+TRACE_KEYS = {"file", "format", "session", "models", "skipped", "calls", "tool_calls", "human_steps", "retries",
+              "input_tokens", "cached_input_tokens", "output_tokens", "e2e_s", "away_s", "breakdown", "model_share",
+              "amdahl_max_speedup", "ttft_s", "on"}
+SUMMARY_KEYS = {"traces", "total_task_s", "task_s", "total_cost_usd", "ttft_s", "tool_wait_s", "tool_share",
+                "retry_rate", "human_steps", "human_review_s", "human_share", "model_share", "amdahl_max_speedup"}
+
+
+def test_traces_on_the_demo_tiers_prints_every_key_of_design_12(
+        capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
+    assert main(["traces", str(EXAMPLES), "--on", ON, "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {"tool", "version", "traces", "summary"} <= set(doc)
+    assert len(doc["traces"]) == 5
+    for entry in doc["traces"]:
+        assert set(entry) >= TRACE_KEYS
+        assert set(entry["breakdown"]) == {"model", "tool", "human", "retry", "wait"}
+        assert set(entry["ttft_s"]) == {"p50", "p90"}
+        for tier in ON.split(","):
+            assert set(entry["on"][tier]) >= {"e2e_s", "breakdown", "cost_usd", "speedup"}
+    assert list(doc["summary"]) == ["original", "Sol standard", "Sol ultrafast"]
+    for name, column in doc["summary"].items():
+        assert set(column) >= SUMMARY_KEYS
+        assert ("speedup" in column) == (name != "original")
+    ultra = doc["summary"]["Sol ultrafast"]["speedup"]
+    assert ultra["ci95"][0] <= ultra["total"] <= ultra["ci95"][1]
+    assert doc["verdict"].startswith("On these 5 traces, Sol ultrafast would have saved ")
+    assert {f["format"] for f in doc["files"]} == {"weka"}
+
+
+def test_traces_markdown_to_stdout_is_a_github_table(capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
+    assert main(["traces", str(EXAMPLES), "--on", ON, "--markdown", "-", "--original-price", "5,30,0.5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("On these 5 traces, Sol ultrafast would have saved ")
+    assert lines[2:4] == ["|  | original | Sol standard | Sol ultrafast |", "|---|---:|---:|---:|"]
+    assert lines[4].startswith("| total task time | ")
+
+
+def test_traces_csv_to_stdout(capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
+    assert main(["traces", str(EXAMPLES), "--on", "Sol ultrafast", "--csv", "-"]) == 0
+    rows = list(csvlib.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(r["scope"], r["tier"]) for r in rows[:2]] == [("all", "original"), ("all", "Sol ultrafast")]
+    assert len(rows) == 2 + 5 * 2
+
+
+def test_traces_on_an_unknown_tier_is_one_line(capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
+    assert main(["traces", str(EXAMPLES), "--on", "Sol warp"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tokrace: no tier named 'Sol warp'") and "Traceback" not in err
+
+
+def test_markdown_without_on_is_refused(capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
+    assert main(["traces", str(EXAMPLES), "--markdown", "-"]) == 2
+    assert "--markdown needs --on" in capsys.readouterr().err
+
+
+def test_traces_on_with_nothing_readable_exits_2(capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
+    (in_tmp / "notes.txt").write_text("hello", encoding="utf-8")
+    assert main(["traces", str(in_tmp / "notes.txt"), "--on", ON]) == 2
+    assert "no trace read from 1 file" in capsys.readouterr().err
