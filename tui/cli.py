@@ -232,12 +232,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default 14)")
     _add_voice_options(bench)
 
-    replay = sub.add_parser("replay", help="replay a recording with its original timing",
+    replay = sub.add_parser("replay", help="replay a recording or an agent trace with its original timing",
                             description="Replay every lane of a recording with its original timing: in a "
                                         "terminal on the race screen (pause, step, faster, slower, restart; a "
                                         "replay is never recorded again), else (or with --headless) as bench's "
-                                        "table or JSON.")
-    replay.add_argument("file", type=Path, metavar="FILE", help="a recording (.jsonl)")
+                                        "table or JSON. An agent trace (see `tokrace traces`) plays as a lane "
+                                        "per trace in the file, its idle cap (default 600 s) cutting away time.")
+    replay.add_argument("file", type=Path, metavar="FILE", help="a recording (.jsonl) or an agent trace")
     replay.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
                         help="play X times faster (default 1)")
     replay.add_argument("--idle-cap", type=_positive_float, metavar="S",
@@ -338,10 +339,21 @@ def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from .traces_cmd import replayable
+
+    # an agent trace (Claude Code, Codex, OTLP, WEKA) plays as a recording made from it; its idle cap is spent
+    # cutting away time, so the replay itself runs uncapped
+    with replayable(args.file, args.idle_cap) as (file, converted):
+        if converted:
+            args.idle_cap = None
+        return _replay(args, file)
+
+
+def _replay(args: argparse.Namespace, file: Path) -> int:
     from providers.recording import read_recording
     from providers.replay import replay_tiers
 
-    recording = read_recording(args.file)
+    recording = read_recording(file)
     if args.run is not None and not 0 <= args.run < recording.runs:
         raise UsageError(f"{args.file}: no run {args.run} (it has {recording.runs})")
     if not args.headless and sys.stdout.isatty():

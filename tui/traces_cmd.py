@@ -6,8 +6,11 @@ as "not a trace" and the rest go on. Exit 0 when at least one trace was read, 2 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,6 +25,8 @@ from providers.traces.model import Trace
 from providers.traces.read import FORMATS, Found, files, read_file
 from providers.traces.summary import SetSummary
 
+MAX_LANES: Final[int] = 6
+"""The screen shows up to six lanes: a file with more traces plays its first six."""
 PROGRESS_FROM: Final[int] = 10
 """Show a progress bar on stderr (when it is a terminal) from this many files on."""
 DETAIL_UP_TO: Final[int] = 3
@@ -236,6 +241,37 @@ def cmd_traces(args: argparse.Namespace) -> int:
         print(f"tokrace: no trace read from {len(paths)} file{'s' * (len(paths) != 1)}", file=sys.stderr)
         return EXIT_NONE
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def replayable(path: Path, idle_cap: float | None) -> Iterator[tuple[Path, bool]]:
+    """The recording to replay for ``path``: itself when it is a tokrace recording, else a recording made from
+    the traces in it (one lane per trace, up to the screen's six) in a temporary folder removed afterwards.
+    The flag says whether it was converted."""
+    from providers.recording import FORMAT
+    from providers.traces.playable import write_recording
+    from providers.traces.source import head, head_objects
+
+    if not path.is_file():
+        raise TokraceError(f"{path}: no such file")
+    objects = head_objects(head(path), limit=1)
+    if objects and objects[0].get("format") == FORMAT:
+        yield path, False
+        return
+    found = read_file(path)
+    if not found.traces:
+        problem = found.problem or "no trace in it"
+        if problem == "not a trace":
+            raise TokraceError(f"{path}: neither a tokrace recording nor an agent trace tokrace reads")
+        raise TokraceError(problem if problem.startswith(str(path)) else f"{path}: {problem}")
+    traces = [t for t in found.traces if t.steps][:MAX_LANES]
+    if not traces:
+        raise TokraceError(f"{path}: its traces have no steps to play")
+    if len(found.traces) > MAX_LANES:
+        print(f"tokrace: {path} holds {len(found.traces)} traces; playing the first {MAX_LANES}", file=sys.stderr)
+    cap = IDLE_CAP_S if idle_cap is None else idle_cap
+    with tempfile.TemporaryDirectory(prefix="tokrace-trace-") as folder:
+        yield write_recording(traces, Path(folder) / f"{path.stem}.jsonl", cap), True
 
 
 def _write_json(doc: dict[str, Any], target: str) -> None:
