@@ -7,11 +7,11 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from providers.base import TokraceError
+from providers.base import Price, TokraceError
 
 if TYPE_CHECKING:
     from providers.config import Config
@@ -196,3 +196,86 @@ def check_compare_args(args: argparse.Namespace) -> None:
             if value is not None:
                 raise TokraceError(f"{flag} needs --on TIER,TIER (the tiers to compare the traces on)")
     check_targets(getattr(args, "json_target", None), args.markdown, args.csv_target)
+
+
+def add_replay_on_options(p: argparse.ArgumentParser) -> None:
+    """``tokrace replay TRACE --on TIERS``: the original lane races one re-timed lane per tier."""
+    from .traces_cmd import _price
+
+    group = p.add_argument_group(
+        "a trace on other tiers", "with --on, an agent trace plays as its original lane racing one lane per tier, "
+                                  "each re-timed on the tier's profile, on one clock, under the comparison's verdict")
+    group.add_argument("--on", metavar="TIER,TIER",
+                       help="re-time the trace on these tiers (from the config, or the demo tiers; up to five)")
+    group.add_argument("--config", type=Path, metavar="FILE",
+                       help="with --on: config file with the tiers (default: ./tokrace.toml, then the user "
+                            "config dir; the demo tiers when there is none)")
+    group.add_argument("--original-price", type=_price, metavar="IN,OUT[,CACHED]", dest="original_price",
+                       help="with --on: the original's price in USD per million input, output (and cached input) "
+                            "tokens (default: a configured tier with the trace's model)")
+
+
+ORIGINAL_LANE: Final[str] = "original"
+"""The name of the trace's own lane when it races re-timed lanes."""
+
+
+def write_race(trace: Trace, cmp: Comparison, original_price: Price | None, path: Path, idle_cap_s: float) -> Path:
+    """A recording of the trace's original lane and one re-timed lane per tier, on one clock: the lanes are
+    the trace's events (as ``tokrace replay TRACE`` plays them) as recorded and re-timed on each tier."""
+    from providers.base import TierSpec
+    from providers.recording import Recorder
+    from providers.traces.playable import trace_events
+    from providers.traces.retime import retime_on
+
+    models = ", ".join(cmp.rows[0].original.models)
+    lanes = [(TierSpec(name=ORIGINAL_LANE, provider="replay", model=models, price=original_price), trace)]
+    for profile in cmp.profiles:
+        lanes.append((TierSpec(name=profile.name, provider="replay", model=profile.model or models,
+                               price=profile.price), retime_on(trace, profile)))
+    prompt = f"{Path(trace.file).name} ({trace.format} trace) on {', '.join(p.name for p in cmp.profiles)}"
+    recorder = Recorder(path, prompt, [tier for tier, _ in lanes], scenario=f"{trace.format} trace",
+                        extra={"trace": {"file": trace.file, "format": trace.format, "idle_cap_s": idle_cap_s},
+                               "verdict": cmp.verdict})
+    try:
+        for lane, (_, moved) in enumerate(lanes):
+            for event in trace_events(moved, idle_cap_s):
+                recorder(lane, event)
+    finally:
+        recorder.close()
+    return path
+
+
+def replay_on(args: argparse.Namespace, play: Callable[[argparse.Namespace, Path, str | None], int]) -> int:
+    """``tokrace replay TRACE --on TIERS``: the trace's first trace compared on the tiers, played as a race of
+    its original lane against one re-timed lane per tier, with the verdict shown above the lanes."""
+    import tempfile
+
+    from providers.config import load_config
+    from providers.traces.analysis import IDLE_CAP_S
+    from providers.traces.read import read_file
+
+    from .launch import MAX_LANES
+
+    path: Path = args.file
+    if not path.is_file():
+        raise TokraceError(f"{path}: no such file")
+    config = load_config(args.config)
+    if len(config.select(args.on)) > MAX_LANES - 1:
+        raise TokraceError(f"--on: the screen races up to {MAX_LANES} lanes, the original and "
+                           f"{MAX_LANES - 1} tiers")
+    cap = IDLE_CAP_S if args.idle_cap is None else args.idle_cap
+    comparer = comparer_for(args, config, cap)
+    found = read_file(path)
+    traces = [t for t in found.traces if t.steps]
+    if not traces:
+        problem = found.problem or "its traces have no steps to play"
+        raise TokraceError(problem if problem.startswith(str(path)) else f"{path}: {problem}")
+    if len(traces) > 1:
+        print(f"tokrace: {path} holds {len(traces)} traces; --on races the first", file=sys.stderr)
+    trace = traces[0]
+    comparer.add(trace)
+    cmp = comparer.finish()
+    args.idle_cap = None  # the cap is spent cutting away time out of the lanes
+    price = args.original_price or comparer.tier_prices.get(next(iter(cmp.rows[0].original.models), ""))
+    with tempfile.TemporaryDirectory(prefix="tokrace-trace-") as folder:
+        return play(args, write_race(trace, cmp, price, Path(folder) / f"{path.stem}-on.jsonl", cap), cmp.verdict)

@@ -284,7 +284,7 @@ def verdict(columns: Sequence[Column]) -> str:
     costs, M the original's model share, B from its Amdahl bound)."""
     original = columns[0]
     n = original.traces
-    head = f"On these {n} trace{'s' if n != 1 else ''}"
+    head = "On this trace" if n == 1 else f"On these {n} traces"
     total = original.total_task_s
     share = original.model_share
     tail = ""

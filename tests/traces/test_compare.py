@@ -54,7 +54,7 @@ def test_the_verdict_uses_the_figures_the_table_prints() -> None:
 
 def test_a_slower_tier_is_said_to_be_slower() -> None:
     cmp = compare([sequential()], [TierProfile(name="crawl", ttft_s=5.0, tok_s=1.0)])
-    assert cmp.verdict.startswith("On these 1 trace, no tier would have saved time: crawl would have taken ")
+    assert cmp.verdict.startswith("On this trace, no tier would have saved time: crawl would have taken ")
 
 
 def test_bootstrap_interval_contains_the_point_estimate_and_is_reproducible() -> None:
