@@ -255,10 +255,10 @@ def _with_cost(analysis: TraceAnalysis, cost: float | None) -> TraceAnalysis:
 
 
 def duration_unit(seconds: float) -> tuple[float, str]:
-    """The unit a total is told in: hours from an hour up, minutes from a minute up, else seconds."""
+    """The unit a total is told in: hours from an hour up, minutes from ten minutes up, else seconds."""
     if seconds >= 3600:
         return 3600.0, "h"
-    if seconds >= 60:
+    if seconds >= 600:
         return 60.0, "min"
     return 1.0, "s"
 
