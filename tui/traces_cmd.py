@@ -236,7 +236,8 @@ def cmd_traces(args: argparse.Namespace) -> int:
         if trace.skipped:
             print(f"{trace.file}: skipped {trace.skipped} unreadable line(s) or span(s)", file=sys.stderr)
     for found in problems:
-        print(f"{found.path}: {found.problem}", file=sys.stderr)
+        problem = found.problem or ""
+        print(problem if problem.startswith(str(found.path)) else f"{found.path}: {problem}", file=sys.stderr)
     if not rows:
         print(f"tokrace: no trace read from {len(paths)} file{'s' * (len(paths) != 1)}", file=sys.stderr)
         return EXIT_NONE

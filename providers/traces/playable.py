@@ -34,6 +34,10 @@ def _label(step: Step) -> str:
 
 def _text(step: Step, n: int) -> str:
     tokens = step.output_tokens or 0
+    if step.failed:
+        return f"[call {n}] {step.model or 'model'}: failed\n"
+    if step.output_tokens is None:
+        return f"[call {n}] {step.model or 'model'}: no usage recorded\n"
     what = f"{step.model or 'model'}: {tokens:,} tokens out"
     if step.input_tokens is not None:
         what += f", {step.input_tokens:,} in"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,15 @@ def test_garbage_and_truncated_files_are_read_without_a_crash(tmp_path: Path) ->
         assert found.problem is not None or found.traces, name
         for t in found.traces:
             analyse(t)
+
+
+def test_json_lines_whose_first_line_is_longer_than_the_detection_window_are_read_as_lines(tmp_path: Path) -> None:
+    span = {"traceId": "f" * 32, "spanId": "1" * 16, "name": "chat m", "startTimeUnixNano": "1000000000",
+            "endTimeUnixNano": "3000000000", "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                {"key": "gen_ai.prompt", "value": {"stringValue": "x" * 100_000}}]}
+    line = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+    path = tmp_path / "big.jsonl"
+    path.write_text(line + "\n" + line.replace('"1111111111111111"', '"2222222222222222"') + "\n")
+    found = read_file(path)
+    assert found.problem is None and analyse(found.traces[0]).calls == 2
