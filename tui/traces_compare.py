@@ -50,11 +50,19 @@ def check_targets(*targets: str | None) -> None:
 
 def profiles_for(config: Config, names: str) -> list[TierProfile]:
     """The profiles of the tiers named by ``--on``; a tier without a profile is an error saying how to get one."""
+    from providers.traces.compare import ORIGINAL
     from providers.traces.retime import tier_profile
 
     tiers = config.select(names)
     if not tiers:
         raise TokraceError("--on: name at least one tier")
+    seen = [t.name.lower() for t in tiers]
+    for i, tier in enumerate(tiers):
+        if seen[i] in seen[:i]:
+            raise TokraceError(f"--on: {tier.name!r} is named twice")
+        if seen[i] == ORIGINAL:
+            raise TokraceError(f"--on: a tier named {tier.name!r} would be confused with the traces as recorded "
+                               "(the original column); rename it in the config")
     return [tier_profile(t) for t in tiers]
 
 

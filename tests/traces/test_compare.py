@@ -142,3 +142,16 @@ def test_csv_has_the_set_and_every_trace_on_every_tier() -> None:
         ("tools", "fast")]
     assert float(rows[1]["task_s"]) == pytest.approx(16.5)
     assert float(rows[3]["speedup"]) == pytest.approx(25 / 9)
+
+
+def test_calls_without_output_tokens_are_counted_and_footnoted() -> None:
+    from providers.traces.report import footnotes
+
+    trace = Trace(file="u", format="t", steps=[
+        Step(id="a", kind="model", start=0, end=5), Step(id="b", kind="model", start=5, end=9, after=("a",),
+                                                          output_tokens=100)])
+    cmp = compare([trace], [PROFILE])
+    assert cmp.kept_calls == 1
+    assert "1 of 2 model calls record no output tokens: they keep their recorded duration on every tier" \
+        in footnotes(cmp)
+    assert cmp.columns[1].total_task_s == pytest.approx(5 + 1.5)
