@@ -239,3 +239,19 @@ def test_a_sub_agent_tool_step_does_not_hold_its_own_chain() -> None:
         Step(id="b", kind="model", start=2, end=4, output_tokens=100),
     ])
     assert containers(trace.steps) == {}
+
+
+def test_every_fixture_trace_retimes_exactly_on_its_own_durations_and_monotonically() -> None:
+    from pathlib import Path
+
+    from providers.traces.read import files, read_file
+
+    traces = [t for f in files([Path(__file__).parent / "fixtures", Path(__file__).parents[2] / "examples"])
+              for t in read_file(f).traces]
+    assert len(traces) >= 5
+    slow, fast = TierProfile(name="slow", ttft_s=2.0, tok_s=20.0), TierProfile(name="fast", ttft_s=0.1, tok_s=900.0)
+    for trace in traces:
+        again = retime(trace, lambda s: s.duration)
+        assert [(s.start, s.end) for s in again.steps] == [(s.start, s.end) for s in trace.steps], trace.file
+        assert analyse(again).e2e_s == analyse(trace).e2e_s
+        assert analyse(retime_on(trace, fast)).e2e_s <= analyse(retime_on(trace, slow)).e2e_s + 1e-9, trace.file
