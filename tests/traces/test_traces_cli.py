@@ -124,3 +124,17 @@ def test_a_recording_reads_back_with_the_figures_of_its_replay(capsys: pytest.Ca
             assert b[kind] == pytest.approx(loop.get(kind, 0.0), abs=1e-5)
         assert trace["calls"] == len(run0["turns"])
         assert trace["output_tokens"] == run0["output_tokens"]
+
+
+def test_many_files_show_a_progress_bar_on_stderr_when_it_is_a_terminal(capsys: pytest.CaptureFixture[str],
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    for n in range(12):
+        shutil.copy(FIXTURES / "weka" / "w-1.json", tmp_path / f"w-{n}.json")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich takes stderr for a terminal
+    code, out, err = run(capsys, "traces", str(tmp_path), "--json", "-")
+    assert code == 0 and len(json.loads(out)["traces"]) == 12
+    assert "reading traces" in err and "12/12" in err
+    monkeypatch.delenv("TTY_COMPATIBLE")
+    _, _, err = run(capsys, "traces", str(tmp_path), "--json", "-")
+    assert "reading traces" not in err
