@@ -232,3 +232,11 @@ def test_claude_code_subagent_files_of_the_older_layout_beside_the_session_are_r
     assert {s.chain for s in t.steps} == {"main", "agent-a1"} and analyse(t).e2e_s == 12.0
     found = read_file(agent)
     assert not found.traces and found.problem is not None and "read with its session" in found.problem
+
+
+def test_a_line_nested_too_deep_is_skipped_and_the_rest_read(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    good = (FIXTURES / "codex/rollout-2026-05-01T12-00-00-cdx1.jsonl").read_text().splitlines()
+    path.write_text("\n".join([*good[:3], "[" * 100_000 + "]" * 100_000, *good[3:]]) + "\n")
+    t = one(path, "codex")
+    assert t.skipped == 2 and analyse(t).calls == 4
