@@ -157,3 +157,10 @@ def test_replay_of_a_file_that_holds_no_trace_is_one_clear_line(capsys: pytest.C
     path.write_text('{"resourceSpans": []}\n')
     code, _, err = run(capsys, "replay", str(path), "--headless")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_json_to_a_file_keeps_the_tables_on_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    code, out, _ = run(capsys, "traces", str(FIXTURES / "weka"), "--json", str(target))
+    assert code == 0 and "summary over 1 trace" in out
+    assert json.loads(target.read_text())["traces"][0]["format"] == "weka"
