@@ -135,7 +135,7 @@ def test_otlp_older_envelope_in_one_pretty_printed_document() -> None:
 def test_weka_relative_times_nested_parallel_subagents_and_an_hour_away() -> None:
     t = one(FIXTURES / "weka/w-1.json")
     assert t.session == "w-1" and t.skipped == 1
-    assert by_kind(t, "tool") == [(2, 5, "tool", "main"), (9, 19, "sub-agent", "main"), (11, 13, "tool", "subagent-1")]
+    assert by_kind(t, "tool") == [(2, 5, "", "main"), (9, 19, "sub-agent", "main"), (11, 13, "", "subagent-1")]
     # the second sub-agent's times start before the request that started it: relative to its start (9 s)
     assert by_kind(t, "model")[2:4] == [(9.5, 11, "claude-haiku-4-5", "subagent-1"),
                                          (9.5, 12.5, "claude-haiku-4-5", "subagent-2")]
