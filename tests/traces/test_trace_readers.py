@@ -240,3 +240,15 @@ def test_a_line_nested_too_deep_is_skipped_and_the_rest_read(tmp_path: Path) -> 
     path.write_text("\n".join([*good[:3], "[" * 100_000 + "]" * 100_000, *good[3:]]) + "\n")
     t = one(path, "codex")
     assert t.skipped == 2 and analyse(t).calls == 4
+
+
+def test_a_file_of_the_format_without_agent_steps_says_so(tmp_path: Path) -> None:
+    http_only = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "d" * 32, "spanId": "1" * 16, "name": "GET /health", "startTimeUnixNano": "1",
+         "endTimeUnixNano": "2", "attributes": [{"key": "http.request.method", "value": {"stringValue": "GET"}}]}]}]}]}
+    (tmp_path / "http.jsonl").write_text(json.dumps(http_only) + "\n")
+    (tmp_path / "summary.jsonl").write_text('{"type": "summary", "summary": "Old chat", "leafUuid": "x"}\n')
+    for name, fmt in (("http.jsonl", "otlp"), ("summary.jsonl", "claude-code")):
+        found = read_file(tmp_path / name)
+        assert found.format == fmt and not found.traces
+        assert found.problem is not None and found.problem.startswith("no agent steps in it")
