@@ -68,7 +68,7 @@ def add_traces_parser(sub: Any) -> None:
         epilog="Claude Code keeps sessions in ~/.claude/projects/, Codex in ~/.codex/sessions/.")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="trace files or folders")
     p.add_argument("--json", metavar="FILE|-", dest="json_target", help="write the figures as JSON to FILE, or "
-                   "to stdout with - (the tables then go nowhere)")
+                   "to stdout with - (the tables are then left out)")
     p.add_argument("--idle-cap", type=_seconds, default=IDLE_CAP_S, metavar="S", dest="idle_cap",
                    help="a person's gap counts up to S seconds; the rest is away time, left out of the wall "
                         f"time (default {IDLE_CAP_S:.0f})")
@@ -226,7 +226,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
         doc = {"tool": "tokrace", "version": __version__, "idle_cap_s": args.idle_cap, "traces": traces_out,
                "files": files_out, "summary": {"original": summary.to_json()}}
         _write_json(doc, target)
-    if target is None and rows:
+    if target != "-" and rows:  # the tables, unless stdout carries the JSON
         out.print(traces_table(rows, out.width))
         if len(rows) <= DETAIL_UP_TO:
             for (trace, a), approval in zip(rows, approvals, strict=True):

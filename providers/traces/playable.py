@@ -24,12 +24,13 @@ MAX_DELTAS: Final[int] = 120
 
 
 def _label(step: Step) -> str:
-    label = step.label or step.kind
-    if step.kind == "tool" and step.includes_approval:
-        label += " (+approval)"
+    """A tool's name, "✗" when it failed, "(+approval)" last when its time includes a person's approval."""
+    parts = [step.label] if step.label else []
     if step.kind == "tool" and step.failed:
-        label += " ✗"
-    return label
+        parts.append("✗")
+    if step.kind == "tool" and step.includes_approval:
+        parts.append("(+approval)")
+    return " ".join(parts)
 
 
 def _text(step: Step, n: int) -> str:

@@ -65,6 +65,9 @@ class Lines:
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     self.skip("a line that is not JSON")
                     continue
+                except RecursionError:
+                    self.skip("a line nested too deep to read")
+                    continue
                 if not isinstance(obj, dict):
                     self.skip("a line that is not a JSON object")
                     continue

@@ -125,7 +125,7 @@ def _requests(chains: Chains, records: list[Any], chain: str, offset: float, sta
         if subs:
             chains.add("tool", t + api, gap_end, chain=chain, label="sub-agent")
         elif rec.get("stop") in TOOL_STOPS:
-            chains.add("tool", t + api, gap_end, chain=chain, label="tool", includes_approval=True)
+            chains.add("tool", t + api, gap_end, chain=chain, includes_approval=True)  # no tool names recorded
         elif nxt is not None and chain == MAIN_CHAIN:
             chains.add("human", t + api, gap_end, chain=chain, label="person")
         else:
