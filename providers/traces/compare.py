@@ -172,12 +172,13 @@ def bootstrap_ci(original: Sequence[float], retimed: Sequence[float], seed: int 
     if n == 0 or sum(retimed) <= 0:
         return None
     rng = random.Random(seed)
+    indexes = range(n)
     ratios: list[float] = []
     for _ in range(resamples):
-        picks = [rng.randrange(n) for _ in range(n)]
-        den = sum(retimed[i] for i in picks)
+        picks = rng.choices(indexes, k=n)
+        den = sum(map(retimed.__getitem__, picks))
         if den > 0:
-            ratios.append(sum(original[i] for i in picks) / den)
+            ratios.append(sum(map(original.__getitem__, picks)) / den)
     if not ratios:
         return None
     return percentile(ratios, 2.5), percentile(ratios, 97.5)
