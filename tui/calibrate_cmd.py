@@ -92,7 +92,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             continue
         assert config.source is not None
         index = config.tiers.index(tier)
-        lines = write_profile(config.source, index, r, note)
+        try:
+            lines = write_profile(config.source, index, r, note)
+        except CalibrationError as exc:
+            failed = True
+            err.print(f"{exc}; paste these lines into the tier's table yourself:", markup=False)
+            out.print(f"# {tier.name}\n" + "\n".join(r.toml_lines()), markup=False)
+            continue
         out.print(f"{tier.name}: wrote {', '.join(r.toml_lines())} to {config.source} "
                   f"(line{'s' if len(lines) != 1 else ''} {lines[0]}-{lines[-1]})", markup=False)
     return EXIT_FAILED if failed else EXIT_OK
