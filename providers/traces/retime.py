@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..base import ConfigError, Price, TierSpec
+from ..calibrate import HTTP_PROVIDERS
 from .model import Step, Trace
-
-_HTTP_PROVIDERS = ("openai", "openai-responses", "anthropic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +61,7 @@ def tier_profile(tier: TierSpec) -> TierProfile:
     else:
         missing = [key for key in ("ttft_ms", "tok_s") if key not in opts]
         if missing:
-            how = (f"measure it with: tokrace calibrate --tiers {tier.name!r}" if tier.provider in _HTTP_PROVIDERS
+            how = (f"measure it with: tokrace calibrate --tiers {tier.name!r}" if tier.provider in HTTP_PROVIDERS
                    else "give it ttft_ms and tok_s in the config")
             raise ConfigError(f"tier {tier.name!r} has no speed profile to re-time on (no {' or '.join(missing)}); "
                               f"{how}")
