@@ -70,7 +70,10 @@ def comparer_for(args: argparse.Namespace, config: Config, idle_cap_s: float) ->
     """A comparison on the ``--on`` tiers, waiting for traces (every tier's profile is checked first)."""
     from providers.traces.compare import BOOTSTRAP_SEED, Comparer
 
-    tier_prices = {t.model: t.price for t in config.tiers if t.model and t.price is not None}
+    tier_prices: dict[str, Price] = {}
+    for tier in config.tiers:  # the first configured tier with the model prices the original's calls
+        if tier.model and tier.price is not None:
+            tier_prices.setdefault(tier.model, tier.price)
     seed = BOOTSTRAP_SEED if getattr(args, "seed", None) is None else args.seed
     return Comparer(profiles_for(config, args.on), original_price=args.original_price, tier_prices=tier_prices,
                     idle_cap_s=idle_cap_s, seed=seed)
