@@ -103,7 +103,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     check_compare_args(args)
     comparer = comparer_for(args, load_config(getattr(args, "config", None)), args.idle_cap)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)  # a message stays one line in a log
     paths = list(files(args.paths))
     problems: list[Found] = []
     skipped: list[tuple[str, int]] = []
