@@ -7,17 +7,14 @@ prefixes providers give their keys: ``sk-``, ``gsk_``, ``AIza``...). Either is r
 
 from __future__ import annotations
 
+import base64
 import dataclasses
-import os
 import re
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Sequence
+from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 from .events import Delta, Error, Event, Extra, Headers, Request, Segment, ToolCall
-
-if TYPE_CHECKING:
-    from .base import TierSpec
 
 MASK: Final[str] = "[redacted]"
 
@@ -101,6 +98,20 @@ def url_secrets(url: str | None) -> list[str]:
     return [v for v in out if len(v) >= MIN_SECRET_LEN]
 
 
+def base64_forms(secret: str) -> list[str]:
+    """The parts of ``base64(anything + secret + anything)`` that depend on the secret alone, at each of the three
+    alignments: masking them hides a secret sent in its Basic-auth form (``base64("user:" + key)``) or any other
+    base64 wrapping, whatever came before it."""
+    raw = secret.encode("utf-8")
+    out = []
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + raw).decode("ascii")
+        core = encoded[-(-8 * pad // 6) : 8 * (pad + len(raw)) // 6]
+        if len(core) >= MIN_SECRET_LEN + 2:
+            out.append(core)
+    return out
+
+
 def looks_like_key(text: str) -> bool:
     """Whether a value has a provider key's shape."""
     return bool(_KEY_SHAPE.search(text))
@@ -120,25 +131,6 @@ def redact(text: str, secrets: Sequence[str]) -> str:
     if "://" in text or "=" in text:
         text = mask_url(text)
     return text
-
-
-def tier_secrets(tiers: Iterable[TierSpec]) -> list[str]:
-    """The secret values tiers could send: each key (from its key variable), every header value, and the secret
-    query parameters of its ``base_url``; longest first, so a longer secret is masked before a part of it."""
-    from .http.presets import DEFAULT_KEY_ENV
-
-    values: set[str] = set()
-    for tier in tiers:
-        env = tier.api_key_env or DEFAULT_KEY_ENV.get(tier.provider)
-        if env:
-            value = os.environ.get(env, "")
-            if len(value) >= MIN_SECRET_LEN:
-                values.add(value)
-        headers = tier.options.get("headers")
-        if isinstance(headers, dict):
-            values.update(str(v) for v in headers.values() if len(str(v)) >= MIN_HEADER_SECRET_LEN)
-        values.update(url_secrets(tier.base_url))
-    return sorted(values, key=len, reverse=True)
 
 
 class Masker:

@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,8 +23,8 @@ from typing import IO, Any, Final
 from .base import TierSpec, TokraceError
 from .events import MAX_SECONDS, Delta, Event, EventFormatError, event_from_dict, event_to_dict
 from .masking import MASK as MASK  # the recorder's masking is :mod:`.masking`'s, re-exported for its users
+from .masking import MIN_HEADER_SECRET_LEN, MIN_SECRET_LEN, base64_forms, url_secrets
 from .masking import redact as redact
-from .masking import tier_secrets
 
 FORMAT: Final[str] = "tokrace-recording"
 VERSION: Final[int] = 1
@@ -48,8 +49,24 @@ def default_path(prompt: str, now: dt.datetime | None = None) -> Path:
 
 
 def secret_values(tiers: Iterable[TierSpec]) -> list[str]:
-    """The secret values the tiers could send (keys, header values, URL secrets), to mask wherever they appear."""
-    return tier_secrets(tiers)
+    """The secret values tiers could send: each key (from its key variable), every header value, and the secret
+    query parameters of its ``base_url``, each also in its base64 forms (Basic auth); longest first, so a longer
+    secret is masked before a part of it."""
+    from .http.presets import DEFAULT_KEY_ENV
+
+    values: set[str] = set()
+    for tier in tiers:
+        env = tier.api_key_env or DEFAULT_KEY_ENV.get(tier.provider)
+        if env:
+            value = os.environ.get(env, "")
+            if len(value) >= MIN_SECRET_LEN:
+                values.add(value)
+        headers = tier.options.get("headers")
+        if isinstance(headers, dict):
+            values.update(str(v) for v in headers.values() if len(str(v)) >= MIN_HEADER_SECRET_LEN)
+        values.update(url_secrets(tier.base_url))
+    values.update([form for value in list(values) for form in base64_forms(value)])
+    return sorted(values, key=len, reverse=True)
 
 
 def event_line(lane: int, run: int, event: Event) -> str:

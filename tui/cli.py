@@ -387,10 +387,12 @@ def cmd_tiers(args: argparse.Namespace) -> int:
     import os
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from providers.config import load_config
     from providers.http.presets import PRESETS
+    from providers.masking import mask_url
 
     config = load_config(args.config)
     console = Console()
@@ -407,11 +409,11 @@ def cmd_tiers(args: argparse.Namespace) -> int:
 
             provider = create_provider(tier)  # an HTTP provider knows its endpoint and its default key variable
             http = provider if isinstance(provider, HTTPProvider) else None
-            endpoint = http.endpoint() if http is not None else tier.base_url or ""
+            endpoint = mask_url(http.endpoint() if http is not None else tier.base_url or "")
             key_env = http.key_env if http is not None else tier.api_key_env
             present = "set" if key_env and os.environ.get(key_env) else "[red]not set[/]"
             key = f"{key_env} {present}" if key_env else "not needed"
-        table.add_row(tier.name, tier.provider, tier.model, endpoint, key)
+        table.add_row(escape(tier.name), escape(tier.provider), escape(tier.model), escape(endpoint), key)
     console.print(table)
     presets = Table(title="presets (use preset = \"name\" in a tier)", title_justify="left")
     for col in ("preset", "protocol", "base URL", "key variable"):

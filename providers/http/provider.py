@@ -26,6 +26,7 @@ import httpx
 from ..base import ConfigError, Provider, TierSpec, TokraceError, TurnRequest
 from ..clock import Clock
 from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
+from ..masking import mask_url, url_has_userinfo
 from .sse import SSEEvent, SSEParser
 
 HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
@@ -195,6 +196,18 @@ def error_body(raw: bytes) -> tuple[str, str]:
     return str(kind), excerpt(str(message))
 
 
+def check_base_url(tier: str, url: str) -> None:
+    """Refuse a base URL that is not http(s), or that carries a key as ``user:password@`` (httpx would send it as
+    Basic auth, and the URL is shown and recorded): the key belongs in the variable ``api_key_env`` names."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"tier {tier!r}: base_url must start with http:// or https:// (got {mask_url(url)!r})",
+                          key="base_url")
+    if url_has_userinfo(url):
+        raise ConfigError(f"tier {tier!r}: base_url carries a user name or key before the host "
+                          f"({mask_url(url)}); keys never go in the URL: put the key in an environment variable "
+                          "and name it with api_key_env", key="base_url")
+
+
 class HTTPProvider(Provider):
     """An adapter that streams from an HTTP API; subclasses give the protocol: request shape, stream decoder.
 
@@ -212,9 +225,7 @@ class HTTPProvider(Provider):
         super().__init__(tier)
         opts = tier.options
         self.base_url = (tier.base_url or self.default_base_url).rstrip("/")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"tier {tier.name!r}: base_url must start with http:// or https:// "
-                              f"(got {self.base_url!r})", key="base_url")
+        check_base_url(tier.name, self.base_url)
         self.key_env = tier.api_key_env or (self.default_key_env if tier.base_url is None else None)
         headers = dict(opts.get("headers", {}))
         self.extra_headers: dict[str, str] = {str(k): str(v) for k, v in headers.items()}

@@ -61,7 +61,7 @@ def test_a_valid_json_line_of_the_wrong_shape_is_skipped_and_counted(tmp_path: P
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400", "1e300", "-5e9"])
 def test_a_time_that_is_not_a_finite_sane_number_is_skipped(tmp_path: Path, number: str) -> None:
-    bad = '{"lane": 0, "kind": "delta", "t": %s, "text": "x"}' % number
+    bad = f'{{"lane": 0, "kind": "delta", "t": {number}, "text": "x"}}'
     path = write(tmp_path / "r.jsonl", *finishing(0.5)[:2], bad, finishing(0.5)[2])
     rec = read_recording(path)
     assert all(e.t == e.t and abs(e.t) < 1e7 for e in rec.lane_events(0))
@@ -89,7 +89,7 @@ def test_replaying_a_file_with_a_nan_time_and_a_huge_run_finishes_with_one_warni
 def test_a_header_whose_tiers_are_not_tier_objects_is_refused_and_listed_as_unreadable(
         tmp_path: Path, tiers: object, capsys: pytest.CaptureFixture[str]) -> None:
     bad = write(tmp_path / "bad.jsonl", *finishing(0.5), header={**HEADER, "tiers": tiers})
-    fine = write(tmp_path / "fine.jsonl", *finishing(0.5))
+    write(tmp_path / "fine.jsonl", *finishing(0.5))
     with pytest.raises(RecordingError, match="tiers are not a list of tier objects"):
         read_recording(bad)
     infos = {i.path.name: i for i in list_recordings(tmp_path)}
