@@ -16,6 +16,10 @@ from .clock import Clock
 from .events import Event
 from .masking import mask_url, redact
 
+MAX_TOKENS_LIMIT: Final[int] = 200_000
+"""The most output tokens a turn may ask for (``max_tokens`` in a config, a scenario or ``--max-tokens``): above
+every model's own output limit, and small enough that a lane's events stay a few hundred MB at most."""
+
 
 class TokraceError(Exception):
     """An error a user can act on; the CLI prints its message as one line."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .base import PRICE_KEYS, ConfigError, Price, TierSpec
+from .base import MAX_TOKENS_LIMIT, PRICE_KEYS, ConfigError, Price, TierSpec
 from .demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
 from .registry import known_providers, provider_options
 from .validate import NUMBER, Locator, expected, fail, type_ok
@@ -37,6 +37,11 @@ TIER_KEYS: Final[dict[str, tuple[type, ...]]] = {
     "max_tokens": (int,),
 }
 """Keys every tier may have, whatever its provider."""
+
+MAX_PRICE: Final[float] = 1_000_000.0
+"""The highest price (USD per million tokens) a tier may have: more is a typo."""
+MAX_STALL_THRESHOLD_MS: Final[float] = 3_600_000.0
+
 
 @dataclass(slots=True)
 class Defaults:
@@ -132,8 +137,13 @@ def parse_config(text: str, path: Path) -> Config:
             raise fail(path, loc.line_of(key, "defaults"), f"defaults.{key}",
                         f"expected {expected(types)}, got {value!r}")
         setattr(defaults, key, value)
-    if defaults.max_tokens < 1:
-        raise fail(path, loc.line_of("max_tokens", "defaults"), "defaults.max_tokens", "expected 1 or more")
+    if not 1 <= defaults.max_tokens <= MAX_TOKENS_LIMIT:
+        raise fail(path, loc.line_of("max_tokens", "defaults"), "defaults.max_tokens",
+                   f"expected 1 to {MAX_TOKENS_LIMIT:,} (tokrace's limit), got {defaults.max_tokens}")
+    if not 0 < defaults.stall_threshold_ms <= MAX_STALL_THRESHOLD_MS:
+        raise fail(path, loc.line_of("stall_threshold_ms", "defaults"), "defaults.stall_threshold_ms",
+                   f"expected above 0 and at most {MAX_STALL_THRESHOLD_MS:g} (an hour), got "
+                   f"{defaults.stall_threshold_ms}")
     raw_tiers = data.get("tiers")
     if raw_tiers is None:
         return Config(source=path, defaults=defaults)
@@ -185,12 +195,13 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
             if key not in PRICE_KEYS:
                 raise fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
                             f"unknown key (expected one of: {', '.join(PRICE_KEYS)})")
-            if not type_ok(value, NUMBER) or value < 0:
+            if not type_ok(value, NUMBER) or not 0 <= value <= MAX_PRICE:
                 raise fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
                             f"expected a number of USD per million tokens, got {value!r}")
         price = Price(**raw["price"])
-    if raw.get("max_tokens", 1) < 1:
-        raise fail(path, loc.line_of("max_tokens", "tiers", i), f"{where}.max_tokens", "expected 1 or more")
+    if not 1 <= raw.get("max_tokens", 1) <= MAX_TOKENS_LIMIT:
+        raise fail(path, loc.line_of("max_tokens", "tiers", i), f"{where}.max_tokens",
+                   f"expected 1 to {MAX_TOKENS_LIMIT:,} (tokrace's limit), got {raw['max_tokens']}")
     tier = TierSpec(
         name=raw["name"], provider=provider, model=raw.get("model", ""), base_url=raw.get("base_url"),
         api_key_env=raw.get("api_key_env"), service_tier=raw.get("service_tier"), preset=raw.get("preset"),

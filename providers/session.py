@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,9 +94,21 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
     return result
 
 
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite number replaced by ``None``: JSON has no such numbers, and a figure
+    that cannot be measured is written as ``null`` (never ``NaN`` or ``Infinity``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(v) for v in value]
+    return value
+
+
 def report(result: SessionResult, voice: VoiceSettings | None = None) -> dict[str, Any]:
     """The ``--json`` object: the keys of DESIGN §8; with ``voice``, a ``voice`` object on each run and the
-    tier's conversation verdict."""
+    tier's conversation verdict. A number that is not finite is ``null`` (see :func:`finite_json`)."""
     out: dict[str, Any] = {
         "tool": "tokrace",
         "version": __version__,
@@ -112,4 +125,4 @@ def report(result: SessionResult, voice: VoiceSettings | None = None) -> dict[st
                 run["voice"] = v.to_json()
             holds, why = conversation_verdict(lane)
             tier["voice"] = {"holds_conversation": holds, "reason": why}
-    return out
+    return finite_json(out)  # type: ignore[no-any-return]

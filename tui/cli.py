@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     from .record import RecordPlan
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+MAX_RUNS = 10_000
+"""The most runs ``--runs`` takes (every run's events are kept for the report)."""
+MAX_NUMBER = 1e7
+"""The largest number an option takes (speeds, seconds, rates): anything above is a typo."""
 
 
 class UsageError(TokraceError):
@@ -41,21 +46,41 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+def _max_tokens(text: str) -> int:
+    from providers.base import MAX_TOKENS_LIMIT
+
+    value = _positive_int(text)
+    if value > MAX_TOKENS_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TOKENS_LIMIT:,} (tokrace's limit), got {value:,}")
+    return value
+
+
+def _runs(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_RUNS:,} runs, got {value:,}")
+    return value
+
+
+def _finite(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        raise argparse.ArgumentTypeError(f"expected a number up to {MAX_NUMBER:g}, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _finite(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number above 0, got {value}")
     return value
 
 
 def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _finite(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
     return value
@@ -124,7 +149,7 @@ def _add_race_options(p: argparse.ArgumentParser) -> None:
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", metavar="TEXT", help="the prompt to race (default: the config's)")
     prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="read the prompt from a file")
-    p.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output token limit per turn")
+    p.add_argument("--max-tokens", type=_max_tokens, metavar="N", help="output token limit per turn (at most 200,000)")
     p.add_argument("--scenario", metavar="NAME|FILE",
                    help="race a whole agent loop instead of one prompt: a built-in (see tokrace scenarios) "
                         "or a scenario TOML file")
@@ -163,7 +188,7 @@ def _record_plan(args: argparse.Namespace) -> RecordPlan | None:
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--runs", type=_runs, default=1, metavar="N",
                    help="race N times one after the other and report p50/p90 (default 1)")
     p.add_argument("--json", metavar="FILE|-", dest="json_target",
                    help="write the results as JSON to FILE, or to stdout with -")
@@ -213,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo_prompt = demo.add_mutually_exclusive_group()
     demo_prompt.add_argument("--prompt", metavar="TEXT", help="the prompt to race (default: the demo's)")
     demo_prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="read the prompt from a file")
-    demo.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output token limit per turn")
+    demo.add_argument("--max-tokens", type=_max_tokens, metavar="N",
+                      help="output token limit per turn (at most 200,000)")
     demo.add_argument("--scenario", metavar="NAME|FILE", help="race a whole agent loop on the demo tiers")
     demo.add_argument("--tiers", metavar="NAME,NAME", help="race only these demo tiers")
     _add_theme_option(demo)

@@ -101,7 +101,7 @@ def verdict_line(result: SessionResult, settings: VoiceSettings) -> str:
 
 def write_json(result: SessionResult, target: str, voice: VoiceSettings | None = None) -> None:
     """Write the JSON contract to a file, or stdout for ``-``; with ``voice``, the voice lens on every run."""
-    text = json.dumps(report(result, voice), indent=2, ensure_ascii=False)
+    text = json.dumps(report(result, voice), indent=2, ensure_ascii=False, allow_nan=False)
     if target == "-":
         sys.stdout.write(text + "\n")
         sys.stdout.flush()

@@ -35,9 +35,11 @@ HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "connect_timeout_s": (int, float),
     "read_timeout_s": (int, float),
     "max_retries": (int,),
+    "turn_timeout_s": (int, float),
 }
 """Config keys every HTTP tier accepts: extra request headers (never keys), extra JSON body fields, timeouts
-(``read_timeout_s`` bounds the silence between two chunks) and how many times to retry."""
+(``read_timeout_s`` bounds the silence between two chunks, ``turn_timeout_s`` a whole turn) and how many times
+to retry."""
 
 DEFAULT_MAX_RETRIES: Final[int] = 2
 MAX_RETRY_AFTER_S: Final[float] = 60.0
@@ -45,6 +47,12 @@ MAX_RETRY_AFTER_S: Final[float] = 60.0
 CONNECT_TIMEOUT_S: Final[float] = 5.0
 READ_TIMEOUT_S: Final[float] = 600.0
 """The official SDKs' defaults: 5 s to connect, 600 s overall (here: of silence between two chunks)."""
+TURN_TIMEOUT_S: Final[float] = 1800.0
+"""The longest one turn may stream (request to final event) before the lane ends with a timeout: a server that
+streams forever must not keep a bench running forever."""
+MAX_TIMEOUT_S: Final[float] = 86_400.0
+MAX_RETRIES: Final[int] = 10
+"""Above these a setting is a typo (a day; ten retries)."""
 
 RETRY_STATUSES: Final[frozenset[int]] = frozenset({408, 409, 429})
 """Retried before any byte of the stream, like the SDKs; every status from 500 up is retried too."""
@@ -238,10 +246,13 @@ class HTTPProvider(Provider):
         self.max_retries = int(opts.get("max_retries", DEFAULT_MAX_RETRIES))
         self.connect_timeout = float(opts.get("connect_timeout_s", CONNECT_TIMEOUT_S))
         self.read_timeout = float(opts.get("read_timeout_s", READ_TIMEOUT_S))
-        for key, value in (("max_retries", self.max_retries), ("connect_timeout_s", self.connect_timeout),
-                           ("read_timeout_s", self.read_timeout)):
-            if value < 0 or (value == 0 and key != "max_retries"):
-                raise ConfigError(f"tier {tier.name!r}: {key} must be above 0", key=key)
+        self.turn_timeout = float(opts.get("turn_timeout_s", TURN_TIMEOUT_S))
+        for key, value, most in (("max_retries", self.max_retries, MAX_RETRIES),
+                                 ("connect_timeout_s", self.connect_timeout, MAX_TIMEOUT_S),
+                                 ("read_timeout_s", self.read_timeout, MAX_TIMEOUT_S),
+                                 ("turn_timeout_s", self.turn_timeout, MAX_TIMEOUT_S)):
+            if value < 0 or (value == 0 and key != "max_retries") or value > most:
+                raise ConfigError(f"tier {tier.name!r}: {key} must be above 0 and at most {most:g}", key=key)
         self._transport = transport
         self._backoff = backoff
         self._client: httpx.AsyncClient | None = None
