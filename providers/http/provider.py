@@ -27,7 +27,7 @@ from ..base import ConfigError, Provider, TierSpec, TokraceError, TurnRequest
 from ..clock import Clock
 from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
 from ..masking import mask_url, url_has_userinfo
-from .sse import SSEEvent, SSEParser
+from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
 
 HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "headers": (dict,),
@@ -56,6 +56,14 @@ MAX_RETRIES: Final[int] = 10
 
 RETRY_STATUSES: Final[frozenset[int]] = frozenset({408, 409, 429})
 """Retried before any byte of the stream, like the SDKs; every status from 500 up is retried too."""
+
+RUNAWAY_FACTOR: Final[int] = 4
+RUNAWAY_SLACK: Final[int] = 256
+"""A turn that streams more text chunks than 4 × max_tokens + 256 is ended: a token is at least a chunk on every
+server seen, so that is a server ignoring the limit, never a long answer."""
+
+_NOT_STREAMS: Final[tuple[str, ...]] = ("json", "html", "xml")
+"""Content types of a response that cannot be an event stream (an error body, a web page)."""
 
 _SECRET_HEADERS: Final[frozenset[str]] = frozenset(
     {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"})
@@ -137,6 +145,45 @@ class StreamDecoder(ABC):
             return []
         self._reported_tier = got
         return [Extra(t=t, source="service_tier", data={"asked": self.asked_tier or "", "got": got})]
+
+
+def decode(decoder: StreamDecoder, sse: SSEEvent, t: float) -> list[Event]:
+    """``decoder.feed``, where a chunk of a shape the decoder does not expect (a number where a list belongs, a
+    list where an object does) is a :class:`StreamProblem` quoting it, never a Python error."""
+    try:
+        return decoder.feed(sse, t)
+    except StreamProblem:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError):
+        raise StreamProblem("protocol", f"the server sent a chunk tokrace cannot read: {excerpt(sse.data, 120)!r}; "
+                                        "is base_url an endpoint of this tier's protocol? try again") from None
+
+
+class _TurnLimits:
+    """What ends a turn that will not end by itself: its deadline (``turn_timeout_s``), and text far past
+    ``max_tokens`` (more text chunks than :data:`RUNAWAY_FACTOR` × ``max_tokens`` + :data:`RUNAWAY_SLACK`)."""
+
+    __slots__ = ("deadline", "max_chunks", "max_tokens")
+
+    def __init__(self, deadline: float, max_tokens: int) -> None:
+        self.deadline = deadline
+        self.max_tokens = max_tokens
+        self.max_chunks = RUNAWAY_FACTOR * max_tokens + RUNAWAY_SLACK
+
+    def late(self, provider: HTTPProvider, t: float, now: float, deltas: int) -> Error | None:
+        """The error for a turn past its deadline at ``now`` (checked as each chunk of bytes arrives)."""
+        if now <= self.deadline:
+            return None
+        return Error(t=t, error="timeout", message=(
+            f"the turn was still streaming after {provider.turn_timeout:g} s ({deltas} text chunks); ended "
+            "it there: raise turn_timeout_s for longer answers"))
+
+    def runaway(self, t: float, deltas: int) -> Error:
+        """The error for a turn past :attr:`max_chunks`."""
+        return Error(t=t, error="runaway", message=(
+            f"the server kept streaming far past max_tokens ({deltas} text chunks for max_tokens "
+            f"{self.max_tokens}); ended the lane there: the server ignores the limit, check the model and "
+            "its max_tokens_field"))
 
 
 def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -381,7 +428,12 @@ class HTTPProvider(Provider):
                 return
             yield marks.connect_segment(attempt)
             yield self._headers_event(response, head)
-            async for event in self._read(response, clock, stream, head):
+            unread = await self._not_a_stream(response, head)
+            if unread is not None:
+                yield unread
+                return
+            async for event in self._read(response, clock, stream, head,
+                                          _TurnLimits(start + self.turn_timeout, self.max_tokens(request))):
                 yield event
             return
 
@@ -397,8 +449,29 @@ class HTTPProvider(Provider):
         rid = response.headers.get("x-request-id") or response.headers.get("request-id") or ""
         return Headers(t=t, status=response.status_code, request_id=rid)
 
+    async def _not_a_stream(self, response: httpx.Response, t: float) -> Error | None:
+        """The error for a response that is not an event stream (a redirect, which is never followed; an HTML page
+        or a JSON body under status 200), saying what came instead; ``None`` for an event stream."""
+        status = response.status_code
+        if 300 <= status < 400:
+            await response.aclose()
+            target = response.headers.get("location")
+            where = f" to {mask_url(target)}" if target else ""
+            return Error(t=t, error="http", status=status, message=self.clean(
+                f"HTTP {status} from {self.host}: redirected{where}, and tokrace does not follow redirects (a "
+                "redirect would drop the request body or the key); set base_url to the address it names"))
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if not kind or "event-stream" in kind or not any(word in kind for word in _NOT_STREAMS):
+            return None
+        raw = await _read_error_body(response)
+        _, said = error_body(raw) if "json" in kind else ("", "")
+        what = f": {said}" if said else ""
+        return Error(t=t, error="protocol", status=status, message=self.clean(
+            f"HTTP {status} from {self.host} sent {kind} instead of an event stream{what}; check base_url (is it "
+            "the API's address, not a web page?) and that the server streams"))
+
     async def _read(self, response: httpx.Response, clock: Clock, stream: Any, head: float,
-                    ) -> AsyncIterator[Event]:
+                    limits: _TurnLimits | None = None) -> AsyncIterator[Event]:
         """Decode the stream, stamping every event with the moment its bytes reached the socket (never before
         the event ahead of it: two conversions of the same moment may differ by a few nanoseconds)."""
         decoder = self.decoder()
@@ -411,16 +484,29 @@ class HTTPProvider(Provider):
         try:
             async for chunk in chunks:
                 t = max(t, at_socket(clock, stream.read_at) if stamped else clock.now())
-                for sse in parser.feed(chunk):
+                if limits is not None and (late := limits.late(self, t, clock.now(), decoder.deltas)) is not None:
+                    final = [late]
+                    break
+                try:
+                    sses = parser.feed(chunk)
+                except EventTooLarge:
+                    final = [Error(t=t, error="protocol", message=(
+                        f"the server sent one event larger than {MAX_EVENT_BYTES // (1024 * 1024)} MB after "
+                        f"{decoder.deltas} text chunks (a line that never ends?); the stream is garbled, try "
+                        "again"))]
+                    break
+                for sse in sses:
                     if not sse.valid_utf8:
                         final = [Error(t=t, error="encoding", message=self.clean(
                             f"the server sent bytes that are not UTF-8 after {decoder.deltas} text chunks; "
                             "the stream is garbled, try again"))]
                         break
                     try:
-                        events = decoder.feed(sse, t)
+                        events = decode(decoder, sse, t)
                     except StreamProblem as problem:
                         events = [Error(t=t, error=problem.kind, message=problem.message)]
+                    if limits is not None and decoder.deltas > limits.max_chunks:
+                        events = [limits.runaway(t, decoder.deltas)]
                     if events and isinstance(events[-1], Done | Error):
                         final = events
                         break
