@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from providers import __version__
 from providers.base import TierSpec, TokraceError, TurnRequest
 
+from .signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+
 if TYPE_CHECKING:
     from providers.config import Config
     from providers.loop.scenario import Scenario
@@ -565,7 +567,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("tokrace: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print("tokrace: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
 
 
 if __name__ == "__main__":
