@@ -165,6 +165,8 @@ _FIELD_TYPES: Final[dict[str, str]] = {
 }
 """What each event field holds, checked when an event is read from a file (recordings are hostile input)."""
 
+_CHANNELS: Final[frozenset[str]] = frozenset(("content", "reasoning", "tool_args"))
+
 _CHOICES: Final[dict[str, tuple[str, ...]]] = {
     "channel": ("content", "reasoning", "tool_args"),
     "seg": SEGMENT_KINDS,
@@ -202,6 +204,12 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     if not isinstance(data, dict):
         raise EventFormatError(f"not an event object: {data!r:.60}")
     kind = data.get("kind")
+    if kind == "delta":  # nearly every line of a recording: checked inline, the same checks as below
+        t, text, channel, tokens = data.get("t"), data.get("text"), data.get("channel", "content"), data.get("tokens")
+        if (isinstance(t, float | int) and not isinstance(t, bool) and -MAX_SECONDS <= t <= MAX_SECONDS
+                and isinstance(text, str) and channel in _CHANNELS
+                and (tokens is None or (type(tokens) is int and 0 <= tokens <= MAX_COUNT))):
+            return Delta(t=t, text=text, channel=channel, tokens=tokens)
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise EventFormatError(f"unknown event kind {kind!r:.60}")

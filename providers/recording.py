@@ -227,9 +227,12 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number a recording may hold")
 
 
-def _json(text: str | bytes) -> Any:
+_DECODER: Final[json.JSONDecoder] = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+
+
+def _json(text: str) -> Any:
     """JSON as a recording may hold it: no ``NaN``, no ``Infinity``, no number too large for a float."""
-    return json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+    return _DECODER.decode(text)
 
 
 def _lines(path: Path, fh: IO[bytes]) -> Iterator[tuple[int, bytes]]:

@@ -563,7 +563,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args) if args.command else cmd_race(args)
     except TokraceError as exc:
-        print(f"tokrace: {exc}", file=sys.stderr)
+        from providers.masking import redact
+
+        print(f"tokrace: {redact(str(exc), ())}", file=sys.stderr)  # a value echoed back may be a misplaced key
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("tokrace: interrupted", file=sys.stderr)

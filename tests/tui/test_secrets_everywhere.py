@@ -179,3 +179,12 @@ def test_a_public_tier_masks_url_secrets_and_key_shaped_values() -> None:
     public = tier.public()
     assert public["base_url"] == "https://h/v1?key=[redacted]&x=1"
     assert public["extra_body"] == {"user": "[redacted]", "reasoning_format": "parsed"}
+
+
+def test_a_key_given_where_a_table_belongs_is_not_echoed_by_the_config_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "tokrace.toml"
+    config.write_text(f'[[tiers]]\nname = "x"\nprovider = "openai"\nheaders = "Bearer {KEY}"\n', encoding="utf-8")
+    assert main(["tiers", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "line 4: tiers[0].headers: expected a table" in err and leaks(err) == []
