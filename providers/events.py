@@ -207,9 +207,9 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     if kind == "delta":  # nearly every line of a recording: checked inline, the same checks as below
         t, text, channel, tokens = data.get("t"), data.get("text"), data.get("channel", "content"), data.get("tokens")
         if (isinstance(t, float | int) and not isinstance(t, bool) and -MAX_SECONDS <= t <= MAX_SECONDS
-                and isinstance(text, str) and channel in _CHANNELS
+                and isinstance(text, str) and isinstance(channel, str) and channel in _CHANNELS
                 and (tokens is None or (type(tokens) is int and 0 <= tokens <= MAX_COUNT))):
-            return Delta(t=t, text=text, channel=channel, tokens=tokens)
+            return Delta(t=t, text=text, channel=channel, tokens=tokens)  # type: ignore[arg-type]
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise EventFormatError(f"unknown event kind {kind!r:.60}")

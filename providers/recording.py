@@ -320,7 +320,7 @@ def read_recording(path: Path) -> Recording:
                     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < limit:
                         raise EventFormatError(f"its {name} is {value!r:.20} (expected 0 to {limit - 1})")
                 event = event_from_dict(obj)
-            except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, EventFormatError
+            except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, EventFormat
                 failed_last = f"line {number}: {_reason(exc)}"
                 cut_off = not raw.endswith(b"\n") or isinstance(exc, json.JSONDecodeError | UnicodeDecodeError)
                 continue
