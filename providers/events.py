@@ -165,7 +165,7 @@ _FIELD_TYPES: Final[dict[str, str]] = {
 }
 """What each event field holds, checked when an event is read from a file (recordings are hostile input)."""
 
-_CHANNELS: Final[frozenset[str]] = frozenset(("content", "reasoning", "tool_args"))
+_CHANNELS: Final[dict[str, str]] = {name: name for name in ("content", "reasoning", "tool_args")}
 
 _CHOICES: Final[dict[str, tuple[str, ...]]] = {
     "channel": ("content", "reasoning", "tool_args"),
@@ -209,7 +209,8 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         if (isinstance(t, float | int) and not isinstance(t, bool) and -MAX_SECONDS <= t <= MAX_SECONDS
                 and isinstance(text, str) and isinstance(channel, str) and channel in _CHANNELS
                 and (tokens is None or (type(tokens) is int and 0 <= tokens <= MAX_COUNT))):
-            return Delta(t=t, text=text, channel=channel, tokens=tokens)  # type: ignore[arg-type]
+            # The channel's one shared string, not the decoder's copy: ~50 bytes less per event held.
+            return Delta(t=t, text=text, channel=_CHANNELS[channel], tokens=tokens)  # type: ignore[arg-type]
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise EventFormatError(f"unknown event kind {kind!r:.60}")
