@@ -148,3 +148,4 @@ def test_any_line_between_good_ones_is_an_event_or_a_counted_skip(tmp_path: Path
     events = rec.lane_events(0)
     assert isinstance(events[0], Delta) and isinstance(events[-1], Delta) and events[-1].t == 0.9
     assert len(rec.warnings) <= 1
+
