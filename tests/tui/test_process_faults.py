@@ -160,3 +160,20 @@ def test_a_signal_in_bench_stops_the_lanes_writes_them_and_exits_like_the_screen
     rec = read_recording(record)
     assert rec.warnings == []
     assert any(getattr(e, "error", "") == "stopped" for lane in range(3) for e in rec.lane_events(lane))
+
+
+def test_kill_9_in_bench_loses_at_most_the_line_being_written(tmp_path: Path) -> None:
+    record = tmp_path / "killed.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "bench", "--record", str(record), "--max-tokens",
+                             "4000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(tmp_path),
+                            cwd=ROOT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not record.exists() or record.stat().st_size < 4000):
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=30)
+    on_disk = record.read_bytes()
+    rec = read_recording(record)
+    kept = sum(len(events) for events in rec.events.values())
+    assert kept >= on_disk.count(b"\n") - 2  # every whole line but the header (and at most one cut-off line)
+    assert rec.warnings == [] if on_disk.endswith(b"\n") else len(rec.warnings) == 1
