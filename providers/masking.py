@@ -47,13 +47,17 @@ case-insensitive matching takes for their i (İ, ı). Without either, the patter
 per recorded line, the rest of the line ~2 µs."""
 
 _KEY_SHAPE: Final[re.Pattern[str]] = re.compile(
-    r"(?<![A-Za-z0-9])(?:sk|gsk|csk|xai|ghp|gho|ghs|ghu|github_pat|hf|glpat|rk|pk|or|nvapi|pplx|fw)[-_]"
-    r"(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,}|(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{30,}")
-"""The shapes of provider keys (OpenAI and Anthropic ``sk-``, Groq ``gsk_``, Cerebras ``csk-``, xAI, GitHub,
-Hugging Face, Google ``AIza``...): masked wherever they appear, whoever sent them."""
+    r"(?<![A-Za-z0-9])(?:"
+    r"sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,}"  # OpenAI sk-proj-, Anthropic sk-ant-, OpenRouter sk-or-
+    r"|(?:sk|gsk|fw)_[A-Za-z0-9]{20,}|(?:csk|xai|pplx)-[A-Za-z0-9]{20,}"  # Groq, Fireworks, Cerebras, xAI...
+    r"|(?:nvapi|glpat)-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
+    r"|hf_[A-Za-z0-9]{30,}|AIza[0-9A-Za-z_-]{30,})")
+"""The shapes of provider keys (OpenAI and Anthropic ``sk-``, Groq ``gsk_``, Cerebras ``csk-``, xAI, NVIDIA,
+GitHub, GitLab, Hugging Face, Google ``AIza``...): masked wherever they appear, whoever sent them. Specific
+enough that code and prose (``pk_user_id``, ``or_else``) never match."""
 
-_KEY_PREFIX_HINTS: Final[tuple[str, ...]] = ("sk", "gsk", "csk", "xai", "gh", "hf", "glpat", "rk", "pk", "or",
-                                            "nvapi", "pplx", "fw", "AIza")
+_KEY_PREFIX_HINTS: Final[tuple[str, ...]] = ("sk", "fw_", "csk-", "xai-", "pplx-", "nvapi-", "glpat-", "gh",
+                                            "hf_", "AIza")
 
 _URL_USERINFO: Final[re.Pattern[str]] = re.compile(r"(?i)\b(https?://)[^/\s@\"'<>]+@")
 _URL_PARAM: Final[re.Pattern[str]] = re.compile(r"([?&;])([A-Za-z0-9_.\-]+)=([^&#\s\"'<>\\]+)")
