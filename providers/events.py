@@ -142,6 +142,18 @@ class EventFormatError(ValueError):
     """A JSON object is not an event of this vocabulary."""
 
 
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite number replaced by ``None``: JSON has no such numbers, and a figure
+    that cannot be measured is written as ``null`` (never ``NaN`` or ``Infinity``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(v) for v in value]
+    return value
+
+
 def event_to_dict(event: Event) -> dict[str, Any]:
     """One flat JSON-ready object, ``kind`` first; ``None`` fields are left out to keep recordings small."""
     data = asdict(event)

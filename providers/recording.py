@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from .base import TierSpec, TokraceError
-from .events import MAX_SECONDS, Delta, Event, EventFormatError, event_from_dict, event_to_dict
+from .events import MAX_SECONDS, Delta, Event, EventFormatError, event_from_dict, event_to_dict, finite_json
 from .masking import MASK as MASK  # the recorder's masking is :mod:`.masking`'s, re-exported for its users
 from .masking import MIN_HEADER_SECRET_LEN, MIN_SECRET_LEN, base64_forms, url_secrets
 from .masking import redact as redact
@@ -76,8 +76,11 @@ def event_line(lane: int, run: int, event: Event) -> str:
         tokens = "" if event.tokens is None else f',"tokens":{event.tokens:d}'
         return (f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},'
                 f'"text":{encode_basestring(event.text)},"channel":{encode_basestring(event.channel)}{tokens}}}')
-    return json.dumps({"lane": lane, "run": run, **event_to_dict(event)}, ensure_ascii=False,
-                      separators=(",", ":"))
+    data = {"lane": lane, "run": run, **event_to_dict(event)}
+    try:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # a provider's own figure that is not finite: written as null, never NaN or Infinity
+        return json.dumps(finite_json(data), ensure_ascii=False, separators=(",", ":"))
 
 
 class Recorder:

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from . import __version__
 from .base import ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock, RealClock, VirtualClock
+from .events import finite_json as finite_json  # the JSON's rule, re-exported for its users
 from .loop.metrics import loop_metrics
 from .loop.scenario import Scenario
 from .metrics import STALL_THRESHOLD_S, TurnMetrics, summarize, turn_metrics
@@ -92,18 +92,6 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
     finally:
         await asyncio.gather(*(p.aclose() for p in provs), return_exceptions=True)
     return result
-
-
-def finite_json(value: Any) -> Any:
-    """``value`` with every NaN or infinite number replaced by ``None``: JSON has no such numbers, and a figure
-    that cannot be measured is written as ``null`` (never ``NaN`` or ``Infinity``)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_json(v) for v in value]
-    return value
 
 
 def report(result: SessionResult, voice: VoiceSettings | None = None) -> dict[str, Any]:

@@ -154,7 +154,7 @@ def decode(decoder: StreamDecoder, sse: SSEEvent, t: float) -> list[Event]:
         return decoder.feed(sse, t)
     except StreamProblem:
         raise
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError):
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError):
         raise StreamProblem("protocol", f"the server sent a chunk tokrace cannot read: {excerpt(sse.data, 120)!r}; "
                                         "is base_url an endpoint of this tier's protocol? try again") from None
 

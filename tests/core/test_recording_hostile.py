@@ -149,3 +149,17 @@ def test_any_line_between_good_ones_is_an_event_or_a_counted_skip(tmp_path: Path
     assert isinstance(events[0], Delta) and isinstance(events[-1], Delta) and events[-1].t == 0.9
     assert len(rec.warnings) <= 1
 
+
+
+def test_a_providers_figure_that_is_not_finite_is_recorded_as_null_and_reads_back(tmp_path: Path) -> None:
+    from conftest import synthetic
+
+    from providers.events import Extra
+    from providers.recording import Recorder
+
+    recorder = Recorder(tmp_path / "r.jsonl", "Why?", [synthetic("a")])
+    recorder(0, Extra(t=0.5, source="timings", data={"predicted_per_second": float("inf"), "n": float("nan")}))
+    recorder.close()
+    assert "Infinity" not in (tmp_path / "r.jsonl").read_text(encoding="utf-8")
+    rec = read_recording(tmp_path / "r.jsonl")
+    assert rec.warnings == [] and rec.lane_events(0)[0].data == {"predicted_per_second": None, "n": None}  # type: ignore[union-attr]

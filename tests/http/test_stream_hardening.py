@@ -115,6 +115,7 @@ async def test_a_json_error_under_200_is_reported_with_the_providers_message() -
     {"choices": 5}, {"choices": [{"delta": 5}]}, {"choices": [{"delta": {"tool_calls": 7}}]},
     {"choices": [{"delta": {"tool_calls": [5]}}]},
     {"choices": [{"delta": {}}], "x_groq": 3},
+    {"choices": [], "usage": {"completion_tokens": float("inf")}},
 ])
 async def test_a_chunk_with_fields_of_the_wrong_type_ends_the_lane_with_an_excerpt(chunk: object) -> None:
     body = f"data: {json.dumps(chunk)}\n\n".encode()
@@ -209,11 +210,13 @@ def test_the_default_turn_timeout_is_documented() -> None:
 
 # -- property tests: the three decoders under hostile input --------------------------------------------------
 
-_scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False, width=16) | st.text(max_size=6)
+_scalars = (st.none() | st.booleans() | st.integers(-3, 3) | st.floats(width=16) | st.text(max_size=6)
+            | st.sampled_from([float("inf"), float("-inf"), 10**30]))
 _values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
     st.sampled_from(["type", "delta", "text", "index", "choices", "content", "tool_calls", "function", "arguments",
                      "name", "id", "usage", "error", "response", "item", "item_id", "message", "content_block",
-                     "partial_json", "thinking", "stop_reason", "finish_reason", "x_groq", "output_tokens"]),
+                     "partial_json", "thinking", "stop_reason", "finish_reason", "x_groq", "output_tokens",
+                     "completion_tokens", "input_tokens", "prompt_tokens", "time_info", "timings"]),
     inner, max_size=4), max_leaves=12)
 _kinds = st.sampled_from([
     "response.output_text.delta", "response.function_call_arguments.delta", "response.output_item.added",
