@@ -387,6 +387,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_recordings(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from providers.recording import list_recordings, recordings_dir
@@ -400,13 +401,13 @@ def cmd_recordings(args: argparse.Namespace) -> int:
     table = Table(title=f"recordings in {folder}", title_justify="left")
     for col in ("when", "prompt", "tiers", "duration", "file"):
         table.add_column(col, overflow="fold" if col == "file" else "ellipsis")
-    for info in infos:
+    for info in infos:  # every cell comes from a file: drawn as it is, never read as markup
         if info.problem:
-            table.add_row("?", f"[red]{info.problem}[/]", "", "", info.path.name)
+            table.add_row("?", f"[red]{escape(info.problem)}[/]", "", "", escape(info.path.name))
             continue
         prompt = info.prompt if len(info.prompt) <= 60 else info.prompt[:59] + "…"
-        table.add_row(info.created.replace("T", " ")[:19], prompt, ", ".join(info.tiers),
-                      f"{info.duration:.1f} s" if info.duration is not None else "", info.path.name)
+        table.add_row(escape(info.created.replace("T", " ")[:19]), escape(prompt), escape(", ".join(info.tiers)),
+                      f"{info.duration:.1f} s" if info.duration is not None else "", escape(info.path.name))
     console.print(table)
     return EXIT_OK
 

@@ -163,3 +163,14 @@ def test_a_providers_figure_that_is_not_finite_is_recorded_as_null_and_reads_bac
     assert "Infinity" not in (tmp_path / "r.jsonl").read_text(encoding="utf-8")
     rec = read_recording(tmp_path / "r.jsonl")
     assert rec.warnings == [] and rec.lane_events(0)[0].data == {"predicted_per_second": None, "n": None}  # type: ignore[union-attr]
+
+
+def test_recordings_draws_a_header_full_of_markup_as_it_is(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    write(tmp_path / "[x].jsonl", *finishing(0.5), header={**HEADER, "prompt": "[/] [bold]why", "created": "[/]",
+                                                           "tiers": [{"name": "[red]a[/]"}]})
+    write(tmp_path / "v.jsonl", header={**HEADER, "version": "[/]"})
+    assert main(["recordings", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "[/] [bold]why" in out and "[red]a[/]" in out and "[x].jsonl" in out and "version '[/]'" in out
