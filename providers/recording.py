@@ -397,7 +397,8 @@ def list_recordings(directory: Path | None = None) -> list[RecordingInfo]:
     if not directory.is_dir():
         return []
     out = []
-    for path in sorted(directory.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True):
+    files = [p for p in directory.glob("*.jsonl") if p.is_file()]  # a pipe named .jsonl would never end
+    for path in sorted(files, key=lambda p: p.stat().st_mtime, reverse=True):
         try:
             header = read_header(path)
             duration = last_event_time(path)
