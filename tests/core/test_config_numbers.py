@@ -93,3 +93,10 @@ def test_the_json_writes_null_for_a_number_that_is_not_finite(capsys: pytest.Cap
 def test_finite_json_keeps_every_finite_number() -> None:
     assert finite_json({"a": [1, 2.5, float("-inf")], "b": (0.0,), "c": "x"}) == {"a": [1, 2.5, None], "b": [0.0],
                                                                                 "c": "x"}
+
+
+def test_tokrace_serve_caps_what_a_client_asks_for() -> None:
+    from providers.serve.server import _max_tokens
+
+    assert _max_tokens({"max_tokens": 10**9}, 400) == MAX_TOKENS_LIMIT
+    assert _max_tokens({"max_completion_tokens": 50}, 400) == 50
