@@ -62,6 +62,9 @@ RUNAWAY_SLACK: Final[int] = 256
 """A turn that streams more text chunks than 4 × max_tokens + 256 is ended: a token is at least a chunk on every
 server seen, so that is a server ignoring the limit, never a long answer."""
 
+_OPENING: Final[int] = 2048
+"""How much of a body is kept to say what it was when it held no event."""
+
 _NOT_STREAMS: Final[tuple[str, ...]] = ("json", "html", "xml")
 """Content types of a response that cannot be an event stream (an error body, a web page)."""
 
@@ -249,6 +252,12 @@ def error_body(raw: bytes) -> tuple[str, str]:
     kind = err.get("type") or err.get("code") or ""
     message = err.get("message") or err.get("detail") or data.get("message") or ""
     return str(kind), excerpt(str(message))
+
+
+def _sse_like(opening: bytes) -> bool:
+    """Whether a body's first bytes could be an event stream (or are nothing at all)."""
+    start = opening.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return not start or start.startswith((b"data", b"event", b":", b"id", b"retry"))
 
 
 def check_base_url(tier: str, url: str) -> None:
@@ -481,14 +490,18 @@ class HTTPProvider(Provider):
         stamped = stream is not None and hasattr(stream, "read_at") and not clock.virtual
         t = head
         final: list[Event] = []
+        opening, seen = b"", False  # the first bytes (to say what came if it was no event stream); any event?
         try:
             async for chunk in chunks:
                 t = max(t, at_socket(clock, stream.read_at) if stamped else clock.now())
                 if limits is not None and (late := limits.late(self, t, clock.now(), decoder.deltas)) is not None:
                     final = [late]
                     break
+                if len(opening) < _OPENING:
+                    opening += chunk[: _OPENING - len(opening)]
                 try:
                     sses = parser.feed(chunk)
+                    seen = seen or bool(sses)
                 except EventTooLarge:
                     final = [Error(t=t, error="protocol", message=(
                         f"the server sent one event larger than {MAX_EVENT_BYTES // (1024 * 1024)} MB after "
@@ -515,7 +528,7 @@ class HTTPProvider(Provider):
                 if final:
                     break
             else:
-                final = decoder.end(t)
+                final = (decoder.end(t) if seen or _sse_like(opening) else [self._no_events(response, opening, t)])
         except httpx.TransportError as exc:
             final = [self._stream_error(exc, clock.now(), decoder.deltas)]
         finally:
@@ -528,6 +541,15 @@ class HTTPProvider(Provider):
                 event = Error(t=event.t, error=event.error, message=self.clean(event.message),
                               status=event.status, retry_after=event.retry_after)
             yield event
+
+    def _no_events(self, response: httpx.Response, opening: bytes, t: float) -> Error:
+        """A body that ended without one event: what it began with (and a JSON error's message) instead of "the
+        stream ended without its final event"."""
+        _, said = error_body(opening)
+        kind = response.headers.get("content-type") or "no content type"
+        return Error(t=t, error="protocol", status=response.status_code, message=self.clean(
+            f"HTTP {response.status_code} from {self.host} ({kind}) was not an event stream: {said}; check "
+            "base_url and that the server streams"))
 
     def _drain(self, response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:
         """Read what follows the final event (the chunked-encoding end) in the background, so the connection

@@ -111,6 +111,34 @@ async def test_a_json_error_under_200_is_reported_with_the_providers_message() -
     assert "sent application/json instead of an event stream: model 'm' not found" in error.message
 
 
+@pytest.mark.parametrize(("body", "said"), [
+    (b'{"error": {"message": "no such model"}}', "was not an event stream: no such model"),
+    (b"<html>Bad gateway</html>", "was not an event stream: <html>Bad gateway</html>"),
+])
+async def test_a_body_without_a_content_type_and_without_events_is_reported_as_what_it_began_with(
+        body: bytes, said: str) -> None:
+    async def stream() -> AsyncIterator[bytes]:
+        yield body
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=stream())
+
+    error = last_error(await through(httpx.MockTransport(handler)))
+    assert error.error == "protocol" and "HTTP 200 from api.test (no content type)" in error.message
+    assert said in error.message
+
+
+async def test_a_stream_of_keep_alives_that_ends_is_still_an_incomplete_stream() -> None:
+    async def stream() -> AsyncIterator[bytes]:
+        yield b": ping\n\n: ping\n\n"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=stream())
+
+    error = last_error(await through(httpx.MockTransport(handler)))
+    assert error.error == "incomplete"
+
+
 @pytest.mark.parametrize("chunk", [
     {"choices": 5}, {"choices": [{"delta": 5}]}, {"choices": [{"delta": {"tool_calls": 7}}]},
     {"choices": [{"delta": {"tool_calls": [5]}}]},
