@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .base import PRICE_KEYS, ConfigError, Price, TierSpec
+from .base import MAX_TOKENS_LIMIT, PRICE_KEYS, ConfigError, Price, TierSpec
 from .demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
 from .registry import known_providers, provider_options
 from .validate import NUMBER, Locator, expected, fail, type_ok
@@ -53,6 +53,10 @@ PROFILE_RANGES: Final[dict[str, tuple[float, bool, str]]] = {
     "prefill_tok_s": (0.0, False, "a rate above 0 input tokens per second"),
 }
 """Each profile key's lower bound, whether the bound itself is allowed, and what to say when it is broken."""
+MAX_PRICE: Final[float] = 1_000_000.0
+"""The highest price (USD per million tokens) a tier may have: more is a typo."""
+MAX_STALL_THRESHOLD_MS: Final[float] = 3_600_000.0
+
 
 @dataclass(slots=True)
 class Defaults:
@@ -148,8 +152,13 @@ def parse_config(text: str, path: Path) -> Config:
             raise fail(path, loc.line_of(key, "defaults"), f"defaults.{key}",
                         f"expected {expected(types)}, got {value!r}")
         setattr(defaults, key, value)
-    if defaults.max_tokens < 1:
-        raise fail(path, loc.line_of("max_tokens", "defaults"), "defaults.max_tokens", "expected 1 or more")
+    if not 1 <= defaults.max_tokens <= MAX_TOKENS_LIMIT:
+        raise fail(path, loc.line_of("max_tokens", "defaults"), "defaults.max_tokens",
+                   f"expected 1 to {MAX_TOKENS_LIMIT:,} (tokrace's limit), got {defaults.max_tokens}")
+    if not 0 < defaults.stall_threshold_ms <= MAX_STALL_THRESHOLD_MS:
+        raise fail(path, loc.line_of("stall_threshold_ms", "defaults"), "defaults.stall_threshold_ms",
+                   f"expected above 0 and at most {MAX_STALL_THRESHOLD_MS:g} (an hour), got "
+                   f"{defaults.stall_threshold_ms}")
     raw_tiers = data.get("tiers")
     if raw_tiers is None:
         return Config(source=path, defaults=defaults)
@@ -201,7 +210,7 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
             if key not in PRICE_KEYS:
                 raise fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
                             f"unknown key (expected one of: {', '.join(PRICE_KEYS)})")
-            if not type_ok(value, NUMBER) or value < 0:
+            if not type_ok(value, NUMBER) or not 0 <= value <= MAX_PRICE:
                 raise fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
                             f"expected a number of USD per million tokens, got {value!r}")
         price = Price(**raw["price"])
@@ -209,8 +218,9 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
         value = raw.get(key)
         if value is not None and (value < low or (value == low and not inclusive)):
             raise fail(path, loc.line_of(key, "tiers", i), f"{where}.{key}", f"expected {what}, got {value!r}")
-    if raw.get("max_tokens", 1) < 1:
-        raise fail(path, loc.line_of("max_tokens", "tiers", i), f"{where}.max_tokens", "expected 1 or more")
+    if not 1 <= raw.get("max_tokens", 1) <= MAX_TOKENS_LIMIT:
+        raise fail(path, loc.line_of("max_tokens", "tiers", i), f"{where}.max_tokens",
+                   f"expected 1 to {MAX_TOKENS_LIMIT:,} (tokrace's limit), got {raw['max_tokens']}")
     tier = TierSpec(
         name=raw["name"], provider=provider, model=raw.get("model", ""), base_url=raw.get("base_url"),
         api_key_env=raw.get("api_key_env"), service_tier=raw.get("service_tier"), preset=raw.get("preset"),

@@ -15,7 +15,12 @@ from typing import Protocol
 from .base import Provider, TierSpec, TurnRequest
 from .clock import Clock, LaneClock
 from .events import Done, Error, Event, Request, is_loop_end
+from .masking import Masker
+from .recording import secret_values
 from .registry import create_provider
+
+OFFLINE_PROVIDERS = frozenset({"synthetic", "replay"})
+"""Providers whose text never came from a server just now (and was masked when it was recorded)."""
 
 
 class Loop(Protocol):
@@ -55,6 +60,8 @@ class Race:
         self.listeners: list[Listener] = list(listeners)
         self.providers: list[Provider] = list(providers) if providers is not None else []
         self.lanes = [LaneRun(i, tier) for i, tier in enumerate(self.tiers)]
+        self._masks = [Masker(secret_values([tier]), shapes=tier.provider not in OFFLINE_PROVIDERS)
+                       for tier in self.tiers]
         self.origin = 0.0
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -65,7 +72,9 @@ class Race:
         await asyncio.gather(*(p.prepare(warm) for p in self.providers))
 
     def emit(self, lane: int, event: Event) -> None:
-        """Record an event of a lane and hand it to every listener."""
+        """Record an event of a lane and hand it to every listener, its secrets masked (a server may echo a key,
+        a header or a URL's secret back into its text)."""
+        event = self._masks[lane](event)
         self.lanes[lane].events.append(event)
         for listener in self.listeners:
             listener(lane, event)
@@ -103,7 +112,7 @@ class Race:
         except asyncio.CancelledError:
             self.emit(index, Error(t=clock.now(), error="stopped", message="stopped before the end"))
         except Exception as exc:  # a failing lane must never take the race down
-            from .recording import redact, secret_values  # an unexpected message may quote a request's headers
+            from .recording import redact  # an unexpected message may quote a request's headers
 
             message = redact(f"{type(exc).__name__}: {exc}", secret_values([self.tiers[index]]))
             self.emit(index, Error(t=clock.now(), error="internal", message=message))

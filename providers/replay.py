@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from .base import ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock
-from .events import Event, Segment
+from .events import MAX_SECONDS, Event, Segment
 from .recording import Recording, read_recording
 
 REPLAY_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
@@ -21,6 +21,10 @@ REPLAY_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "idle_cap": (int, float),
 }
 """The config keys a replay tier accepts: the recording, which lane (index or tier name) and run, and pacing."""
+
+MIN_SPEED: Final[float] = 0.001
+MAX_SPEED: Final[float] = 1_000_000.0
+"""The replay speeds a tier may ask for: beyond them a replay would stall or every wait would round to nothing."""
 
 
 class Retimer:
@@ -68,10 +72,11 @@ class ReplayProvider(Provider):
         """The recorded run to play; ``None`` plays run 0, 1, 2... on successive turns of successive races."""
         self.speed = float(opts.get("speed", 1.0))
         self.idle_cap: float | None = float(opts["idle_cap"]) if "idle_cap" in opts else None
-        if self.speed <= 0:
-            raise ConfigError(f"tier {tier.name!r}: speed must be above 0", key="speed")
-        if self.idle_cap is not None and self.idle_cap <= 0:
-            raise ConfigError(f"tier {tier.name!r}: idle_cap must be above 0 seconds", key="idle_cap")
+        if not MIN_SPEED <= self.speed <= MAX_SPEED:
+            raise ConfigError(f"tier {tier.name!r}: speed must be from {MIN_SPEED:g} to {MAX_SPEED:g}", key="speed")
+        if self.idle_cap is not None and not 0 < self.idle_cap <= MAX_SECONDS:
+            raise ConfigError(f"tier {tier.name!r}: idle_cap must be above 0 seconds and at most {MAX_SECONDS:g}",
+                              key="idle_cap")
         self.recording = recording
         self.index = 0
         self.warnings: list[str] = []

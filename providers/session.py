@@ -13,6 +13,7 @@ from typing import Any
 from . import __version__
 from .base import ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock, RealClock, VirtualClock
+from .events import finite_json as finite_json  # the JSON's rule, re-exported for its users
 from .loop.metrics import loop_metrics
 from .loop.scenario import Scenario
 from .metrics import STALL_THRESHOLD_S, TurnMetrics, summarize, turn_metrics
@@ -95,7 +96,7 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
 
 def report(result: SessionResult, voice: VoiceSettings | None = None) -> dict[str, Any]:
     """The ``--json`` object: the keys of DESIGN §8; with ``voice``, a ``voice`` object on each run and the
-    tier's conversation verdict."""
+    tier's conversation verdict. A number that is not finite is ``null`` (see :func:`finite_json`)."""
     out: dict[str, Any] = {
         "tool": "tokrace",
         "version": __version__,
@@ -112,4 +113,4 @@ def report(result: SessionResult, voice: VoiceSettings | None = None) -> dict[st
                 run["voice"] = v.to_json()
             holds, why = conversation_verdict(lane)
             tier["voice"] = {"holds_conversation": holds, "reason": why}
-    return out
+    return finite_json(out)  # type: ignore[no-any-return]

@@ -6,7 +6,7 @@ Kept thin on purpose: the screen composes the widgets, the runner runs races, th
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
@@ -20,6 +20,7 @@ from .record import RecordPlan
 from .replay_control import ReplayControl
 from .runner import ClockFactory, ProviderFactory, RaceRunner
 from .screens.race import RaceScreen
+from .signals import install as install_signals
 from .theming import AppThemes
 from .widgets.palette import APP_COLOURS
 
@@ -51,12 +52,15 @@ class TokraceApp(App[int]):
         self.themes = AppThemes() if themes is None else themes
         """tokrace's themes (built-in and the user's), the one to start with, and where choices are kept."""
         self.themes.install(self)
+        self._forget_signals: Callable[[], None] | None = None
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_COLOURS)
 
     def on_mount(self) -> None:
         self.runner.notify = self._notify
+        if not self.is_headless:  # a signal quits like q does: the race stops, the recording is written
+            self._forget_signals = install_signals(lambda code: self.exit(None, code))
         self.push_screen(RaceScreen(self.runner, self.replay, animate=self.animated,
                                     freeze_gc=self.freeze_gc, voice=self.voice, speaker=self.speaker))
         self.themes.mount(self)
@@ -75,6 +79,8 @@ class TokraceApp(App[int]):
 
     async def on_unmount(self) -> None:
         await self.runner.aclose()
+        if self._forget_signals is not None:
+            self._forget_signals()
         if self.speaker is not None:
             await self.speaker.aclose()
         if self.freeze_gc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from providers import __version__
 from providers.base import TierSpec, TokraceError, TurnRequest
+
+from .signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 
 if TYPE_CHECKING:
     from providers.config import Config
@@ -25,6 +28,10 @@ if TYPE_CHECKING:
     from .record import RecordPlan
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+MAX_RUNS = 10_000
+"""The most runs ``--runs`` takes (every run's events are kept for the report)."""
+MAX_NUMBER = 1e7
+"""The largest number an option takes (speeds, seconds, rates): anything above is a typo."""
 
 
 class UsageError(TokraceError):
@@ -41,21 +48,41 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+def _max_tokens(text: str) -> int:
+    from providers.base import MAX_TOKENS_LIMIT
+
+    value = _positive_int(text)
+    if value > MAX_TOKENS_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TOKENS_LIMIT:,} (tokrace's limit), got {value:,}")
+    return value
+
+
+def _runs(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_RUNS:,} runs, got {value:,}")
+    return value
+
+
+def _finite(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        raise argparse.ArgumentTypeError(f"expected a number up to {MAX_NUMBER:g}, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _finite(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number above 0, got {value}")
     return value
 
 
 def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _finite(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
     return value
@@ -124,7 +151,7 @@ def _add_race_options(p: argparse.ArgumentParser) -> None:
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", metavar="TEXT", help="the prompt to race (default: the config's)")
     prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="read the prompt from a file")
-    p.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output token limit per turn")
+    p.add_argument("--max-tokens", type=_max_tokens, metavar="N", help="output token limit per turn (at most 200,000)")
     p.add_argument("--scenario", metavar="NAME|FILE",
                    help="race a whole agent loop instead of one prompt: a built-in (see tokrace scenarios) "
                         "or a scenario TOML file")
@@ -163,7 +190,7 @@ def _record_plan(args: argparse.Namespace) -> RecordPlan | None:
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--runs", type=_runs, default=1, metavar="N",
                    help="race N times one after the other and report p50/p90 (default 1)")
     p.add_argument("--json", metavar="FILE|-", dest="json_target",
                    help="write the results as JSON to FILE, or to stdout with -")
@@ -213,7 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo_prompt = demo.add_mutually_exclusive_group()
     demo_prompt.add_argument("--prompt", metavar="TEXT", help="the prompt to race (default: the demo's)")
     demo_prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="read the prompt from a file")
-    demo.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output token limit per turn")
+    demo.add_argument("--max-tokens", type=_max_tokens, metavar="N",
+                      help="output token limit per turn (at most 200,000)")
     demo.add_argument("--scenario", metavar="NAME|FILE", help="race a whole agent loop on the demo tiers")
     demo.add_argument("--tiers", metavar="NAME,NAME", help="race only these demo tiers")
     _add_theme_option(demo)
@@ -385,6 +413,7 @@ def _replay(args: argparse.Namespace, file: Path, caption: str | None = None) ->
 
 def cmd_recordings(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from providers.recording import list_recordings, recordings_dir
@@ -398,13 +427,13 @@ def cmd_recordings(args: argparse.Namespace) -> int:
     table = Table(title=f"recordings in {folder}", title_justify="left")
     for col in ("when", "prompt", "tiers", "duration", "file"):
         table.add_column(col, overflow="fold" if col == "file" else "ellipsis")
-    for info in infos:
+    for info in infos:  # every cell comes from a file: drawn as it is, never read as markup
         if info.problem:
-            table.add_row("?", f"[red]{info.problem}[/]", "", "", info.path.name)
+            table.add_row("?", f"[red]{escape(info.problem)}[/]", "", "", escape(info.path.name))
             continue
         prompt = info.prompt if len(info.prompt) <= 60 else info.prompt[:59] + "…"
-        table.add_row(info.created.replace("T", " ")[:19], prompt, ", ".join(info.tiers),
-                      f"{info.duration:.1f} s" if info.duration is not None else "", info.path.name)
+        table.add_row(escape(info.created.replace("T", " ")[:19]), escape(prompt), escape(", ".join(info.tiers)),
+                      f"{info.duration:.1f} s" if info.duration is not None else "", escape(info.path.name))
     console.print(table)
     return EXIT_OK
 
@@ -413,10 +442,12 @@ def cmd_tiers(args: argparse.Namespace) -> int:
     import os
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from providers.config import load_config
     from providers.http.presets import PRESETS
+    from providers.masking import mask_url
 
     config = load_config(args.config)
     console = Console()
@@ -433,11 +464,11 @@ def cmd_tiers(args: argparse.Namespace) -> int:
 
             provider = create_provider(tier)  # an HTTP provider knows its endpoint and its default key variable
             http = provider if isinstance(provider, HTTPProvider) else None
-            endpoint = http.endpoint() if http is not None else tier.base_url or ""
+            endpoint = mask_url(http.endpoint() if http is not None else tier.base_url or "")
             key_env = http.key_env if http is not None else tier.api_key_env
             present = "set" if key_env and os.environ.get(key_env) else "[red]not set[/]"
             key = f"{key_env} {present}" if key_env else "not needed"
-        table.add_row(tier.name, tier.provider, tier.model, endpoint, key)
+        table.add_row(escape(tier.name), escape(tier.provider), escape(tier.model), escape(endpoint), key)
     console.print(table)
     presets = Table(title="presets (use preset = \"name\" in a tier)", title_justify="left")
     for col in ("preset", "protocol", "base URL", "key variable"):
@@ -573,11 +604,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args) if args.command else cmd_race(args)
     except TokraceError as exc:
-        print(f"tokrace: {exc}", file=sys.stderr)
+        from providers.masking import redact
+
+        print(f"tokrace: {redact(str(exc), ())}", file=sys.stderr)  # a value echoed back may be a misplaced key
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("tokrace: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print("tokrace: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
 
 
 if __name__ == "__main__":

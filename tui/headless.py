@@ -4,8 +4,10 @@ machines, a progress display for repeated runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,12 +22,13 @@ from providers.loop.metrics import WHAT_IF_FACTOR
 from providers.loop.scenario import Scenario
 from providers.metrics import TurnMetrics, percentile
 from providers.race import Listener
-from providers.recording import Recorder
+from providers.recording import Recorder, RecordingError
 from providers.session import SessionResult, report, run_session
 from providers.voice.lens import CONVERSATION_GAP_S, VoiceSettings, conversation_verdict
 from providers.voice.speak import Speaker
 
 from .loop_report import bottleneck_table, speedup_line
+from .signals import Terminated
 
 
 def _fmt(x: float | None, unit: str = "", digits: int = 2) -> str:
@@ -101,7 +104,7 @@ def verdict_line(result: SessionResult, settings: VoiceSettings) -> str:
 
 def write_json(result: SessionResult, target: str, voice: VoiceSettings | None = None) -> None:
     """Write the JSON contract to a file, or stdout for ``-``; with ``voice``, the voice lens on every run."""
-    text = json.dumps(report(result, voice), indent=2, ensure_ascii=False)
+    text = json.dumps(report(result, voice), indent=2, ensure_ascii=False, allow_nan=False)
     if target == "-":
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -150,7 +153,18 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
         if progress is not None and task is not None:
             progress.update(task, completed=run + 1)
 
+    terminated: list[int] = []
+
     async def session() -> SessionResult:
+        main = asyncio.current_task()
+        assert main is not None
+
+        def terminate() -> None:  # as asyncio.run does for SIGINT: every lane ends as stopped, then we exit
+            terminated.append(signal.SIGTERM)
+            main.cancel()
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
         try:
             done = await run_session(tiers, request, runs=runs, fast_forward=fast_forward,
                                      listeners=listeners, on_run_start=on_start, on_run_end=on_end,
@@ -165,12 +179,19 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
 
     try:
         result = asyncio.run(session())
+    except asyncio.CancelledError:
+        if terminated:
+            raise Terminated() from None
+        raise
     finally:
         if progress is not None:
             progress.stop()
         if recorder is not None:
-            recorder.close()
-    for warning in [*result.warnings, *(speaker.problems if speaker is not None else [])]:
+            with contextlib.suppress(RecordingError):  # kept in recorder.problem, said once below
+                recorder.close()
+    stopped = [f"{recorder.problem}; the recording stopped there (what it holds replays), the race went on"
+               ] if recorder is not None and recorder.problem else []
+    for warning in [*result.warnings, *stopped, *(speaker.problems if speaker is not None else [])]:
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if json_target != "-":
         Console().print(results_table(result, runs))
@@ -190,5 +211,6 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
     if json_target is not None:
         write_json(result, json_target, voice)
     if recorder is not None:
-        err.print(f"recorded to {record}", style="dim", highlight=False, markup=False)
+        what = "partly recorded" if recorder.problem else "recorded"
+        err.print(f"{what} to {record}", style="dim", highlight=False, markup=False)
     return 0 if result.all_ok else 1

@@ -201,6 +201,12 @@ class RaceRunner:
             for i, result in enumerate(results):
                 if isinstance(result, BaseException):
                     providers[i] = BrokenProvider(self.tiers[i], _one_line(result))
+            said: list[str] = []
+            for provider in providers:  # a recording's skipped or cut-off lines; lanes of one file say it once
+                for warning in getattr(provider, "warnings", []):
+                    if warning not in said:
+                        said.append(warning)
+                        self._tell(warning, "Recording", "warning")
             self._providers = providers
         return self._providers
 

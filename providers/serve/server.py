@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, SupportsIndex
 
-from ..base import ConfigError, TokraceError
+from ..base import MAX_TOKENS_LIMIT, ConfigError, TokraceError
 from ..clock import Clock, RealClock
 from ..events import Delta, Done, Error, Headers, Request, Segment, ToolCall, Usage
 from ..metrics import split_turns
@@ -269,7 +269,7 @@ def _max_tokens(body: dict[str, Any], default: int) -> int:
     for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
         value = body.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
+            return min(value, MAX_TOKENS_LIMIT)  # a client asking for a billion tokens gets the cap's worth
     return default
 
 

@@ -27,6 +27,7 @@ from providers.base import TierSpec
 from providers.events import Event, Headers, Request, Segment, is_loop_end
 from providers.live import LiveLane
 from providers.loop.metrics import WHAT_IF_FACTOR, LoopMetrics, loop_metrics
+from providers.masking import mask_url
 from providers.metrics import DEFINITIONS, SegmentSpan, TurnMetrics, split_turns, turn_metrics
 
 TOKEN_SOURCES: Final[dict[str, str]] = {
@@ -319,7 +320,7 @@ class DetailsScreen(ModalScreen[None]):
         if tier.service_tier:
             title.append(f" · service tier {tier.service_tier}")
         if tier.base_url:
-            title.append(f" · {tier.base_url}")
+            title.append(f" · {mask_url(tier.base_url)}")
         if len(pages) > 1:
             number = min(self.turn, len(pages) - 1) + (0 if pages[0] is None else 1)
             where = "whole loop" if page is None else f"turn {number}"
