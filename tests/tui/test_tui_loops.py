@@ -222,3 +222,38 @@ async def test_a_replayed_loop_reads_its_scenario_from_the_header_and_ends_at_th
         assert bn.final and "where the time goes — incident · final" in text_of(bn.body)
         live = bottlenecks([(run.tier.name, final_loop(run.events, run.tier)) for run in raced.lanes])
         assert [(b.e2e_s, b.parts) for b in bn.rows] == [(pytest.approx(b.e2e_s), b.parts) for b in live]
+
+
+async def test_a_stopped_loop_is_not_reported_as_final_and_compares_nothing() -> None:
+    # Reported: b, then s after ~20 s of the incident: the header said "final" and the punchline "finishes the loop
+    # 1.00× sooner", with 1.00× for every lane.
+    app, clock = demo_app(scenario="incident")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 20.7)
+        await pilot.press("b")
+        await pilot.press("s")
+        await app.runner.wait_finished()
+        await at(pilot, clock, 25.0)
+        bn = view(app)
+        shown = text_of(bn.body)
+        assert "final" not in shown and "stopped at 20.7 s" in shown
+        assert [(b.ok, b.e2e_speedup, b.token_speedup) for b in bn.rows] == [(False, None, None)] * 3
+        assert "sooner" not in shown and "1.00×" not in shown
+        assert "would finish this loop" not in shown and "until it was stopped" in shown
+
+
+async def test_a_stopped_lane_is_left_out_of_the_comparison_of_those_that_finished() -> None:
+    app, clock = demo_app(scenario="coding-loop")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 100.0)  # ultrafast has finished, the others have not
+        await pilot.press("b")
+        await pilot.press("s")
+        await app.runner.wait_finished()
+        await at(pilot, clock, 101.0)
+        bn = view(app)
+        shown = text_of(bn.body)
+        standard, priority, ultrafast = bn.rows
+        assert ultrafast.ok and not standard.ok and not priority.ok
+        assert standard.e2e_speedup is None and priority.e2e_speedup is None
+        assert "stopped at 100.0 s" in shown and "final" not in shown
+        assert "finishes the loop" not in shown  # one lane finished: nothing to compare it with
