@@ -127,6 +127,31 @@ async def test_escape_leaves_the_prompt_so_keys_reach_the_screen_again() -> None
         assert app.screen.timeline.zoom == 2
 
 
+async def test_escape_puts_the_raced_prompt_back_so_the_header_shows_what_races() -> None:
+    # Reported: p, ctrl+u, type, Escape, r: the header kept the typed text, the race and the recording the old one.
+    app, clock = demo_app(prompt="Why?")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 0.5)
+        await pilot.press("p", "ctrl+u", "H", "i", "escape")
+        prompt = app.screen.query_one("#prompt", Input)
+        assert prompt.value == "Why?" and app.focused is None
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        assert app.runner.races == 2 and app.runner.race is not None
+        assert prompt.value == app.runner.request.prompt == app.runner.race.request.prompt == "Why?"
+
+
+async def test_a_prompt_left_any_other_way_is_put_back_too() -> None:
+    app, clock = demo_app(prompt="Why?")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 0.5)
+        await pilot.press("p", "ctrl+u", "H", "i")
+        app.screen.set_focus(None)  # as a click on a focusable widget or Tab would
+        await pilot.pause()
+        prompt = app.screen.query_one("#prompt", Input)
+        assert not prompt.has_focus and prompt.value == "Why?"
+
+
 async def test_number_keys_focus_lanes_and_d_opens_that_lanes_details() -> None:
     app, clock = demo_app([*failing_demo_tiers()])
     async with app.run_test(size=(160, 45)) as pilot:

@@ -81,7 +81,7 @@ class RaceScreen(Screen[None]):
         Binding("left_square_bracket", "voice_slower", "Slower voice", key_display="[", show=False,
                 tooltip="with the voice lens: speak 15 words per minute slower ([)"),
         Binding("p,slash", "edit_prompt", "Prompt", key_display="p",
-                tooltip="edit the prompt (also /); Enter races it, Escape leaves"),
+                tooltip="edit the prompt (also /); Enter races it, Escape leaves it unchanged"),
         Binding("1", "focus_lane(0)", "Lane", key_display="1-6",
                 tooltip="focus a lane (for details; arrows scroll its final answer)"),
         *(Binding(str(i + 1), f"focus_lane({i})", f"Lane {i + 1}", show=False) for i in range(1, 6)),
@@ -119,6 +119,8 @@ class RaceScreen(Screen[None]):
         self._problem_shown: str | None = None
         self._drawing_problem: str | None = None
         self._timer: Timer | None = None
+        self._submitted: str | None = None
+        """The prompt last submitted with Enter: leaving the bar after Enter keeps it (it is about to race)."""
 
     # -- layout -------------------------------------------------------------------------------------------------
 
@@ -375,7 +377,21 @@ class RaceScreen(Screen[None]):
         self.query_one("#prompt", Input).focus()
 
     def action_leave_prompt(self) -> None:
+        """Leave the prompt bar; what was typed and not raced is dropped, so the bar shows what races."""
+        self._restore_prompt()
         self.set_focus(None)
+
+    def on_input_blurred(self, event: Input.Blurred) -> None:
+        if event.input.id == "prompt" and event.value.strip() != self._submitted:
+            self._restore_prompt()
+
+    def _restore_prompt(self) -> None:
+        """The prompt bar back to the prompt the next race uses (Enter is the only way to change it)."""
+        prompt = self.query_one("#prompt", Input)
+        raced = self.runner.request.prompt
+        if prompt.value != raced:
+            prompt.value = raced
+            prompt.cursor_position = len(raced)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.key_help()))
@@ -385,6 +401,7 @@ class RaceScreen(Screen[None]):
         if not prompt:
             self.notify("type a prompt first", severity="warning")
             return
+        self._submitted = prompt
         self.set_focus(None)
         self.run_worker(self._restart(prompt), group="race", exclusive=True, exit_on_error=False)
 
