@@ -56,7 +56,7 @@ class HelpScreen(ModalScreen[None]):
         for key, description in self.keys:
             table.add_row(key, description)
         table.add_row("ctrl+p", "command palette: every action by name, and the theme")
-        table.add_row("escape", "leave the prompt bar, dropping what was not raced; close this help")
+        table.add_row("escape", "leave the prompt bar; close this help")
         return table
 
     def _legend(self) -> Table:

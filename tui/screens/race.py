@@ -81,7 +81,7 @@ class RaceScreen(Screen[None]):
         Binding("left_square_bracket", "voice_slower", "Slower voice", key_display="[", show=False,
                 tooltip="with the voice lens: speak 15 words per minute slower ([)"),
         Binding("p,slash", "edit_prompt", "Prompt", key_display="p",
-                tooltip="edit the prompt (also /); Enter races it, Escape leaves it unchanged"),
+                tooltip="edit the prompt (also /); Enter races it, Escape leaves"),
         Binding("1", "focus_lane(0)", "Lane", key_display="1-6",
                 tooltip="focus a lane (for details; arrows scroll its final answer)"),
         *(Binding(str(i + 1), f"focus_lane({i})", f"Lane {i + 1}", show=False) for i in range(1, 6)),
