@@ -151,6 +151,18 @@ async def test_a_read_stalling_past_the_timeout_is_a_stall(server: ServeServer, 
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_timed_stall_is_a_pause_and_the_answer_goes_on_after_it(server: ServeServer, protocol: str) -> None:
+    # Reported: stall=2 sent the end of the answer (finish_reason stop) after the stall, without the rest of it.
+    whole = await stream_turn(tier(server, protocol))
+    events = await stream_turn(tier(server, protocol, fault="stall=0.3,after=3"))
+    assert isinstance(events[-1], Done) and not any(isinstance(e, Error) for e in events)
+    assert text_of(events) == text_of(whole) and len(text_of(whole)) > 20
+    stamps = [e.t for e in events if isinstance(e, Delta)]
+    assert stamps[3] - stamps[2] >= 0.3  # the pause, after the third chunk
+    assert turn_metrics(events).stalls >= 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_connection_refused_names_the_server_and_base_url(protocol: str) -> None:
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there now
         sock.bind(("127.0.0.1", 0))
