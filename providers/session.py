@@ -16,7 +16,7 @@ from .clock import Clock, RealClock, VirtualClock
 from .loop.metrics import loop_metrics
 from .loop.scenario import Scenario
 from .metrics import STALL_THRESHOLD_S, TurnMetrics, summarize, turn_metrics
-from .race import LaneRun, Listener, Race
+from .race import LaneRun, Listener, Race, prepare_providers
 from .registry import create_provider
 from .voice.lens import VoiceMetrics, VoiceSettings, conversation_verdict, lane_voice
 
@@ -71,10 +71,14 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
     loop = loop or scenario is not None
     if fast_forward:
         check_fast_forward(tiers)
-    provs = list(providers) if providers is not None else [create_provider(t) for t in tiers]
     result = SessionResult(list(tiers), metrics=[[] for _ in tiers])
+    provs: list[Provider] = []
     try:
-        await asyncio.gather(*(p.prepare(warm) for p in provs))
+        if providers is not None:
+            provs = list(providers)
+            await asyncio.gather(*(p.prepare(warm) for p in provs))
+        else:  # as on the screen: a tier that cannot be set up (a missing key) fails its own lane
+            provs = await prepare_providers(tiers, create_provider, warm)
         for p in provs:  # lanes replaying one file would repeat its warning: say it once
             result.warnings.extend(w for w in getattr(p, "warnings", []) if w not in result.warnings)
         for run in range(runs):

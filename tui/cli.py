@@ -413,13 +413,15 @@ def cmd_tiers(args: argparse.Namespace) -> int:
             key = f"{key_env} {present}" if key_env else "not needed"
         table.add_row(tier.name, tier.provider, tier.model, endpoint, key)
     console.print(table)
+    for broken in config.broken:  # the others still race (with --tiers); these are refused when selected
+        Console(stderr=True).print(f"tokrace: {broken.error}", style="red", markup=False, highlight=False)
     presets = Table(title="presets (use preset = \"name\" in a tier)", title_justify="left")
     for col in ("preset", "protocol", "base URL", "key variable"):
         presets.add_column(col)
     for name, preset in PRESETS.items():
         presets.add_row(name, preset.provider, preset.base_url, preset.api_key_env or "none")
     console.print(presets)
-    return EXIT_OK
+    return EXIT_USAGE if config.broken else EXIT_OK
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
