@@ -99,7 +99,8 @@ class ReplayProvider(Provider):
         offsets = [retime(e.t) for e in events]
         start = clock.now()  # taken after the preparation above, so it does not delay the first events
         for event, offset in zip(events, offsets, strict=True):
-            stamp = await clock.sleep_until(start + offset)
+            stamp = start + offset  # the recorded moment (re-timed), not when a busy loop woke this lane
+            await clock.sleep_until(stamp)
             if isinstance(event, Segment):
                 yield dataclasses.replace(event, t=stamp, start=start + retime(event.start),
                                           end=start + retime(event.end))

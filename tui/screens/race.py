@@ -26,7 +26,7 @@ from ..replay_control import ReplayControl
 from ..runner import RaceRunner
 from ..widgets.bottleneck import BottleneckView
 from ..widgets.gauge import nice_scale
-from ..widgets.lane import LaneView
+from ..widgets.lane import LaneView, gauge_peak
 from ..widgets.replay_bar import ReplayBar
 from ..widgets.summary import racing_line, summary_line
 from ..widgets.timeline import Timeline
@@ -262,8 +262,7 @@ class RaceScreen(Screen[None]):
     def _scale(self, now: float) -> float:
         """One tok/s scale for every gauge: the highest rate seen this race, rounded up (never shrinks)."""
         for lane in self._live.lanes:
-            self._peak = max(self._peak, lane.rate(now), lane.decode_rate() or 0.0,
-                             *lane.history_rates(now, len(lane.history)))
+            self._peak = max(self._peak, gauge_peak(lane, now))
         return nice_scale(self._peak)
 
     def _set_focused(self, index: int) -> None:

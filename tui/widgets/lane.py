@@ -61,6 +61,14 @@ def gauge_reading(lane: LiveLane, now: float) -> tuple[float, str]:
     return rate, f"{rate:,.0f} tok/s"
 
 
+def gauge_peak(lane: LiveLane, now: float) -> float:
+    """The highest rate the lane's gauge and sparkline draw at ``now``: its reading (the live rate, or the average
+    once ended) and its history. Never the decode rate of a running stream: over a first span of a millisecond it
+    reads thousands of tok/s, and the shared scale would empty every other bar."""
+    value, _ = gauge_reading(lane, now)
+    return max([value, *lane.history_rates(now, len(lane.history))])
+
+
 class LaneView(Vertical):
     """A lane's widgets, bound to one :class:`LiveLane` at a time (a new race rebinds them)."""
 
