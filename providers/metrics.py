@@ -49,6 +49,15 @@ DEFINITIONS: Final[dict[str, str]] = {
 }
 """One line per metric: what it means. Shown beside every number in the details view."""
 
+WIRE_DEFINITIONS: Final[dict[str, str]] = {
+    "retries": "attempts that failed and were retried before the stream began (HTTP 429, 5xx, connection failures)",
+    "service_tier": "the service tier the request asked for (the tier's service_tier) and the one the server said "
+                    "it used",
+    "provider_timing": "the provider's own timing as it came (Groq x_groq.usage, Cerebras time_info, llama.cpp "
+                       "timings), with the decode rate each implies",
+}
+"""One line per thing a response said about itself (in ``--json`` and the details view's wire section)."""
+
 
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0–100) with linear interpolation between closest ranks."""
@@ -106,6 +115,8 @@ class TurnMetrics:
     service_tier: str | None = None
     segments: list[SegmentSpan] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
+    service_tier_asked: str | None = None
+    """The service tier the lane's tier asks for (set by whoever knows the tier: the events may not say)."""
 
     def to_json(self) -> dict[str, Any]:
         """The run object of the ``--json`` contract (DESIGN §8)."""
@@ -126,7 +137,26 @@ class TurnMetrics:
             "stalls": self.stalls,
             "cost_usd": _r(self.cost_usd, 8),
             "segments": [s.to_json() for s in self.segments],
+            # Beyond DESIGN §8 (new keys; README documents them): what the details view shows.
+            "retries": self.retries,
+            "service_tier": {"asked": self.tier_asked(), "got": self.tier_got()},
+            "provider_timing": {source: dict(data) for source, data in self.extras.items()
+                                if source != "service_tier" and isinstance(data, dict)},
         }
+
+    def tier_asked(self) -> str | None:
+        """The service tier the request asked for: the tier's, else as the provider recorded it (``None``: none)."""
+        if self.service_tier_asked:
+            return self.service_tier_asked
+        reported = self.extras.get("service_tier")
+        asked = reported.get("asked") if isinstance(reported, dict) else None
+        return asked if isinstance(asked, str) and asked else None
+
+    def tier_got(self) -> str | None:
+        """The service tier the server said it used: in the body (an ``extra`` event), else in a header."""
+        reported = self.extras.get("service_tier")
+        got = reported.get("got") if isinstance(reported, dict) else None
+        return got if isinstance(got, str) and got else self.service_tier
 
 
 def _r(x: float | None, digits: int = 6) -> float | None:

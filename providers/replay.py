@@ -110,7 +110,7 @@ class ReplayProvider(Provider):
 
 def replay_tiers(recording: Recording, speed: float = 1.0, idle_cap: float | None = None,
                  run: int | None = None) -> list[TierSpec]:
-    """One replay tier per recorded lane, named and priced like the original."""
+    """One replay tier per recorded lane, named and priced like the original, with the service tier it asked for."""
     tiers = []
     count = 1 + max((ln for _, ln in recording.events), default=0)
     lanes = recording.tiers or [{"name": f"lane {i}"} for i in range(count)]
@@ -122,5 +122,5 @@ def replay_tiers(recording: Recording, speed: float = 1.0, idle_cap: float | Non
         if idle_cap is not None:
             options["idle_cap"] = idle_cap
         tiers.append(TierSpec(name=original.name, provider="replay", model=original.model, price=original.price,
-                              options=options))
+                              service_tier=original.service_tier, options=options))
     return tiers

@@ -46,7 +46,11 @@ class SessionResult:
 def lane_metrics(run: LaneRun, stall_threshold_s: float = STALL_THRESHOLD_S, loop: bool = False) -> TurnMetrics:
     """The metrics of one lane's run; with ``loop``, the loop metrics of a scenario lane (``LoopMetrics``)."""
     measure = loop_metrics if loop else turn_metrics
-    return measure(run.events, run.tier.price, run.tier.model, stall_threshold_s)
+    m = measure(run.events, run.tier.price, run.tier.model, stall_threshold_s)
+    if run.tier.service_tier:  # asked in every request of the lane, whether or not the server said what it used
+        for one in [m, *getattr(m, "turns", [])]:
+            one.service_tier_asked = run.tier.service_tier
+    return m
 
 
 def check_fast_forward(tiers: Sequence[TierSpec]) -> None:
