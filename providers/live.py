@@ -13,7 +13,7 @@ from typing import Any, Final, Literal, TypeAlias
 from .base import TierSpec
 from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage, is_loop_end
 from .loop.metrics import MODEL_KINDS, LoopMetrics, breakdown
-from .metrics import SegmentSpan, cost
+from .metrics import SegmentSpan, cost, cut_gaps, is_stall_gap
 
 LaneState: TypeAlias = Literal["idle", "connecting", "waiting", "thinking", "streaming", "tool", "human",
                                "retry", "done", "error", "stopped"]
@@ -60,6 +60,8 @@ class _Turn:
     streamed_reasoning: bool = False
     usage: Usage | None = None
     tool_called: bool = False
+    gaps: list[tuple[float, float]] = field(default_factory=list)
+    """Stalls in the stream (``metrics.stream_gaps``): drawn as waits, not as the model streaming."""
 
     def tokens(self) -> int:
         """The turn's count: the provider's usage when it sent one, else what was counted while streaming."""
@@ -176,6 +178,8 @@ class LiveLane:
         elif isinstance(event, ToolCall):
             if turn is not None:
                 turn.tool_called = True
+            while self.pieces and self.pieces[-1][0] == "tool_args":  # the call says them once, whole
+                self.pieces.pop()
             self.pieces.append(("meta", f"\n→ {event.name}({event.arguments})\n"))
             self._set_state("tool", event.name)
         elif isinstance(event, Done):
@@ -245,6 +249,10 @@ class LiveLane:
             turn.answer = t
         if channel == "reasoning":
             turn.streamed_reasoning = True
+        if turn.last_token is not None:
+            gap = t - turn.last_token
+            if is_stall_gap(gap, turn.token_events - 1, turn.last_token - (turn.first or t)):
+                turn.gaps.append((turn.last_token, t))
         turn.last_token = t
         turn.token_events += 1
         turn.streamed += inc
@@ -418,11 +426,13 @@ class LiveLane:
                 spans.append(SegmentSpan("wait", turn.wait_from, end))
                 continue
             spans.append(SegmentSpan("wait", turn.wait_from, turn.first))
+            streamed: list[SegmentSpan] = []
             if turn.first_reasoning:
                 think_end = turn.answer if turn.answer is not None else end
-                spans.append(SegmentSpan("think", turn.first, think_end))
+                streamed.append(SegmentSpan("think", turn.first, think_end))
             if turn.answer is not None:
-                spans.append(SegmentSpan("model", turn.answer, end))
+                streamed.append(SegmentSpan("model", turn.answer, end))
+            spans += cut_gaps(streamed, turn.gaps)
         return spans
 
     def loop_so_far(self, now: float) -> LoopMetrics:

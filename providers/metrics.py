@@ -181,6 +181,55 @@ def _first_sentence_end(content: list[tuple[float, str]], end_t: float | None, f
     return None
 
 
+STALL_LABEL: Final[str] = "stall"
+"""The label of a wait inside a stream: no token for longer than the stall threshold."""
+
+
+STALL_PACE: Final[float] = 4.0
+"""A gap is drawn as a wait only when it is this many times the stream's own pace so far: a slow model's every gap
+is it working, not waiting."""
+
+
+def is_stall_gap(gap: float, gaps_before: int, sum_before: float, threshold_s: float = STALL_THRESHOLD_S) -> bool:
+    """Whether a gap between two token events is the stream stalling (drawn as a wait): longer than the threshold
+    and than :data:`STALL_PACE` times the mean of the turn's gaps before it (a first gap has nothing to compare
+    with, and is the model's)."""
+    return gaps_before > 0 and gap > threshold_s and gap > STALL_PACE * sum_before / gaps_before
+
+
+def stream_gaps(times: Sequence[float], threshold_s: float = STALL_THRESHOLD_S) -> list[tuple[float, float]]:
+    """The stalls of a stream, as (last token, next token): see :func:`is_stall_gap`."""
+    out: list[tuple[float, float]] = []
+    count, total = 0, 0.0
+    for a, b in itertools.pairwise(times):
+        if is_stall_gap(b - a, count, total, threshold_s):
+            out.append((a, b))
+        count, total = count + 1, total + (b - a)
+    return out
+
+
+def cut_gaps(spans: Sequence[SegmentSpan], gaps: Sequence[tuple[float, float]]) -> list[SegmentSpan]:
+    """The think and model spans with each stall cut out as a ``wait`` (labelled stall): the model sent
+    nothing then, so it is drawn, and counted, as waiting."""
+    if not gaps:
+        return list(spans)
+    out: list[SegmentSpan] = []
+    for span in spans:
+        if span.kind not in ("think", "model"):
+            out.append(span)
+            continue
+        at = span.start
+        for a, b in gaps:
+            if a >= at and b <= span.end and b > a:
+                if a > at:
+                    out.append(SegmentSpan(span.kind, at, a, span.label))
+                out.append(SegmentSpan("wait", a, b, STALL_LABEL))
+                at = b
+        if span.end > at or at == span.start:
+            out.append(SegmentSpan(span.kind, at, span.end, span.label))
+    return out
+
+
 def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
     """The timeline of one turn: connect, wait, think, model; plus any explicit segments (retry, tool...)."""
     req = next((e for e in events if isinstance(e, Request)), None)
@@ -204,10 +253,12 @@ def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
     first = toks[0].t
     spans.append(SegmentSpan("wait", wait_from, first))
     answer = next((e.t for e in toks if e.channel != "reasoning"), None)
+    streamed: list[SegmentSpan] = []
     if toks[0].channel == "reasoning":
-        spans.append(SegmentSpan("think", first, answer if answer is not None else end))
+        streamed.append(SegmentSpan("think", first, answer if answer is not None else end))
     if answer is not None:
-        spans.append(SegmentSpan("model", answer, end))
+        streamed.append(SegmentSpan("model", answer, end))
+    spans += cut_gaps(streamed, stream_gaps([e.t for e in toks]))
     return sorted(spans, key=lambda s: (s.start, s.end))
 
 
