@@ -13,7 +13,7 @@ from typing import Any, Final, Literal, TypeAlias
 from .base import TierSpec
 from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage, is_loop_end
 from .loop.metrics import MODEL_KINDS, LoopMetrics, breakdown
-from .metrics import SegmentSpan, cost, cut_gaps, is_stall_gap
+from .metrics import SegmentSpan, cost, cut_gaps, is_stall_gap, usage_counts
 
 LaneState: TypeAlias = Literal["idle", "connecting", "waiting", "thinking", "streaming", "tool", "human",
                                "retry", "done", "error", "stopped"]
@@ -64,10 +64,11 @@ class _Turn:
     """Stalls in the stream (``metrics.stream_gaps``): drawn as waits, not as the model streaming."""
 
     def tokens(self) -> int:
-        """The turn's count: the provider's usage when it sent one, else what was counted while streaming."""
-        if self.usage is not None and (self.usage.output > 0 or not self.token_events):
-            return self.usage.output
-        return self.streamed
+        """The turn's count: the provider's usage when it sent one for the whole turn (``metrics.usage_counts``),
+        else what was counted while streaming. Before any token, only an ended turn's usage counts."""
+        if self.last_token is None and self.end is None:
+            return self.streamed
+        return self.usage.output if usage_counts(self.usage, self.last_token) and self.usage else self.streamed
 
     def decode_parts(self) -> tuple[float, float] | None:
         """(tokens after the first event, seconds from first to last token), as ``metrics.decode_tok_s``."""
@@ -77,7 +78,7 @@ class _Turn:
         if span <= 0:
             return None
         hidden = 0
-        if self.usage is not None and self.usage.output > 0 and not self.streamed_reasoning:
+        if usage_counts(self.usage, self.last_token) and self.usage is not None and not self.streamed_reasoning:
             hidden = self.usage.reasoning
         visible = max(self.tokens() - hidden, self.token_events)
         return max(visible - self.first_tokens, 0), span
@@ -323,7 +324,7 @@ class LiveLane:
     def tokens_source(self) -> TokenSource:
         """Where the count comes from; the least exact source of any turn wins."""
         counted = [turn for turn in self.turns if turn.token_events]
-        if counted and all(turn.usage is not None and turn.usage.output > 0 for turn in counted):
+        if counted and all(usage_counts(turn.usage, turn.last_token) for turn in counted):
             return "usage"
         for source in ("chunks", "tokenizer", "provider"):
             if source in self._sources:

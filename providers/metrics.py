@@ -181,6 +181,17 @@ def _first_sentence_end(content: list[tuple[float, str]], end_t: float | None, f
     return None
 
 
+def usage_counts(usage: Usage | None, last_token_t: float | None) -> bool:
+    """Whether a turn's usage is the count of its output: it came with or after the last token (Anthropic's
+    ``message_start`` says 1 before any token; a stream cut off after it streamed more than that), and it counts
+    something, or nothing streamed."""
+    if usage is None:
+        return False
+    if last_token_t is None:
+        return True
+    return usage.t >= last_token_t and usage.output > 0
+
+
 STALL_LABEL: Final[str] = "stall"
 """The label of a wait inside a stream: no token for longer than the stall threshold."""
 
@@ -311,7 +322,8 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
     streamed_reasoning = any(d.channel == "reasoning" for d in toks)
     if usage is not None:
         m.input_tokens, m.reasoning_tokens = usage.input, usage.reasoning
-    if usage is not None and (usage.output > 0 or not toks):
+    if usage_counts(usage, toks[-1].t if toks else None):
+        assert usage is not None
         m.output_tokens, m.tokens_source = usage.output, "usage"
     elif toks:
         counted = tokenizer.count("".join(d.text for d in toks), model)

@@ -302,3 +302,23 @@ def test_a_stall_in_the_stream_is_drawn_as_a_wait_live_and_final_alike() -> None
     lane = feed(LiveLane(tier()), events)
     assert lane.segments(3.0) == final
     assert turn_metrics(events).stalls == 1
+
+
+def test_a_usage_before_the_first_token_is_not_the_answers_count() -> None:
+    # Reported: Anthropic lanes show "1 tok" before any token (message_start carries output_tokens 1).
+    lane = feed(LiveLane(tier()), [Request(t=0.0), Usage(t=0.1, input=10, output=1)])
+    assert lane.tokens == 0
+    feed(lane, [Delta(t=0.2, text="Hello", tokens=1), Delta(t=0.3, text=" there", tokens=1),
+                Delta(t=0.4, text=" friend", tokens=1)])
+    assert lane.tokens == 3  # not the 1 of the usage that came first
+    feed(lane, [Usage(t=0.5, input=10, output=4), Done(t=0.5)])
+    assert lane.tokens == 4
+
+
+def test_a_stream_cut_after_an_early_usage_counts_what_streamed() -> None:
+    events: list[Event] = [Request(t=0.0), Usage(t=0.1, input=10, output=1), Delta(t=0.2, text=" one", tokens=1),
+                           Delta(t=0.3, text=" two", tokens=1), Delta(t=0.4, text=" three", tokens=1),
+                           Error(t=0.5, error="stream", message="cut")]
+    m = turn_metrics(events)
+    assert m.output_tokens == 3 and m.tokens_source != "usage" and m.input_tokens == 10
+    assert feed(LiveLane(tier()), events).tokens == 3
