@@ -173,7 +173,9 @@ async def test_a_single_prompt_is_a_loop_of_one_turn_in_the_bottleneck_view() ->
         shown = text_of(bn.body)
         assert bn.final and "one prompt (a loop of one turn)" in shown
         assert all(b.ok and b.model_share == pytest.approx(1.0) and b.amdahl_max_speedup is None for b in bn.rows)
-        assert "the model is all of it" in shown and "finish this turn in" in shown
+        # Reported: "the model is 100 % of the turn; the model is all of it" (say it once, well).
+        assert "the model is all of the turn: nothing else holds it up" in shown and "finish this turn in" in shown
+        assert "the model is 100%" not in shown and "all of it" not in shown
         assert bn.rows[2].token_speedup == pytest.approx(14, rel=0.05)
 
 

@@ -229,9 +229,6 @@ class BottleneckView(VerticalScroll):
         """What the table means, a line per lane, then the gap between token speed and end-to-end speed."""
         text = Text()
         for b, lane in zip(self.rows, lanes, strict=True):
-            share = "—" if b.model_share is None else f"{b.model_share:.0%}"
-            amdahl = ("the model is all of it" if b.amdahl_max_speedup is None
-                      else f"no model, however fast, could make it more than {b.amdahl_max_speedup:.2f}× faster")
             if self.final and b.ok:
                 what_if = (f"a model {factor} faster would finish this {noun} in {b.what_if.e2e_s:.1f} s "
                            f"({b.what_if.sooner_pct:.0f} % sooner)")
@@ -245,7 +242,13 @@ class BottleneckView(VerticalScroll):
             text.append("\n")
             text.append(b.name, style="bold")
             so_far = "" if self.final and b.ok else " so far"
-            text.append(f": the model is {share} of the {noun}{so_far}; {amdahl}; {what_if}.")
+            if b.amdahl_max_speedup is None:  # said once: a share of 100 % and an unbounded speed-up are one fact
+                share = f"the model is all of the {noun}{so_far}: nothing else holds it up"
+            else:
+                percent = "—" if b.model_share is None else f"{b.model_share:.0%}"
+                share = (f"the model is {percent} of the {noun}{so_far}; no model, however fast, could make it "
+                         f"more than {b.amdahl_max_speedup:.2f}× faster")
+            text.append(f": {share}; {what_if}.")
         gap = self._gap(noun)
         if gap:
             text.append("\n\n")
