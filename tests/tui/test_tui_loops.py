@@ -259,3 +259,19 @@ async def test_a_stopped_lane_is_left_out_of_the_comparison_of_those_that_finish
         assert standard.e2e_speedup is None and priority.e2e_speedup is None
         assert "stopped at 100.0 s" in shown and "final" not in shown
         assert "finishes the loop" not in shown  # one lane finished: nothing to compare it with
+
+
+async def test_the_time_axis_of_a_finished_loop_fits_the_loop() -> None:
+    # Reported: the coding-loop time axis ran to 165 s for a 127 s loop.
+    app, clock = demo_app(scenario="coding-loop")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 400.0)
+        assert app.runner.live.finished
+        longest = max(lane.e2e or 0.0 for lane in app.runner.live.lanes)
+        span = app.screen.timeline.span
+        assert longest < span <= longest * 1.1
+        axis = app.screen.timeline.render_line(len(app.screen.timeline.lines())).text
+        last = max(int(label.rstrip("s")) for label in axis.replace("▏", " ").split() if label.endswith("s"))
+        assert last <= span
+        row = app.screen.timeline.render_line(0).text
+        assert row.rstrip().endswith(f"{app.runner.live.lanes[0].e2e:.2f}s")  # its end mark and time still fit
