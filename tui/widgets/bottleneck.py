@@ -246,7 +246,8 @@ class BottleneckView(VerticalScroll):
                 share = f"the model is all of the {noun}{so_far}: nothing else holds it up"
             else:
                 percent = "—" if b.model_share is None else f"{b.model_share:.0%}"
-                share = (f"the model is {percent} of the {noun}{so_far}; no model, however fast, could make it "
+                could = "could make it" if not so_far else "could have made it"
+                share = (f"the model is {percent} of the {noun}{so_far}; no model, however fast, {could} "
                          f"more than {b.amdahl_max_speedup:.2f}× faster")
             text.append(f": {share}; {what_if}.")
         gap = self._gap(noun)
