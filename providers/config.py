@@ -69,6 +69,16 @@ class Defaults:
     theme: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class BrokenTier:
+    """A tier of the file that did not validate: refused only when it is selected."""
+
+    index: int
+    name: str | None
+    """Its ``name`` when it has a readable one (to select it by), else ``None``."""
+    error: ConfigError
+
+
 @dataclass(slots=True)
 class Config:
     """A loaded configuration; ``source`` is ``None`` for the built-in demo."""
@@ -76,21 +86,32 @@ class Config:
     source: Path | None
     defaults: Defaults = field(default_factory=Defaults)
     tiers: list[TierSpec] = field(default_factory=demo_tiers)
+    """The tiers that validated."""
+    broken: list[BrokenTier] = field(default_factory=list)
+    """The tiers that did not, each with its error (file, line, key): one broken tier must not refuse a selection
+    that leaves it out."""
 
     @property
     def is_demo(self) -> bool:
         return self.source is None
 
     def select(self, names: str | None) -> list[TierSpec]:
-        """The tiers named in a comma-separated list (all when ``None``); an unknown name is an error."""
+        """The tiers named in a comma-separated list (all when ``None``); an unknown name is an error, and so is a
+        selected tier that did not validate (its own error)."""
         if not names:
+            if self.broken:
+                raise self.broken[0].error
             return list(self.tiers)
         by_name = {t.name.lower(): t for t in self.tiers}
+        broken = {b.name.lower(): b for b in reversed(self.broken) if b.name is not None}
         chosen = []
         for name in (n.strip() for n in names.split(",") if n.strip()):
             tier = by_name.get(name.lower())
+            if tier is None and name.lower() in broken:
+                raise broken[name.lower()].error
             if tier is None:
-                raise ConfigError(f"no tier named {name!r} (tiers: {', '.join(t.name for t in self.tiers)})")
+                listed = ", ".join([t.name for t in self.tiers] + [b.name for b in self.broken if b.name is not None])
+                raise ConfigError(f"no tier named {name!r} (tiers: {listed})")
             chosen.append(tier)
         return chosen
 
@@ -164,13 +185,22 @@ def parse_config(text: str, path: Path) -> Config:
         return Config(source=path, defaults=defaults)
     if not isinstance(raw_tiers, list) or not raw_tiers:
         raise fail(path, loc.line_of("tiers"), "tiers", "expected one or more [[tiers]] tables")
-    tiers = [_parse_tier(raw, i, path, loc) for i, raw in enumerate(raw_tiers)]
-    names = [t.name.lower() for t in tiers]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            raise fail(path, loc.line_of("name", "tiers", i), f"tiers[{i}].name",
-                        f"another tier is already named {tiers[i].name!r}; names must be unique")
-    return Config(source=path, defaults=defaults, tiers=tiers)
+    tiers: list[TierSpec] = []
+    broken: list[BrokenTier] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_tiers):
+        name = raw.get("name") if isinstance(raw, dict) else None
+        name = name if isinstance(name, str) else None
+        try:
+            if name is not None and name.lower() in seen:
+                raise fail(path, loc.line_of("name", "tiers", i), f"tiers[{i}].name",
+                           f"another tier is already named {name!r}; names must be unique")
+            tiers.append(_parse_tier(raw, i, path, loc))
+        except ConfigError as exc:
+            broken.append(BrokenTier(i, name, exc))
+        if name is not None:
+            seen.add(name.lower())
+    return Config(source=path, defaults=defaults, tiers=tiers, broken=broken)
 
 
 def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:

@@ -49,6 +49,15 @@ DEFINITIONS: Final[dict[str, str]] = {
 }
 """One line per metric: what it means. Shown beside every number in the details view."""
 
+WIRE_DEFINITIONS: Final[dict[str, str]] = {
+    "retries": "attempts that failed and were retried before the stream began (HTTP 429, 5xx, connection failures)",
+    "service_tier": "the service tier the request asked for (the tier's service_tier) and the one the server said "
+                    "it used",
+    "provider_timing": "the provider's own timing as it came (Groq x_groq.usage, Cerebras time_info, llama.cpp "
+                       "timings), with the decode rate each implies",
+}
+"""One line per thing a response said about itself (in ``--json`` and the details view's wire section)."""
+
 
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0–100) with linear interpolation between closest ranks."""
@@ -111,6 +120,8 @@ class TurnMetrics:
     service_tier: str | None = None
     segments: list[SegmentSpan] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
+    service_tier_asked: str | None = None
+    """The service tier the lane's tier asks for (set by whoever knows the tier: the events may not say)."""
 
     def to_json(self) -> dict[str, Any]:
         """The run object of the ``--json`` contract (DESIGN §8)."""
@@ -131,7 +142,26 @@ class TurnMetrics:
             "stalls": self.stalls,
             "cost_usd": _r(self.cost_usd, 8),
             "segments": [s.to_json() for s in self.segments],
+            # Beyond DESIGN §8 (new keys; README documents them): what the details view shows.
+            "retries": self.retries,
+            "service_tier": {"asked": self.tier_asked(), "got": self.tier_got()},
+            "provider_timing": {source: dict(data) for source, data in self.extras.items()
+                                if source != "service_tier" and isinstance(data, dict)},
         }
+
+    def tier_asked(self) -> str | None:
+        """The service tier the request asked for: the tier's, else as the provider recorded it (``None``: none)."""
+        if self.service_tier_asked:
+            return self.service_tier_asked
+        reported = self.extras.get("service_tier")
+        asked = reported.get("asked") if isinstance(reported, dict) else None
+        return asked if isinstance(asked, str) and asked else None
+
+    def tier_got(self) -> str | None:
+        """The service tier the server said it used: in the body (an ``extra`` event), else in a header."""
+        reported = self.extras.get("service_tier")
+        got = reported.get("got") if isinstance(reported, dict) else None
+        return got if isinstance(got, str) and got else self.service_tier
 
 
 def _r(x: float | None, digits: int = 6) -> float | None:
@@ -154,6 +184,66 @@ def _first_sentence_end(content: list[tuple[float, str]], end_t: float | None, f
     if finished and words:
         return end_t
     return None
+
+
+def usage_counts(usage: Usage | None, last_token_t: float | None) -> bool:
+    """Whether a turn's usage is the count of its output: it came with or after the last token (Anthropic's
+    ``message_start`` says 1 before any token; a stream cut off after it streamed more than that), and it counts
+    something, or nothing streamed."""
+    if usage is None:
+        return False
+    if last_token_t is None:
+        return True
+    return usage.t >= last_token_t and usage.output > 0
+
+
+STALL_LABEL: Final[str] = "stall"
+"""The label of a wait inside a stream: no token for longer than the stall threshold."""
+
+
+STALL_PACE: Final[float] = 4.0
+"""A gap is drawn as a wait only when it is this many times the stream's own pace so far: a slow model's every gap
+is it working, not waiting."""
+
+
+def is_stall_gap(gap: float, gaps_before: int, sum_before: float, threshold_s: float = STALL_THRESHOLD_S) -> bool:
+    """Whether a gap between two token events is the stream stalling (drawn as a wait): longer than the threshold
+    and than :data:`STALL_PACE` times the mean of the turn's gaps before it (a first gap has nothing to compare
+    with, and is the model's)."""
+    return gaps_before > 0 and gap > threshold_s and gap > STALL_PACE * sum_before / gaps_before
+
+
+def stream_gaps(times: Sequence[float], threshold_s: float = STALL_THRESHOLD_S) -> list[tuple[float, float]]:
+    """The stalls of a stream, as (last token, next token): see :func:`is_stall_gap`."""
+    out: list[tuple[float, float]] = []
+    count, total = 0, 0.0
+    for a, b in itertools.pairwise(times):
+        if is_stall_gap(b - a, count, total, threshold_s):
+            out.append((a, b))
+        count, total = count + 1, total + (b - a)
+    return out
+
+
+def cut_gaps(spans: Sequence[SegmentSpan], gaps: Sequence[tuple[float, float]]) -> list[SegmentSpan]:
+    """The think and model spans with each stall cut out as a ``wait`` (labelled stall): the model sent
+    nothing then, so it is drawn, and counted, as waiting."""
+    if not gaps:
+        return list(spans)
+    out: list[SegmentSpan] = []
+    for span in spans:
+        if span.kind not in ("think", "model"):
+            out.append(span)
+            continue
+        at = span.start
+        for a, b in gaps:
+            if a >= at and b <= span.end and b > a:
+                if a > at:
+                    out.append(SegmentSpan(span.kind, at, a, span.label))
+                out.append(SegmentSpan("wait", a, b, STALL_LABEL))
+                at = b
+        if span.end > at or at == span.start:
+            out.append(SegmentSpan(span.kind, at, span.end, span.label))
+    return out
 
 
 def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
@@ -179,10 +269,12 @@ def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
     first = toks[0].t
     spans.append(SegmentSpan("wait", wait_from, first))
     answer = next((e.t for e in toks if e.channel != "reasoning"), None)
+    streamed: list[SegmentSpan] = []
     if toks[0].channel == "reasoning":
-        spans.append(SegmentSpan("think", first, answer if answer is not None else end))
+        streamed.append(SegmentSpan("think", first, answer if answer is not None else end))
     if answer is not None:
-        spans.append(SegmentSpan("model", answer, end))
+        streamed.append(SegmentSpan("model", answer, end))
+    spans += cut_gaps(streamed, stream_gaps([e.t for e in toks]))
     return sorted(spans, key=lambda s: (s.start, s.end))
 
 
@@ -235,9 +327,11 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
     streamed_reasoning = any(d.channel == "reasoning" for d in toks)
     if usage is not None:
         m.input_tokens, m.reasoning_tokens = usage.input, usage.reasoning
-    # a zero in usage is believed when no text came, or when every piece said it carried no token (an imported
-    # trace's call without usage draws a line of text that is not model output)
-    if usage is not None and (usage.output > 0 or not toks or all(d.tokens == 0 for d in toks)):
+    # a zero in usage is believed when every piece said it carried no token (an imported trace's call without
+    # usage draws a line of text that is not model output)
+    if usage_counts(usage, toks[-1].t if toks else None) or (
+            usage is not None and toks and all(d.tokens == 0 for d in toks)):
+        assert usage is not None
         m.output_tokens, m.tokens_source = usage.output, "usage"
     elif toks:
         counted = tokenizer.count("".join(d.text for d in toks), model)

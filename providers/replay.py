@@ -104,7 +104,8 @@ class ReplayProvider(Provider):
         offsets = [retime(e.t) for e in events]
         start = clock.now()  # taken after the preparation above, so it does not delay the first events
         for event, offset in zip(events, offsets, strict=True):
-            stamp = await clock.sleep_until(start + offset)
+            stamp = start + offset  # the recorded moment (re-timed), not when a busy loop woke this lane
+            await clock.sleep_until(stamp)
             if isinstance(event, Segment):
                 yield dataclasses.replace(event, t=stamp, start=start + retime(event.start),
                                           end=start + retime(event.end))
@@ -114,7 +115,7 @@ class ReplayProvider(Provider):
 
 def replay_tiers(recording: Recording, speed: float = 1.0, idle_cap: float | None = None,
                  run: int | None = None) -> list[TierSpec]:
-    """One replay tier per recorded lane, named and priced like the original."""
+    """One replay tier per recorded lane, named and priced like the original, with the service tier it asked for."""
     tiers = []
     count = 1 + max((ln for _, ln in recording.events), default=0)
     lanes = recording.tiers or [{"name": f"lane {i}"} for i in range(count)]
@@ -126,5 +127,5 @@ def replay_tiers(recording: Recording, speed: float = 1.0, idle_cap: float | Non
         if idle_cap is not None:
             options["idle_cap"] = idle_cap
         tiers.append(TierSpec(name=original.name, provider="replay", model=original.model, price=original.price,
-                              options=options))
+                              service_tier=original.service_tier, options=options))
     return tiers

@@ -17,7 +17,7 @@ from .events import finite_json as finite_json  # the JSON's rule, re-exported f
 from .loop.metrics import loop_metrics
 from .loop.scenario import Scenario
 from .metrics import STALL_THRESHOLD_S, TurnMetrics, summarize, turn_metrics
-from .race import LaneRun, Listener, Race
+from .race import LaneRun, Listener, Race, prepare_providers
 from .registry import create_provider
 from .voice.lens import VoiceMetrics, VoiceSettings, conversation_verdict, lane_voice
 
@@ -47,7 +47,11 @@ class SessionResult:
 def lane_metrics(run: LaneRun, stall_threshold_s: float = STALL_THRESHOLD_S, loop: bool = False) -> TurnMetrics:
     """The metrics of one lane's run; with ``loop``, the loop metrics of a scenario lane (``LoopMetrics``)."""
     measure = loop_metrics if loop else turn_metrics
-    return measure(run.events, run.tier.price, run.tier.model, stall_threshold_s)
+    m = measure(run.events, run.tier.price, run.tier.model, stall_threshold_s)
+    if run.tier.service_tier:  # asked in every request of the lane, whether or not the server said what it used
+        for one in [m, *getattr(m, "turns", [])]:
+            one.service_tier_asked = run.tier.service_tier
+    return m
 
 
 def check_fast_forward(tiers: Sequence[TierSpec]) -> None:
@@ -72,10 +76,14 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
     loop = loop or scenario is not None
     if fast_forward:
         check_fast_forward(tiers)
-    provs = list(providers) if providers is not None else [create_provider(t) for t in tiers]
     result = SessionResult(list(tiers), metrics=[[] for _ in tiers])
+    provs: list[Provider] = []
     try:
-        await asyncio.gather(*(p.prepare(warm) for p in provs))
+        if providers is not None:
+            provs = list(providers)
+            await asyncio.gather(*(p.prepare(warm) for p in provs))
+        else:  # as on the screen: a tier that cannot be set up (a missing key) fails its own lane
+            provs = await prepare_providers(tiers, create_provider, warm)
         for p in provs:  # lanes replaying one file would repeat its warning: say it once
             result.warnings.extend(w for w in getattr(p, "warnings", []) if w not in result.warnings)
         for run in range(runs):

@@ -199,14 +199,19 @@ class SyntheticProvider(Provider):
         ttfb = profile.ttfb_ms / 1000.0 if profile.ttfb_ms is not None else min(0.02, profile.ttft_ms / 1000.0)
         if step is not None:
             ttfb = min(ttfb, step.t)
-        yield Headers(t=await clock.sleep_until(start + ttfb), status=200, request_id=f"synthetic-{request.turn}")
+        # Each event is stamped with the moment the profile produces it, not with when a busy loop got round to
+        # waking this lane: the profile is this server's clock, as the socket is an HTTP server's, so a lane drawn
+        # on the screen and the same lane in bench give the same figures (a late wake-up delays only the drawing).
+        await clock.sleep_until(start + ttfb)
+        yield Headers(t=start + ttfb, status=200, request_id=f"synthetic-{request.turn}")
         input_tokens = sum(len(pieces(m.content)) for m in request.conversation())
         produced = reasoning = answer = 0
         last = start + ttfb
         called = 0
         while step is not None:
             following = next(steps, None)
-            last = await clock.sleep_until(start + step.t)
+            last = start + step.t
+            await clock.sleep_until(last)
             yield Delta(t=last, text=step.text, channel=step.channel, tokens=step.tokens)  # type: ignore[arg-type]
             produced += step.tokens
             if step.channel == "reasoning":

@@ -447,7 +447,7 @@ def cmd_tiers(args: argparse.Namespace) -> int:
 
     from providers.config import load_config
     from providers.http.presets import PRESETS
-    from providers.masking import mask_url
+    from providers.masking import mask_url, redact
 
     config = load_config(args.config)
     console = Console()
@@ -470,13 +470,17 @@ def cmd_tiers(args: argparse.Namespace) -> int:
             key = f"{key_env} {present}" if key_env else "not needed"
         table.add_row(escape(tier.name), escape(tier.provider), escape(tier.model), escape(endpoint), key)
     console.print(table)
+    for broken in config.broken:  # the others still race (with --tiers); these are refused when selected
+        # the error may echo a misplaced key back (a key given where a table belongs)
+        Console(stderr=True).print(f"tokrace: {redact(str(broken.error), ())}", style="red", markup=False,
+                                   highlight=False)
     presets = Table(title="presets (use preset = \"name\" in a tier)", title_justify="left")
     for col in ("preset", "protocol", "base URL", "key variable"):
         presets.add_column(col)
     for name, preset in PRESETS.items():
         presets.add_row(name, preset.provider, preset.base_url, preset.api_key_env or "none")
     console.print(presets)
-    return EXIT_OK
+    return EXIT_USAGE if config.broken else EXIT_OK
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:

@@ -73,7 +73,9 @@ def voice_table(result: SessionResult, settings: VoiceSettings, runs: int) -> Ta
     title = (f"voice at {settings.wpm:g} wpm, TTS delay {settings.tts_delay_s * 1000:.0f} ms"
              + (f" — p50 of {runs} runs" if runs > 1 else ""))
     table = Table(title=title, title_justify="left")
-    for col, justify in (("tier", "left"), ("TTFS", "right"), ("1st audio", "right"), ("stalls", "right"),
+    several = runs > 1 or any(len(v.turns) > 1 for lane in result.voice(settings) for v in lane)
+    audio = "slowest 1st audio" if several else "1st audio"  # the figure the verdict judges, named for what it is
+    for col, justify in (("tier", "left"), ("TTFS", "right"), (audio, "right"), ("stalls", "right"),
                          ("silent", "right"), ("margin", "right"), ("talk", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for tier, lane in zip(result.tiers, result.voice(settings), strict=True):

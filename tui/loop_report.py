@@ -10,6 +10,8 @@ from providers.events import SEGMENT_KINDS
 from providers.loop.metrics import Bottleneck, LoopMetrics, bottlenecks, representative
 from providers.session import SessionResult
 
+from .widgets.summary import finishes
+
 
 def lane_bottlenecks(result: SessionResult, factor: float) -> list[Bottleneck]:
     """One bottleneck per lane that ran a loop, from its median run."""
@@ -59,5 +61,5 @@ def speedup_line(result: SessionResult, factor: float) -> str | None:
     if base is None or best is None or best is base:
         return None
     return (f"{best.name} streams {best.token_speedup:.1f}× faster than {base.name} but finishes the loop "
-            f"{best.e2e_speedup:.2f}× sooner; even an infinitely fast model could make {base.name}'s loop at most "
+            f"{finishes(best.e2e_speedup or 0.0)}; even an infinitely fast model could make {base.name}'s loop at most "
             f"{_x(base.amdahl_max_speedup)} faster")

@@ -64,6 +64,7 @@ class LoopMetrics(TurnMetrics):
         """The run object of the JSON contract with the loop keys of DESIGN §6."""
         out = TurnMetrics.to_json(self)
         out["turns"] = [t.to_json() for t in self.turns]
+        out["provider_timing"] = None  # each turn has its own, under turns
         out["breakdown"] = {k: round(v, 6) for k, v in self.breakdown.items()}
         out["model_share"] = None if self.model_share is None else round(self.model_share, 6)
         amdahl = self.amdahl_max_speedup

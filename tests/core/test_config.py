@@ -43,7 +43,7 @@ speed = 2
 def error_for(write_config: WriteConfig, text: str) -> str:
     path = write_config(text)
     with pytest.raises(ConfigError) as caught:
-        load_config(path)
+        load_config(path).select(None)  # a tier's error is raised when it is selected (all are, here)
     message = str(caught.value)
     assert message.startswith(f"{path}")
     assert "\n" not in message
@@ -215,3 +215,28 @@ def test_a_prefill_rate_of_zero_names_its_key_and_line(write_config: WriteConfig
 def test_a_negative_measured_ttft_on_an_http_tier_is_refused(write_config: WriteConfig) -> None:
     message = error_for(write_config, '[[tiers]]\nname = "a"\nprovider = "anthropic"\nmodel = "m"\nttft_ms = -1\n')
     assert message == ", line 5: tiers[0].ttft_ms: expected 0 or more milliseconds, got -1"
+
+
+ONE_BROKEN = ('[[tiers]]\nname = "good"\nprovider = "synthetic"\ntok_s = 10\n\n'
+              '[[tiers]]\nname = "bad"\nprovider = "synthetic"\ntok_s = "slow"\n')
+
+
+def test_a_broken_tier_does_not_refuse_a_selection_without_it(write_config: WriteConfig) -> None:
+    # Reported: one broken tier refused every --tiers selection, even those that leave it out.
+    config = load_config(write_config(ONE_BROKEN))
+    assert [t.name for t in config.select("good")] == ["good"]
+
+
+def test_a_broken_tier_is_still_reported_when_selected_or_when_all_are(write_config: WriteConfig) -> None:
+    path = write_config(ONE_BROKEN)
+    config = load_config(path)
+    for names in ("bad", "good,BAD", None):
+        with pytest.raises(ConfigError) as caught:
+            config.select(names)
+        assert str(caught.value) == f"{path}, line 9: tiers[1].tok_s: expected a number, got 'slow'"
+
+
+def test_an_unknown_name_lists_the_broken_tiers_too(write_config: WriteConfig) -> None:
+    config = load_config(write_config(ONE_BROKEN))
+    with pytest.raises(ConfigError, match=r"no tier named 'nope' \(tiers: good, bad\)"):
+        config.select("nope")

@@ -30,6 +30,8 @@ from providers.loop.metrics import WHAT_IF_FACTOR, LoopMetrics, loop_metrics
 from providers.masking import mask_url
 from providers.metrics import DEFINITIONS, SegmentSpan, TurnMetrics, split_turns, turn_metrics
 
+from ..widgets.lane import worth_saying
+
 TOKEN_SOURCES: Final[dict[str, str]] = {
     "usage": "the provider's usage event (exact)",
     "tokenizer": "tiktoken on the streamed text (≈)",
@@ -146,7 +148,7 @@ def wire_rows(m: TurnMetrics, events: Sequence[Event], tier: TierSpec,
     reported = m.extras.get("service_tier")
     got = reported.get("got") if isinstance(reported, Mapping) else None
     got = got or next((e.service_tier for e in events if isinstance(e, Headers) and e.service_tier), None)
-    if got:
+    if got and worth_saying(asked, got):
         differs = bool(asked) and asked != got
         value = Text.assemble(f"{asked} → " if asked else "", (f"got {got}", highlight if differs else ""))
         note = "asked in the request; got: the tier the response reported"

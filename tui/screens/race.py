@@ -26,7 +26,7 @@ from ..replay_control import ReplayControl
 from ..runner import RaceRunner
 from ..widgets.bottleneck import BottleneckView
 from ..widgets.gauge import nice_scale
-from ..widgets.lane import LaneView
+from ..widgets.lane import LaneView, gauge_peak
 from ..widgets.replay_bar import ReplayBar
 from ..widgets.summary import racing_line, summary_line
 from ..widgets.timeline import Timeline
@@ -119,6 +119,8 @@ class RaceScreen(Screen[None]):
         self._problem_shown: str | None = None
         self._drawing_problem: str | None = None
         self._timer: Timer | None = None
+        self._submitted: str | None = None
+        """The prompt last submitted with Enter: leaving the bar after Enter keeps it (it is about to race)."""
 
     # -- layout -------------------------------------------------------------------------------------------------
 
@@ -262,8 +264,7 @@ class RaceScreen(Screen[None]):
     def _scale(self, now: float) -> float:
         """One tok/s scale for every gauge: the highest rate seen this race, rounded up (never shrinks)."""
         for lane in self._live.lanes:
-            self._peak = max(self._peak, lane.rate(now), lane.decode_rate() or 0.0,
-                             *lane.history_rates(now, len(lane.history)))
+            self._peak = max(self._peak, gauge_peak(lane, now))
         return nice_scale(self._peak)
 
     def _set_focused(self, index: int) -> None:
@@ -377,7 +378,21 @@ class RaceScreen(Screen[None]):
         self.query_one("#prompt", Input).focus()
 
     def action_leave_prompt(self) -> None:
+        """Leave the prompt bar; what was typed and not raced is dropped, so the bar shows what races."""
+        self._restore_prompt()
         self.set_focus(None)
+
+    def on_input_blurred(self, event: Input.Blurred) -> None:
+        if event.input.id == "prompt" and event.value.strip() != self._submitted:
+            self._restore_prompt()
+
+    def _restore_prompt(self) -> None:
+        """The prompt bar back to the prompt the next race uses (Enter is the only way to change it)."""
+        prompt = self.query_one("#prompt", Input)
+        raced = self.runner.request.prompt
+        if prompt.value != raced:
+            prompt.value = raced
+            prompt.cursor_position = len(raced)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.key_help()))
@@ -387,6 +402,7 @@ class RaceScreen(Screen[None]):
         if not prompt:
             self.notify("type a prompt first", severity="warning")
             return
+        self._submitted = prompt
         self.set_focus(None)
         self.run_worker(self._restart(prompt), group="race", exclusive=True, exit_on_error=False)
 

@@ -27,13 +27,23 @@ MARKDOWN_MAX_CHARS: Final[int] = 60_000
 """Longer answers (about 15,000 tokens) stay in the tail view: rendering them as Markdown takes a second."""
 
 
+ORDINARY_TIERS: Final[frozenset[str]] = frozenset({"default", "standard", "auto"})
+"""What servers report when nobody asked for a tier: not worth a word on a tier that asked for none."""
+
+
+def worth_saying(asked: str | None, got: str) -> bool:
+    """Whether the tier a server reported tells the reader something: always when one was asked for, else only
+    when it is not the ordinary one (a tier that asked for nothing "got default" says nothing true or new)."""
+    return bool(asked) or got.lower() not in ORDINARY_TIERS
+
+
 def describe_tier(lane: LiveLane) -> Content:
     """Model, provider and the service tier asked for, in one line (literal text: never markup). Once the server
     says which tier it used, that comes first, beside the one asked for, highlighted when they differ."""
     tier = lane.tier
     parts = [tier.model or "(no model)", tier.provider]
     got = lane.tier_got
-    if got is None:
+    if got is None or not worth_saying(tier.service_tier, got):
         return Content(" · ".join([*parts, tier.service_tier] if tier.service_tier else parts))
     asked = tier.service_tier
     style = "bold $warning" if asked and asked != got else ""
@@ -59,6 +69,14 @@ def gauge_reading(lane: LiveLane, now: float) -> tuple[float, str]:
         return 0.0, "— tok/s"
     rate = lane.rate(now)
     return rate, f"{rate:,.0f} tok/s"
+
+
+def gauge_peak(lane: LiveLane, now: float) -> float:
+    """The highest rate the lane's gauge and sparkline draw at ``now``: its reading (the live rate, or the average
+    once ended) and its history. Never the decode rate of a running stream: over a first span of a millisecond it
+    reads thousands of tok/s, and the shared scale would empty every other bar."""
+    value, _ = gauge_reading(lane, now)
+    return max([value, *lane.history_rates(now, len(lane.history))])
 
 
 class LaneView(Vertical):

@@ -36,6 +36,9 @@ SPANS: Final[tuple[float, ...]] = (1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25,
 TICKS: Final[tuple[float, ...]] = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800)
 END_MARK: Final[dict[str, str]] = {"done": "✓", "error": "✗", "stopped": "■"}
 MAX_TRACKS: Final[int] = 3
+FINAL_ROOM: Final[float] = 1.2
+"""A finished race's axis is this much longer than its longest lane when too narrow to work out the room for the end
+mark and time exactly."""
 """Rows one lane may take: its own, and two for tool calls running beside another (more share the last)."""
 PARALLEL_LABEL: Final[str] = "└ parallel"
 SUBAGENT_LABEL: Final[str] = "└ sub-agent"
@@ -55,6 +58,14 @@ def axis_span(seconds: float) -> float:
     """A round length for the axis that holds ``seconds`` with a little room, so the axis rescales rarely."""
     want = seconds * 1.1  # room after the longest bar for its end mark and time
     return next((s for s in SPANS if s >= want), math.ceil(want / 3600) * 3600)
+
+
+def fitted_span(seconds: float, room: float = 1.08) -> float:
+    """An axis for a race that no longer grows: ``seconds`` and ``room`` for the end marks (a factor), in whole
+    tenths of a second below 10 s and whole seconds above."""
+    want = seconds * room
+    unit = 0.1 if want < 10 else 1.0
+    return math.ceil(want / unit) * unit
 
 
 def tick_step(span: float, cells: int) -> float:
@@ -202,8 +213,14 @@ class Timeline(Widget):
 
     @property
     def span(self) -> float:
-        """The seconds the axis shows."""
+        """The seconds the axis shows: a round length with room to grow while lanes run; once every lane has
+        ended, just the race and room for its end marks (a 127 s loop on a 180 s axis reads as a longer race)."""
         longest = max((lane.elapsed(self.now) for lane in self.lanes), default=self.now)
+        if self.lanes and all(lane.finished for lane in self.lanes) and longest > 0:
+            cells = max(self.size.width - LABEL_WIDTH, 1)
+            mark = 1 + max(len(f"■ {lane.e2e or 0.0:.2f}s") for lane in self.lanes)  # the end mark and time
+            room = cells / (cells - mark) if cells > 3 * mark else FINAL_ROOM
+            return fitted_span(longest, room) / self.zoom
         return axis_span(longest) / self.zoom
 
     def render_line(self, y: int) -> Strip:
