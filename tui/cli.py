@@ -239,9 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
                                         "table or JSON.")
     replay.add_argument("file", type=Path, metavar="FILE", help="a recording (.jsonl)")
     replay.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
-                        help="play X times faster (default 1)")
+                        help="play X times faster (default 1); only the waiting changes, every figure stays the "
+                             "recording's")
     replay.add_argument("--idle-cap", type=_positive_float, metavar="S",
-                        help="shorten every pause longer than S seconds to S")
+                        help="play every pause longer than S seconds (where no lane has anything to show) in S "
+                             "seconds; only the waiting changes, every figure stays the recording's")
     replay.add_argument("--headless", action="store_true", help="no screen: print bench-style output (also "
                         "when stdout is not a terminal)")
     replay.add_argument("--run", type=int, metavar="N", help="replay only run N of a multi-run recording")
@@ -334,7 +336,7 @@ def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from providers.recording import read_recording
-    from providers.replay import replay_tiers
+    from providers.replay import replay_pace, replay_tiers
 
     recording = read_recording(args.file)
     if args.run is not None and not 0 <= args.run < recording.runs:
@@ -342,19 +344,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not args.headless and sys.stdout.isatty():
         from .launch import run_replay
 
-        # The screen's playback clock applies the speed (and the user changes it), so the lanes play at 1×.
-        tiers = replay_tiers(recording, 1.0, args.idle_cap, run=args.run)
+        # The screen's playback clock applies the speed (the user changes it) and the idle cap; the lanes play the
+        # recorded times, so every figure is the recording's.
+        tiers = replay_tiers(recording, run=args.run)
         return run_replay(recording, tiers, args.speed, args.idle_cap, args.run, theme=args.theme,
                           voice=_voice(args), speaker=_speaker(args, tiers))
     from .headless import run_headless
 
     runs = recording.runs if args.run is None else 1
-    tiers = replay_tiers(recording, args.speed, args.idle_cap, run=args.run)
+    tiers = replay_tiers(recording, run=args.run)
     scenario = recording.header.get("scenario")
     return run_headless(tiers, TurnRequest(prompt=recording.prompt), runs=runs, fast_forward=args.fast_forward,
                         record=None, prompt=recording.prompt, json_target=args.json_target,
                         voice=_voice(args), speaker=_speaker(args, tiers),
-                        loop=str(scenario) if scenario else None)
+                        loop=str(scenario) if scenario else None,
+                        pace=replay_pace(recording, args.speed, args.idle_cap, args.run),
+                        paced=_paced_note(args.speed, args.idle_cap))
+
+
+def _paced_note(speed: float, idle_cap: float | None) -> str | None:
+    """What a headless replay says about its pacing: it waited less, and every figure is still the recording's."""
+    parts = ([f"played ×{speed:g}"] if speed != 1.0 else []) + (
+        [f"idle pauses over {idle_cap:g} s played in {idle_cap:g} s"] if idle_cap is not None else [])
+    return f"replay {', '.join(parts)}: only the waiting changed, every figure is the recording's" if parts else None
 
 
 def cmd_recordings(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from providers.base import TierSpec, TokraceError, TurnRequest
+from providers.clock import Clock
 from providers.live import SOURCE_MARK
 from providers.loop.metrics import WHAT_IF_FACTOR
 from providers.loop.scenario import Scenario
@@ -116,11 +118,13 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
                  record: Path | None, prompt: str, json_target: str | None, warm: bool = False,
                  stall_threshold_s: float = 0.25, header_extra: dict[str, Any] | None = None,
                  voice: VoiceSettings | None = None, speaker: Speaker | None = None,
-                 scenario: Scenario | None = None, loop: str | None = None, what_if: float = WHAT_IF_FACTOR) -> int:
+                 scenario: Scenario | None = None, loop: str | None = None, what_if: float = WHAT_IF_FACTOR,
+                 pace: Callable[[int, Clock], Clock] | None = None, paced: str | None = None) -> int:
     """Run, print, and return the exit code (0 all ok, 1 a run failed). With ``speaker``, one lane is spoken
     aloud as it streams, and the run waits for the voice to finish. With ``scenario`` every lane plays that
     agent loop (``loop`` names a recorded one being replayed) and a bottleneck table follows, with a what-if
-    for a model ``what_if``× faster."""
+    for a model ``what_if``× faster. ``pace`` wraps each run's clock (a replay's speed and idle cap) and ``paced``
+    says so on stderr."""
     loop = scenario.name if scenario is not None else loop
     err = Console(stderr=True)
     if json_target not in (None, "-"):  # find out now, not after a long race
@@ -155,7 +159,7 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
             done = await run_session(tiers, request, runs=runs, fast_forward=fast_forward,
                                      listeners=listeners, on_run_start=on_start, on_run_end=on_end,
                                      warm=warm, stall_threshold_s=stall_threshold_s, scenario=scenario,
-                                     loop=loop is not None)
+                                     loop=loop is not None, pace=pace)
             if speaker is not None:
                 await speaker.drain()
             return done
@@ -172,6 +176,8 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
             recorder.close()
     for warning in [*result.warnings, *(speaker.problems if speaker is not None else [])]:
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    if paced is not None:
+        err.print(paced, style="dim", highlight=False, markup=False)
     if json_target != "-":
         Console().print(results_table(result, runs))
         if any(m.tokens_source != "usage" for lane in result.metrics for m in lane):

@@ -57,7 +57,8 @@ def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1
     from .theming import AppThemes
 
     themes = AppThemes(requested=theme)
-    control = ReplayControl(recording.path, replay_duration(recording, idle_cap, run), speed)
+    control = ReplayControl(recording.path, replay_duration(recording, run), speed, recording=recording,
+                            idle_cap=idle_cap, run=run)
     app = build_app(tiers, TurnRequest(prompt=recording.prompt), replay=control, themes=themes, voice=voice,
                     speaker=speaker)
     app.run()

@@ -28,7 +28,7 @@ from ..widgets.bottleneck import BottleneckView
 from ..widgets.gauge import nice_scale
 from ..widgets.lane import LaneView
 from ..widgets.replay_bar import ReplayBar
-from ..widgets.summary import racing_line, summary_line
+from ..widgets.summary import racing_line, summary_line, with_pace
 from ..widgets.timeline import Timeline
 from ..widgets.voice import verdict_line, voice_status
 from .details import DetailsScreen
@@ -116,6 +116,7 @@ class RaceScreen(Screen[None]):
         self._frame = 0
         self._peak = 0.0
         self._summarised: LiveRace | None = None
+        self._summary_pace = ""
         self._problem_shown: str | None = None
         self._drawing_problem: str | None = None
         self._timer: Timer | None = None
@@ -189,16 +190,21 @@ class RaceScreen(Screen[None]):
             # ms and each scans the whole history (60-110 ms measured). Freezing what exists is O(1), and
             # refcounting still frees what dies; cyclic garbage waits for the end of the race.
             gc.freeze()
+        pace = self.replay.badge() if self.replay is not None else ""
+        if slow or force:
+            for view in self.views:
+                view.set_pace(pace)
         if live.finished and runner.races and not runner.running:
-            if self._summarised is not live:
-                self._summarised = live
-                self.summary.update(summary_line(live.summary()))
+            if self._summarised is not live or self._summary_pace != pace:
+                self._summarised, self._summary_pace = live, pace
+                self.summary.update(with_pace(summary_line(live.summary()), pace))
                 if self.freeze_gc:  # collect what the race left while nothing streams; freeze what lives on
                     gc.unfreeze()
                     gc.collect()
                     gc.freeze()
         elif slow and runner.races:
-            self.summary.update(racing_line(live, now, "replaying" if self.replay else "racing"), layout=False)
+            self.summary.update(with_pace(racing_line(live, now, "replaying" if self.replay else "racing"), pace),
+                                layout=False)
         if slow and self.replay is not None and self.replay_bar is not None:
             self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
         if runner.problem and runner.problem != self._problem_shown:

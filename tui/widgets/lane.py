@@ -76,6 +76,9 @@ class LaneView(Vertical):
         """The voice lens is on: the voiced answer and its playhead instead of the tail or the final answer."""
         self.meta = Static(describe_tier(lane), classes="lane-meta", markup=False)
         self.badge = Static("", classes="badge -idle")
+        self.pace = Static("", classes="pace")
+        """How a replay departs from real time (sped up, stepped, idle pauses capped); hidden when it does not."""
+        self._pace = ""
         self.error = Static("", classes="lane-error")
         self.gauge = Gauge(index, classes="gauge")
         self.stats = Static("", classes="lane-stats")
@@ -91,6 +94,7 @@ class LaneView(Vertical):
         with Horizontal(classes="lane-head"):
             yield Static(self.lane.tier.name, classes="lane-name", markup=False)
             yield self.meta
+            yield self.pace
             yield self.badge
         yield self.tail
         with self.final:
@@ -104,6 +108,14 @@ class LaneView(Vertical):
         self.final.display = False
         self.error.display = False
         self.voice.display = False
+        self.pace.display = False
+
+    def set_pace(self, text: str) -> None:
+        """Show the replay's pacing beside the state ("" hides it)."""
+        if text != self._pace:
+            self._pace = text
+            self.pace.update(Content(f" {text} "))
+            self.pace.display = bool(text)
 
     def bind(self, lane: LiveLane) -> None:
         """Show a new race's lane: back to the streaming tail, no error."""

@@ -43,6 +43,18 @@ def summary_line(summary: RaceSummary) -> Text:
     return join_runs(pieces)
 
 
+def with_pace(line: Text, pace: str) -> Text:
+    """The line, then how the replay departs from real time (``pace``, "" for none): the figures are the
+    recording's, but what the eye saw was not real time."""
+    if not pace:
+        return line
+    out = line.copy()
+    out.append(" · ")
+    out.append(f"replay {pace}", style="bold reverse")
+    out.append(": the screen's pace only, figures as recorded")
+    return out
+
+
 def join_runs(pieces: Sequence[tuple[str, str]]) -> Text:
     """The pieces as one text, where a piece never starts with a space: the space joins the piece before it.
 
