@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
+from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
@@ -34,6 +35,10 @@ class TokraceApp(App[int]):
     """Races (or replays) the tiers on one screen."""
 
     TITLE = "tokrace"
+    CSS = """
+    ToastRack { display: none; }
+    """
+    """No toast ever covers the lanes or the summary: the race screen shows every notice on its notice line."""
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, *, animate: bool = True,
                  freeze_gc: bool = True, themes: AppThemes | None = None, voice: LiveVoice | None = None,
@@ -48,6 +53,8 @@ class TokraceApp(App[int]):
         self.animated = animate
         """Off in tests and screenshots: no cursor blink, nothing that moves on its own."""
         self.freeze_gc = freeze_gc
+        self.notice: tuple[str, str, SeverityLevel] | None = None
+        """The latest notification (message, title, severity): the race screen's notice line shows it."""
         self.themes = AppThemes() if themes is None else themes
         """tokrace's themes (built-in and the user's), the one to start with, and where choices are kept."""
         self.themes.install(self)
@@ -64,6 +71,14 @@ class TokraceApp(App[int]):
             # A full collection over the mounted widget tree pauses the loop for ~100 ms about once a second;
             # what exists now lives for the whole run, so take it out of the collector's way.
             self.call_after_refresh(self._freeze)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Keep the notification (as Textual does) and put it on the race screen's notice line, where it hides
+        nothing, instead of a toast over the lanes or the summary."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        plain = message if not markup else Content.from_markup(message).plain
+        self.notice = (plain, title, severity)
 
     def _notify(self, message: str, title: str, severity: SeverityLevel) -> None:
         if self.is_running:  # a race stopped by quitting still says where it went: on stderr (see launch)

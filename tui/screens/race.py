@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.containers import Container
 from textual.screen import Screen
 from textual.timer import Timer
@@ -110,6 +111,10 @@ class RaceScreen(Screen[None]):
         self.bottlenecks = BottleneckView(id="bottlenecks")
         self.summary = Static("", id="summary")
         self.voice_line = Static("", id="voice-line")
+        self.notice = Static("", id="notice", markup=False)
+        """The latest notification, on a line of its own above the footer: it never covers the lanes or the
+        summary."""
+        self._notice_shown: object = None
         self.replay_bar = ReplayBar(id="replay-bar") if replay is not None else None
         self.focused_lane = 0
         self._live: LiveRace = runner.live
@@ -139,6 +144,7 @@ class RaceScreen(Screen[None]):
         yield self.timeline
         yield self.summary
         yield self.voice_line
+        yield self.notice
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -207,6 +213,7 @@ class RaceScreen(Screen[None]):
                                 layout=False)
         if slow and self.replay is not None and self.replay_bar is not None:
             self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
+        self._show_notice()
         if runner.problem and runner.problem != self._problem_shown:
             self._problem_shown = runner.problem
             self.notify(runner.problem, title="the race could not run", severity="error", markup=False)
@@ -214,6 +221,20 @@ class RaceScreen(Screen[None]):
             for problem in self.speaker.problems[self._speak_problems:]:
                 self.notify(problem, title="cannot speak aloud", severity="error", markup=False)
             self._speak_problems = len(self.speaker.problems)
+
+    def _show_notice(self) -> None:
+        """The app's latest notification on the notice line (once per notification)."""
+        notice = getattr(self.app, "notice", None)
+        if notice is self._notice_shown:
+            return
+        self._notice_shown = notice
+        if notice is None:
+            self.notice.display = False
+            return
+        message, title, severity = notice
+        self.notice.update(Content.assemble((f"{title}: " if title else "", "bold"), message.replace("\n", "; ")))
+        self.notice.set_classes(f"-{severity}")
+        self.notice.display = True
 
     # -- the voice lens ---------------------------------------------------------------------------------------------
 
