@@ -17,7 +17,7 @@ from textual.content import Content
 from textual.containers import Container
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from providers.live import LiveRace
 from providers.metrics import SegmentSpan
@@ -26,6 +26,7 @@ from providers.voice.live import WPM_STEP, LiveVoice
 from ..replay_control import ReplayControl
 from ..runner import RaceRunner
 from ..widgets.bottleneck import BottleneckView
+from ..widgets.footer import RaceFooter
 from ..widgets.gauge import nice_scale
 from ..widgets.lane import LaneView
 from ..widgets.replay_bar import ReplayBar
@@ -145,7 +146,7 @@ class RaceScreen(Screen[None]):
         yield self.summary
         yield self.voice_line
         yield self.notice
-        yield Footer(compact=True)
+        yield RaceFooter()
 
     def on_mount(self) -> None:
         self.timeline.bind(self._live.lanes)
