@@ -162,6 +162,11 @@ def _record_plan(args: argparse.Namespace) -> RecordPlan | None:
     return None if getattr(args, "no_record", False) else RecordPlan(getattr(args, "record", None))
 
 
+def _add_wide_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wide", action="store_true", help="tables at their full width even in a terminal (as when "
+                   "piped): nothing wraps; in a terminal too narrow for a table, each row is printed as a block")
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=_positive_int, default=1, metavar="N",
                    help="race N times one after the other and report p50/p90 (default 1)")
@@ -225,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "Exit 0 when every run succeeded, 1 when one failed, 2 on bad usage.")
     _add_race_options(bench)
     _add_output_options(bench)
+    _add_wide_option(bench)
     _add_record_options(bench, screen=False)
     _add_warm_option(bench)
     bench.add_argument("--what-if", type=_positive_float, default=14.0, metavar="N", dest="what_if",
@@ -249,22 +255,26 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--run", type=int, metavar="N", help="replay only run N of a multi-run recording")
     replay.add_argument("--json", metavar="FILE|-", dest="json_target", help="with --headless: JSON output")
     replay.add_argument("--fast-forward", action="store_true", help="with --headless: virtual time, no waiting")
+    _add_wide_option(replay)
     _add_voice_options(replay)
     _add_theme_option(replay)
 
     recordings = sub.add_parser("recordings", help="list recordings", description="List recordings, newest first.")
     recordings.add_argument("--dir", type=Path, metavar="DIR", help="folder to list (default: the recordings "
                             "folder in the user data dir)")
+    _add_wide_option(recordings)
 
     tiers = sub.add_parser("tiers", help="list the configured tiers and presets",
                            description="The configured tiers with their endpoints and whether each key "
                                        "variable is set (never the key), then the presets.")
     tiers.add_argument("--config", type=Path, metavar="FILE", help="config file (default: ./tokrace.toml, then "
                        "the user config dir; the built-in offline demo when there is none)")
+    _add_wide_option(tiers)
 
-    sub.add_parser("scenarios", help="list the built-in scenarios (agent loops)",
-                   description="The built-in scenarios for --scenario NAME: model requests, tools and people. "
-                               "--scenario FILE takes your own (the format is in the README).")
+    scenarios = sub.add_parser("scenarios", help="list the built-in scenarios (agent loops)",
+                               description="The built-in scenarios for --scenario NAME: model requests, tools and "
+                                           "people. --scenario FILE takes your own (the format is in the README).")
+    _add_wide_option(scenarios)
 
     sub.add_parser("themes", help="list the themes and any broken theme files",
                    description="One line per theme: its name and where it comes from (built-in or a file in "
@@ -370,20 +380,21 @@ def _paced_note(speed: float, idle_cap: float | None) -> str | None:
 
 
 def cmd_recordings(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from providers.recording import list_recordings, recordings_dir
 
+    from . import tables
+
     folder = args.dir or recordings_dir()
     infos = list_recordings(folder)
-    console = Console()
+    console = tables.console()
     if not infos:
         console.print(f"no recordings in {folder}", highlight=False)
         return EXIT_OK
     table = Table(title=f"recordings in {folder}", title_justify="left")
-    for col in ("when", "prompt", "tiers", "duration", "file"):
-        table.add_column(col, overflow="fold" if col == "file" else "ellipsis")
+    for col in ("when", "prompt", "tiers", "duration", "file"):  # the prompt may be cut, with an ellipsis
+        table.add_column(col, no_wrap=col in ("when", "duration", "file"))
     for info in infos:
         if info.problem:
             table.add_row("?", f"[red]{info.problem}[/]", "", "", info.path.name)
@@ -391,25 +402,26 @@ def cmd_recordings(args: argparse.Namespace) -> int:
         prompt = info.prompt if len(info.prompt) <= 60 else info.prompt[:59] + "…"
         table.add_row(info.created.replace("T", " ")[:19], prompt, ", ".join(info.tiers),
                       f"{info.duration:.1f} s" if info.duration is not None else "", info.path.name)
-    console.print(table)
+    tables.print_table(console, table)
     return EXIT_OK
 
 
 def cmd_tiers(args: argparse.Namespace) -> int:
     import os
 
-    from rich.console import Console
     from rich.table import Table
 
     from providers.config import load_config
     from providers.http.presets import PRESETS
 
+    from . import tables
+
     config = load_config(args.config)
-    console = Console()
+    console = tables.console()
     source = "built-in offline demo (no config found)" if config.source is None else str(config.source)
     table = Table(title=f"tiers from {source}", title_justify="left")
     for col in ("name", "provider", "model", "endpoint", "key"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "key")
     for tier in config.tiers:
         if tier.provider in ("synthetic", "replay"):
             endpoint, key = ("offline", "not needed")
@@ -424,31 +436,32 @@ def cmd_tiers(args: argparse.Namespace) -> int:
             present = "set" if key_env and os.environ.get(key_env) else "[red]not set[/]"
             key = f"{key_env} {present}" if key_env else "not needed"
         table.add_row(tier.name, tier.provider, tier.model, endpoint, key)
-    console.print(table)
+    tables.print_table(console, table)
     presets = Table(title="presets (use preset = \"name\" in a tier)", title_justify="left")
     for col in ("preset", "protocol", "base URL", "key variable"):
-        presets.add_column(col)
+        presets.add_column(col, no_wrap=True)
     for name, preset in PRESETS.items():
         presets.add_row(name, preset.provider, preset.base_url, preset.api_key_env or "none")
-    console.print(presets)
+    tables.print_table(console, presets)
     return EXIT_OK
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from providers.loop.scenario import HumanStep
     from providers.loop.scenario_file import builtin_scenarios
 
+    from . import tables
+
     table = Table(title="built-in scenarios (--scenario NAME)", title_justify="left")
     for col, justify in (("name", "left"), ("what happens", "left"), ("model requests", "right"),
                          ("tools", "left"), ("people", "right")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, no_wrap=col in ("name", "model requests", "people"))  # type: ignore[arg-type]
     for sc in builtin_scenarios():
         people = sum(1 for step in sc.steps if isinstance(step, HumanStep))
         table.add_row(sc.name, sc.description, str(sc.model_steps), ", ".join(sc.tools), str(people))
-    Console().print(table)
+    tables.print_table(tables.console(), table)
     return EXIT_OK
 
 
@@ -542,6 +555,9 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from . import tables
+
+    tables.set_wide(bool(getattr(args, "wide", False)))
     try:
         return COMMANDS[args.command](args) if args.command else cmd_race(args)
     except TokraceError as exc:

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -27,7 +26,9 @@ from providers.session import SessionResult, report, run_session
 from providers.voice.lens import CONVERSATION_GAP_S, VoiceSettings, conversation_verdict
 from providers.voice.speak import Speaker
 
+from . import tables
 from .loop_report import bottleneck_table, speedup_line
+from .tables import print_table
 
 
 def _fmt(x: float | None, unit: str = "", digits: int = 2) -> str:
@@ -45,7 +46,7 @@ def results_table(result: SessionResult, runs: int) -> Table:
     table = Table(title=title, title_justify="left")
     for col, justify in (("tier", "left"), ("model", "left"), ("TTFT", "right"), ("decode tok/s", "right"),
                          ("e2e", "right"), ("tokens", "right"), ("cost", "right"), ("result", "left")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, no_wrap=col != "result")  # type: ignore[arg-type]
     fastest = min((m for lane in result.metrics for m in lane if m.ok and m.e2e_s), key=lambda m: m.e2e_s or 0,
                   default=None)
     for tier, ms in zip(result.tiers, result.metrics, strict=True):
@@ -74,7 +75,7 @@ def voice_table(result: SessionResult, settings: VoiceSettings, runs: int) -> Ta
     table = Table(title=title, title_justify="left")
     for col, justify in (("tier", "left"), ("TTFS", "right"), ("1st audio", "right"), ("stalls", "right"),
                          ("silent", "right"), ("margin", "right"), ("talk", "left")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for tier, lane in zip(result.tiers, result.voice(settings), strict=True):
         holds, _ = conversation_verdict(lane)
         stalls = _p50([float(v.stalls) for v in lane])
@@ -126,7 +127,7 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
     for a model ``what_if``× faster. ``pace`` wraps each run's clock (a replay's speed and idle cap) and ``paced``
     says so on stderr."""
     loop = scenario.name if scenario is not None else loop
-    err = Console(stderr=True)
+    err = tables.console(stderr=True)
     if json_target not in (None, "-"):  # find out now, not after a long race
         folder = Path(json_target).parent
         if not folder.is_dir() or not os.access(folder, os.W_OK):
@@ -179,20 +180,21 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
     if paced is not None:
         err.print(paced, style="dim", highlight=False, markup=False)
     if json_target != "-":
-        Console().print(results_table(result, runs))
+        out = tables.console()
+        print_table(out, results_table(result, runs))
         if any(m.tokens_source != "usage" for lane in result.metrics for m in lane):
             encodings = sorted({m.encoding for lane in result.metrics for m in lane if m.encoding})
             by = f"tiktoken {', '.join(encodings)}" if encodings else "the tokenizer"
             err.print(f"tokens: ≈ counted by {by}, ~ counted in chunks; otherwise the provider's usage",
                       style="dim", highlight=False, markup=False)
         if loop is not None:
-            Console().print(bottleneck_table(result, what_if, loop, runs))
+            print_table(out, bottleneck_table(result, what_if, loop, runs))
             line = speedup_line(result, what_if)
             if line is not None:
-                Console().print(escape(line), highlight=False)
+                out.print(escape(line), highlight=False)
         if voice is not None:
-            Console().print(voice_table(result, voice, runs))
-            Console().print(verdict_line(result, voice), highlight=False)
+            print_table(out, voice_table(result, voice, runs))
+            out.print(verdict_line(result, voice), highlight=False)
     if json_target is not None:
         write_json(result, json_target, voice)
     if recorder is not None:

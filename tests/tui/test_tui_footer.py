@@ -36,7 +36,8 @@ async def test_the_wide_footer_keeps_every_key() -> None:
         await at(pilot, clock, 1.0)
         await pilot.pause()
         described = {k.description for k in footer_keys(app)}
-        assert {"Race", "Stop", "Details", "Zoom", "Bottlenecks", "Voice", "Prompt", "Lane", "Help", "Quit"} <= described
+        assert {"Race", "Stop", "Details", "Zoom", "Bottlenecks", "Voice", "Prompt", "Lane", "Help",
+                "Quit"} <= described
 
 
 @pytest.mark.parametrize("size", [(60, 20), (80, 24)])
