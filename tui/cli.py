@@ -243,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
                                         "terminal on the race screen (pause, step, faster, slower, restart; a "
                                         "replay is never recorded again), else (or with --headless) as bench's "
                                         "table or JSON.")
-    replay.add_argument("file", type=Path, metavar="FILE", help="a recording (.jsonl)")
+    replay.add_argument("file", type=Path, metavar="FILE|NAME",
+                        help="a recording (.jsonl), or the name of one in the recordings folder (see `tokrace "
+                             "recordings`), or the start of that name when only one begins so")
     replay.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
                         help="play X times faster (default 1); only the waiting changes, every figure stays the "
                              "recording's")
@@ -345,9 +347,12 @@ def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from providers.recording import read_recording
+    from providers.recording import read_recording, recordings_dir
     from providers.replay import replay_pace, replay_tiers
 
+    from .find_recording import find_recording
+
+    args.file = find_recording(args.file, recordings_dir())
     recording = read_recording(args.file)
     if args.run is not None and not 0 <= args.run < recording.runs:
         raise UsageError(f"{args.file}: no run {args.run} (it has {recording.runs})")
