@@ -1,5 +1,5 @@
 """Headless output for ``tokrace bench`` and ``tokrace replay --headless``: a Rich table for people, JSON for
-machines, a progress display for repeated runs."""
+machines, a progress line on a terminal's stderr while racing."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from providers.voice.speak import Speaker
 
 from . import tables
 from .loop_report import bottleneck_table, speedup_line
+from .progress import BenchProgress
 from .tables import print_table
 
 
@@ -137,23 +138,20 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
     listeners: list[Listener] = [recorder] if recorder is not None else []
     if speaker is not None:
         listeners.append(speaker)
-    progress = None
-    task = None
-    if runs > 1:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        progress = Progress(TextColumn("racing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=err, transient=True)
-        task = progress.add_task("runs", total=runs)
+    progress = BenchProgress(err, runs, len(tiers), loop is not None) if BenchProgress.wanted(err) else None
+    if progress is not None:
+        listeners.append(progress)
         progress.start()
 
     def on_start(run: int) -> None:
         if recorder is not None:
             recorder.run = run
+        if progress is not None:
+            progress.run_started(run)
 
     def on_end(run: int) -> None:
-        if progress is not None and task is not None:
-            progress.update(task, completed=run + 1)
+        if progress is not None:
+            progress.run_ended(run)
 
     async def session() -> SessionResult:
         try:
