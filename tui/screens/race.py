@@ -29,6 +29,7 @@ from ..widgets.bottleneck import BottleneckView
 from ..widgets.footer import RaceFooter
 from ..widgets.gauge import nice_scale
 from ..widgets.lane import LaneView
+from ..widgets.prompt import PromptInput
 from ..widgets.replay_bar import ReplayBar
 from ..widgets.summary import racing_line, summary_line, with_pace
 from ..widgets.timeline import Timeline
@@ -131,7 +132,7 @@ class RaceScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         if self.replay is None:
-            prompt = Input(self.runner.request.prompt, placeholder="the prompt to race: Enter races it",
+            prompt = PromptInput(self.runner.request.prompt, placeholder="the prompt to race: Enter races it",
                            id="prompt", select_on_focus=False)
             prompt.cursor_blink = self.animated
             yield prompt
