@@ -42,8 +42,12 @@ class TokraceApp(App[int]):
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, *, animate: bool = True,
                  freeze_gc: bool = True, themes: AppThemes | None = None, voice: LiveVoice | None = None,
-                 speaker: Speaker | None = None) -> None:
+                 speaker: Speaker | None = None, podium: bool = False, present: bool = False) -> None:
         super().__init__()
+        self.podium = podium
+        """Show the finish line (ranking, times, speed-up in large type) when a race ends."""
+        self.present = present
+        """``--present``: gauges and timeline only, taller bars, final times, no notices, no footer."""
         self.runner = runner
         self.replay = replay
         self.voice = voice
@@ -65,7 +69,8 @@ class TokraceApp(App[int]):
     def on_mount(self) -> None:
         self.runner.notify = self._notify
         self.push_screen(RaceScreen(self.runner, self.replay, animate=self.animated,
-                                    freeze_gc=self.freeze_gc, voice=self.voice, speaker=self.speaker))
+                                    freeze_gc=self.freeze_gc, voice=self.voice, speaker=self.speaker,
+                                    podium=self.podium, present=self.present))
         self.themes.mount(self)
         if self.freeze_gc:
             # A full collection over the mounted widget tree pauses the loop for ~100 ms about once a second;
@@ -106,10 +111,12 @@ def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory:
               provider_factory: ProviderFactory | None = None, replay: ReplayControl | None = None,
               scenario: Scenario | None = None, animate: bool = True, freeze_gc: bool = True,
               themes: AppThemes | None = None, record: RecordPlan | None = None,
-              voice: VoiceSettings | None = None, speaker: Speaker | None = None, warm: bool = False) -> TokraceApp:
+              voice: VoiceSettings | None = None, speaker: Speaker | None = None, warm: bool = False,
+              podium: bool = False, present: bool = False) -> TokraceApp:
     """The app racing ``tiers`` on ``request`` (or a whole ``scenario``): on real time, or on the replay's
     playback clock. With ``record`` every race (never a replay) is recorded to its own file. With ``voice`` the
-    voice lens is on from the start; ``speaker`` speaks one lane aloud; with ``warm`` connections open first."""
+    voice lens is on from the start; ``speaker`` speaks one lane aloud; with ``warm`` connections open first.
+    With ``podium`` the finish line shows when a race ends; ``present`` is the presenter's view."""
     factory: ClockFactory
     if replay is not None:
         factory = replay.make_clock
@@ -126,4 +133,4 @@ def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory:
 
     lens = LiveVoice(voice, on=voice is not None)
     return TokraceApp(runner, replay, animate=animate, freeze_gc=freeze_gc, themes=themes, voice=lens,
-                      speaker=speaker)
+                      speaker=speaker, podium=podium, present=present)

@@ -135,6 +135,16 @@ def _add_warm_option(p: argparse.ArgumentParser) -> None:
                    help="open each HTTP tier's connection before the start, so no lane pays for its connect")
 
 
+def _add_presenter_options(p: argparse.ArgumentParser) -> None:
+    show = p.add_argument_group("presenting", "for a room reading the screen from the back")
+    show.add_argument("--present", action="store_true",
+                      help="the presenter's view: gauges and timeline only (no answer text), taller bars, each "
+                           "lane's final time, no notices, no footer; the projector theme unless --theme says")
+    show.add_argument("--no-podium", action="store_true",
+                      help="no finish line when a race ends (by default a podium with the ranking, the times and "
+                           "the speed-up shows over the lanes until any key)")
+
+
 def _add_theme_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theme", metavar="NAME", help="colour theme for this run (see `tokrace themes`; the "
                    "theme last chosen in the command palette otherwise)")
@@ -207,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_race_options(parser)
     _add_warm_option(parser)
     _add_theme_option(parser)
+    _add_presenter_options(parser)
     _add_record_options(parser, screen=True)
     _add_voice_options(parser)
     parser.register("action", "parsers", _Commands)
@@ -222,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--scenario", metavar="NAME|FILE", help="race a whole agent loop on the demo tiers")
     demo.add_argument("--tiers", metavar="NAME,NAME", help="race only these demo tiers")
     _add_theme_option(demo)
+    _add_presenter_options(demo)
     _add_record_options(demo, screen=True)
     _add_voice_options(demo)
 
@@ -260,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_wide_option(replay)
     _add_voice_options(replay)
     _add_theme_option(replay)
+    _add_presenter_options(replay)
 
     recordings = sub.add_parser("recordings", help="list recordings", description="List recordings, newest first.")
     recordings.add_argument("--dir", type=Path, metavar="DIR", help="folder to list (default: the recordings "
@@ -363,7 +376,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         # recorded times, so every figure is the recording's.
         tiers = replay_tiers(recording, run=args.run)
         return run_replay(recording, tiers, args.speed, args.idle_cap, args.run, theme=args.theme,
-                          voice=_voice(args), speaker=_speaker(args, tiers))
+                          voice=_voice(args), speaker=_speaker(args, tiers), podium=not args.no_podium,
+                          present=args.present)
     from .headless import run_headless
 
     runs = recording.runs if args.run is None else 1
@@ -504,7 +518,8 @@ def cmd_race(args: argparse.Namespace) -> int:
     config, tiers, scenario, request = _configured_race(args)
     return run_race(tiers, request, scenario, theme=getattr(args, "theme", None),
                     configured_theme=config.defaults.theme, record=_record_plan(args), voice=_voice(args),
-                    speaker=_speaker(args, tiers), warm=bool(args.warm))
+                    speaker=_speaker(args, tiers), warm=bool(args.warm), podium=not getattr(args, "no_podium", False),
+                    present=bool(getattr(args, "present", False)))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -529,7 +544,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .launch import run_race
 
     return run_race(tiers, request, scenario, theme=args.theme, record=_record_plan(args), voice=_voice(args),
-                    speaker=_speaker(args, tiers))
+                    speaker=_speaker(args, tiers), podium=not args.no_podium, present=args.present)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ from ..widgets.timeline import Timeline
 from ..widgets.voice import verdict_line, voice_status
 from .details import DetailsScreen
 from .help import HelpScreen
+from .podium import PodiumScreen, finish
 
 if TYPE_CHECKING:
     from providers.voice.speak import Speaker
@@ -94,8 +95,13 @@ class RaceScreen(Screen[None]):
     ]
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, animate: bool = True,
-                 freeze_gc: bool = True, voice: LiveVoice | None = None, speaker: Speaker | None = None) -> None:
+                 freeze_gc: bool = True, voice: LiveVoice | None = None, speaker: Speaker | None = None,
+                 podium: bool = False, present: bool = False) -> None:
         super().__init__()
+        self.podium = podium
+        """Show the finish line when a race ends (not when it is stopped)."""
+        self.present = present
+        """The presenter's view: gauges and timeline only, taller bars, final times, no notices, no footer."""
         self.runner = runner
         self.replay = replay
         self.voice = voice if voice is not None else LiveVoice()
@@ -150,6 +156,10 @@ class RaceScreen(Screen[None]):
         yield RaceFooter()
 
     def on_mount(self) -> None:
+        if self.present:
+            self.add_class("-present")
+            for view in self.views:
+                view.set_present(True)
         self.timeline.bind(self._live.lanes)
         self.timeline.overlay = self._voice_stalls
         if self.speaker is not None and self.speaker.lane < len(self.views):
@@ -204,8 +214,12 @@ class RaceScreen(Screen[None]):
                 view.set_pace(pace)
         if live.finished and runner.races and not runner.running:
             if self._summarised is not live or self._summary_pace != pace:
+                ended = self._summarised is not live
                 self._summarised, self._summary_pace = live, pace
-                self.summary.update(with_pace(summary_line(live.summary()), pace))
+                summary = live.summary()
+                self.summary.update(with_pace(summary_line(summary), pace))
+                if ended and self.podium and not summary.stopped and runner.race is not None and self.is_current:
+                    self.app.push_screen(PodiumScreen(finish(runner.race.lanes, runner.loop_name is not None)))
                 if self.freeze_gc:  # collect what the race left while nothing streams; freeze what lives on
                     gc.unfreeze()
                     gc.collect()
@@ -230,7 +244,7 @@ class RaceScreen(Screen[None]):
         if notice is self._notice_shown:
             return
         self._notice_shown = notice
-        if notice is None:
+        if notice is None or self.present:  # a presenter's screen shows no notices (the terminal keeps them)
             self.notice.display = False
             return
         message, title, severity = notice

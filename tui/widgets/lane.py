@@ -88,6 +88,8 @@ class LaneView(Vertical):
         self._final_shown = False
         """The final answer is rendered (and shown, unless the voice lens is on)."""
         self._tier_got: str | None = None
+        self.present = False
+        """The presenter's view: no answer text; once done, the badge shows the lane's final time."""
         self.border_title = Content(lane.tier.name)  # literal: a border title is markup otherwise
 
     def compose(self) -> ComposeResult:
@@ -109,6 +111,13 @@ class LaneView(Vertical):
         self.error.display = False
         self.voice.display = False
         self.pace.display = False
+        self.tail.display = not self.present
+
+    def set_present(self, present: bool) -> None:
+        """The presenter's view on or off: gauges and figures only, and the final time in the badge."""
+        self.present = present
+        self._state = ""  # redraw the badge
+        self.show_voice(self.voice_on)
 
     def set_pace(self, text: str) -> None:
         """Show the replay's pacing beside the state ("" hides it)."""
@@ -125,15 +134,15 @@ class LaneView(Vertical):
         self._tier_got = None
         self.meta.update(describe_tier(lane))
         self.final.display = False
-        self.tail.display = not self.voice_on
+        self.tail.display = not self.voice_on and not self.present
         self.error.display = False
 
     def show_voice(self, on: bool) -> None:
         """Voice mode on (the voiced answer and the playhead) or off (back to the tail, or the final answer)."""
         self.voice_on = on
         self.voice.display = on
-        self.final.display = not on and self._final_shown
-        self.tail.display = not on and not self._final_shown
+        self.final.display = not on and self._final_shown and not self.present
+        self.tail.display = not on and not self._final_shown and not self.present
 
     def focus_body(self) -> None:
         """Focus what can scroll: the final answer once shown."""
@@ -150,6 +159,8 @@ class LaneView(Vertical):
             label = f"{state}: {lane.detail}" if state in ("tool", "human") and lane.detail else state
             if len(label) > BADGE_CHARS:  # the tail names the tool or the person's step in full
                 label = state
+            if self.present and state == "done" and lane.e2e is not None:
+                label = f"✓ {lane.e2e:.2f} s"
             self.badge.update(Content(f" {label} "), layout=False)
             self.badge.set_classes(f"badge -{state}")
         if lane.version != self._version:
@@ -180,4 +191,4 @@ class LaneView(Vertical):
         self._final_shown = True
         if not self.voice_on:
             self.tail.display = False
-            self.final.display = True
+            self.final.display = not self.present
