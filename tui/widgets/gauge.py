@@ -87,9 +87,9 @@ class Gauge(Widget):
         if height >= 3:  # tall: the bar on every row but the last (its label on the middle one), then the sparkline
             if y < height - 1:
                 filled, empty = bar(fraction, max(width - LABEL_WIDTH - 1, 1))
-                text = label if y == (height - 2) // 2 else " " * LABEL_WIDTH
-                segments = [Segment(filled, colour), Segment(empty, track if y == (height - 2) // 2 else base),
-                            Segment(" " + text, base)]
+                middle = y == (height - 2) // 2  # the track and the label on one row only
+                segments = [Segment(filled, colour), Segment(empty if middle else " " * len(empty), track),
+                            Segment(" " + (label if middle else " " * LABEL_WIDTH), base)]
             else:
                 segments = [Segment(sparkline(self.history, self.scale, width), spark_style)]
         elif height >= 2:
