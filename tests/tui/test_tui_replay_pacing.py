@@ -45,7 +45,7 @@ def paces(app: TokraceApp) -> list[str]:
 
 async def test_a_capped_replay_of_the_coding_loop_ends_with_the_live_speed_up(coding_loop: Path) -> None:
     app, base, _control = paced_app(coding_loop, idle_cap=1.0)
-    async with app.run_test(size=(160, 45)):
+    async with app.run_test(size=(160, 45)) as pilot:
         await app.runner.wait_started()
         await base.advance_to(100.0)  # 127 s of loop, its long tool and review pauses played in 1 s each
         app.screen.sample(force=True)
@@ -57,6 +57,10 @@ async def test_a_capped_replay_of_the_coding_loop_ends_with_the_live_speed_up(co
         assert paces(app) == ["idle ≤1 s"] * 3
         assert "idle pauses played in ≤1 s" in text_of(app.screen.replay_bar)
         assert "127.04 s / 127.04 s" in text_of(app.screen.replay_bar)
+        await pilot.press("b")  # the bottleneck view: the live loop's Amdahl bound, not the capped one's
+        app.screen.sample(force=True)
+        view = text_of(app.screen.bottlenecks.body)
+        assert "1.75×" in view and "5.01×" not in view  # capped per lane, it said 5.01×
 
 
 async def test_a_sped_up_or_stepped_replay_says_so_on_every_lane(coding_loop: Path) -> None:
