@@ -51,3 +51,5 @@ async def test_every_lane_stays_in_view_when_a_small_race_ends(size: tuple[int, 
         for view in app.screen.views:
             assert view.region.height >= 3, view.lane.tier.name
             assert lanes.region.contains_region(view.region), view.lane.tier.name
+            for part in (view.gauge, view.stats):  # the figures stay; the text gives way first
+                assert part.region.height >= 1 and view.region.contains_region(part.region), view.lane.tier.name

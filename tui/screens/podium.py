@@ -100,6 +100,7 @@ class PodiumScreen(ModalScreen[None]):
     """The finish line over the race; any key or click dismisses it."""
 
     CSS_PATH = "podium.tcss"
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (24, "-tall")]  # noqa: RUF012 (Textual types it as an instance attribute)
 
     def __init__(self, result: Finish) -> None:
         super().__init__()

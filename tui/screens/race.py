@@ -225,8 +225,8 @@ class RaceScreen(Screen[None]):
                     gc.collect()
                     gc.freeze()
         elif slow and runner.races:
-            self.summary.update(with_pace(racing_line(live, now, "replaying" if self.replay else "racing"), pace),
-                                layout=False)
+            doing = racing_line(live, now, "replaying" if self.replay else "racing")
+            self.summary.update(with_pace(doing, pace, first=True), layout=False)
         if slow and self.replay is not None and self.replay_bar is not None:
             self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
         self._show_notice()

@@ -23,6 +23,9 @@ from .voice import VoicePanel
 BADGE_CHARS: Final[int] = 10
 """What the badge holds (12 cells, less a space each side): a tool's name shows beside the state when it fits."""
 
+SHORT_ROWS: Final[int] = 4
+"""A lane with fewer rows than this (head, text, gauge, figures) shows no text: the figures matter more."""
+
 MARKDOWN_MAX_CHARS: Final[int] = 60_000
 """Longer answers (about 15,000 tokens) stay in the tail view: rendering them as Markdown takes a second."""
 
@@ -112,6 +115,9 @@ class LaneView(Vertical):
         self.voice.display = False
         self.pace.display = False
         self.tail.display = not self.present
+
+    def on_resize(self) -> None:
+        self.set_class(self.content_size.height < SHORT_ROWS, "-short")
 
     def set_present(self, present: bool) -> None:
         """The presenter's view on or off: gauges and figures only, and the final time in the badge."""
