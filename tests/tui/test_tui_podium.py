@@ -177,3 +177,19 @@ def test_bench_refuses_the_presenters_options(capsys: pytest.CaptureFixture[str]
         cli.main(["--present", "bench"])
     assert "--present does not apply to `tokrace bench`" in capsys.readouterr().err
 
+
+
+async def test_on_a_tall_terminal_the_speed_ups_are_in_five_row_type() -> None:
+    from tui.widgets.big_digits import BigDigits, big
+
+    assert big("12x") == [" ██   █████    ", "  █       █ █ █", "  █   █████  █ ",
+                          "  █   █     █ █", " ███  █████    "]
+    app, clock = app_with()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 10.0)
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PodiumScreen)
+        shown = [w for w in screen.query(BigDigits) if w.display]
+        assert [w.value for w in shown] == ["12x", "14x"] and all(w.size.height == 5 for w in shown)
+        assert not any(d.display for d in screen.query(Digits))

@@ -24,6 +24,7 @@ from textual.widgets import Digits, Static
 from providers.race import LaneRun
 from providers.session import lane_metrics
 
+from ..widgets.big_digits import BigDigits
 from ..widgets.palette import palette
 
 
@@ -97,10 +98,11 @@ def tokens_words(f: Finish) -> str:
 
 
 class PodiumScreen(ModalScreen[None]):
-    """The finish line over the race; any key or click dismisses it."""
+    """The finish line over the race; any key or click dismisses it. On a tall terminal (36 rows or more) the
+    speed-ups are drawn in five-row block type, else in Textual's three-row digits."""
 
     CSS_PATH = "podium.tcss"
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (24, "-tall")]  # noqa: RUF012 (Textual types it as an instance attribute)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (24, "-tall"), (36, "-huge")]  # noqa: RUF012 (Textual types it as an instance attribute)
 
     def __init__(self, result: Finish) -> None:
         super().__init__()
@@ -113,10 +115,12 @@ class PodiumScreen(ModalScreen[None]):
             if f.e2e_x is not None:
                 with Horizontal(classes="podium-line"):
                     yield Digits(times(f.e2e_x), id="podium-e2e", classes="podium-digits")
+                    yield BigDigits(times(f.e2e_x), classes="podium-big")
                     yield Static(e2e_words(f), classes="podium-words")
             if f.tokens_x is not None:
                 with Horizontal(classes="podium-line"):
                     yield Digits(times(f.tokens_x), id="podium-tokens", classes="podium-digits")
+                    yield BigDigits(times(f.tokens_x), classes="podium-big")
                     yield Static(tokens_words(f), classes="podium-words")
             yield Static(id="podium-ranking")
             yield Static(self._footnote(), id="podium-note")
