@@ -68,11 +68,11 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
                       on_run_end: Callable[[int], None] | None = None,
                       providers: Sequence[Provider] | None = None, warm: bool = False,
                       stall_threshold_s: float = STALL_THRESHOLD_S, scenario: Scenario | None = None,
-                      loop: bool = False) -> SessionResult:
+                      loop: bool = False, pace: Callable[[int, Clock], Clock] | None = None) -> SessionResult:
     """Race the tiers ``runs`` times, one run after the other, and compute every lane's metrics.
 
     With ``scenario`` every lane plays that agent loop; ``loop`` asks for loop metrics without one (replaying
-    a scenario's recording)."""
+    a scenario's recording). ``pace`` wraps each run's clock (run index, clock): a replay's speed and idle cap."""
     loop = loop or scenario is not None
     if fast_forward:
         check_fast_forward(tiers)
@@ -90,7 +90,8 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
             if on_run_start is not None:
                 on_run_start(run)
             clock: Clock = VirtualClock() if fast_forward else RealClock()
-            race = Race(tiers, request, clock, listeners, providers=provs, scenario=scenario)
+            race = Race(tiers, request, pace(run, clock) if pace is not None else clock, listeners,
+                        providers=provs, scenario=scenario)
             lanes = await (clock.drive(race.run()) if isinstance(clock, VirtualClock) else race.run())
             result.runs.append(lanes)
             for lane in lanes:

@@ -45,7 +45,7 @@ TRACE = Path(__file__).resolve().parent.parent / "tests" / "traces" / "fixtures"
 @dataclass(frozen=True)
 class Shot:
     """One screenshot: which tiers, the terminal size, the moment of the race, then keys to press; the theme,
-    and a scenario to race instead of the demo prompt."""
+    a scenario to race instead of the demo prompt, the finish line, and the presenter's view."""
 
     name: str
     size: tuple[int, int]
@@ -56,11 +56,16 @@ class Shot:
     scenario: str | None = None
     trace: Path | None = None
     """An agent trace to replay (paused at ``at``) instead of racing tiers."""
+    podium: bool = False
+    present: bool = False
 
 
 SHOTS = [
     Shot("race-mid", (160, 45), 2.0),
     Shot("race-finished", (160, 45), 10.0),
+    Shot("podium", (160, 45), 10.0, podium=True),
+    Shot("podium-narrow", (80, 24), 10.0, podium=True),
+    Shot("present", (160, 45), 2.0, theme="projector", present=True),
     Shot("race-narrow", (80, 24), 2.0),
     Shot("lane-error", (160, 45), 3.0, tiers=failing_demo()),
     Shot("details", (160, 45), 10.0, ("3", "d")),
@@ -122,7 +127,8 @@ async def render(shot: Shot, out: Path) -> Path:
     scenario = None if shot.scenario is None else load_scenario(shot.scenario)
     prompt = DEMO_PROMPT if scenario is None else scenario.first_prompt()
     app = build_app(shot.tiers, TurnRequest(prompt, DEMO_MAX_TOKENS), clock_factory=lambda: clock,
-                    animate=False, freeze_gc=False, themes=themes, scenario=scenario)
+                    animate=False, freeze_gc=False, themes=themes, scenario=scenario, podium=shot.podium,
+                    present=shot.present)
     async with app.run_test(size=shot.size) as pilot:
         await app.runner.wait_started()
         race = app.runner.race

@@ -36,13 +36,13 @@ def bottleneck_table(result: SessionResult, factor: float, scenario: str, runs: 
     table = Table(title=title, title_justify="left", caption="model: all time waiting on the model API (to "
                   "the first token, thinking, streaming); Amdahl: the most any faster model could give",
                   caption_justify="left")
-    table.add_column("tier")
-    table.add_column("loop", justify="right")
+    table.add_column("tier", no_wrap=True)
+    table.add_column("loop", justify="right", no_wrap=True)
     for name in present:
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     compare = len(rows) > 1
     for col in ("Amdahl", f"{factor:g}× faster model", *(["speed-up e2e | tok/s"] if compare else [])):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", no_wrap=True)
     for b in rows:
         parts = {name: (s, share) for name, s, share in b.parts}
         cells = [f"{parts[n][0]:.1f} s {parts[n][1]:.0%}" if n in parts else "—" for n in present]

@@ -484,7 +484,7 @@ async def test_the_race_screen_draws_with_the_themes_colours() -> None:
         assert palette(app).segment("model").color == Color.parse("#FF0000").rich_color
         app.theme = "tokrace-cb"
         await pilot.pause()
-        assert palette(app).segment("model").color == Color.parse("#56B4E9").rich_color
+        assert palette(app).segment("model").color == Color.parse("#81D5F6").rich_color
 
 
 def test_an_unknown_theme_on_the_command_line_stops_before_the_screen_opens(

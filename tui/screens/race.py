@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
+from textual.content import Content
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from providers.live import LiveRace
 from providers.metrics import SegmentSpan
@@ -25,14 +26,17 @@ from providers.voice.live import WPM_STEP, LiveVoice
 from ..replay_control import ReplayControl
 from ..runner import RaceRunner
 from ..widgets.bottleneck import BottleneckView
+from ..widgets.footer import RaceFooter
 from ..widgets.gauge import nice_scale
 from ..widgets.lane import LaneView, gauge_peak
+from ..widgets.prompt import PromptInput
 from ..widgets.replay_bar import ReplayBar
-from ..widgets.summary import racing_line, summary_line
+from ..widgets.summary import racing_line, summary_line, with_pace
 from ..widgets.timeline import Timeline
 from ..widgets.voice import verdict_line, voice_status
 from .details import DetailsScreen
 from .help import HelpScreen
+from .podium import PodiumScreen, finish
 
 if TYPE_CHECKING:
     from providers.voice.speak import Speaker
@@ -91,8 +95,13 @@ class RaceScreen(Screen[None]):
     ]
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, animate: bool = True,
-                 freeze_gc: bool = True, voice: LiveVoice | None = None, speaker: Speaker | None = None) -> None:
+                 freeze_gc: bool = True, voice: LiveVoice | None = None, speaker: Speaker | None = None,
+                 podium: bool = False, present: bool = False) -> None:
         super().__init__()
+        self.podium = podium
+        """Show the finish line when a race ends (not when it is stopped)."""
+        self.present = present
+        """The presenter's view: gauges and timeline only, taller bars, final times, no notices, no footer."""
         self.runner = runner
         self.replay = replay
         self.voice = voice if voice is not None else LiveVoice()
@@ -110,12 +119,17 @@ class RaceScreen(Screen[None]):
         self.bottlenecks = BottleneckView(id="bottlenecks")
         self.summary = Static("", id="summary")
         self.voice_line = Static("", id="voice-line")
+        self.notice = Static("", id="notice", markup=False)
+        """The latest notification, on a line of its own above the footer: it never covers the lanes or the
+        summary."""
+        self._notice_shown: object = None
         self.replay_bar = ReplayBar(id="replay-bar") if replay is not None else None
         self.focused_lane = 0
         self._live: LiveRace = runner.live
         self._frame = 0
         self._peak = 0.0
         self._summarised: LiveRace | None = None
+        self._summary_pace = ""
         self._problem_shown: str | None = None
         self._drawing_problem: str | None = None
         self._timer: Timer | None = None
@@ -126,7 +140,7 @@ class RaceScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         if self.replay is None:
-            prompt = Input(self.runner.request.prompt, placeholder="the prompt to race: Enter races it",
+            prompt = PromptInput(self.runner.request.prompt, placeholder="the prompt to race: Enter races it",
                            id="prompt", select_on_focus=False)
             prompt.cursor_blink = self.animated
             yield prompt
@@ -142,9 +156,14 @@ class RaceScreen(Screen[None]):
         yield self.timeline
         yield self.summary
         yield self.voice_line
-        yield Footer(compact=True)
+        yield self.notice
+        yield RaceFooter()
 
     def on_mount(self) -> None:
+        if self.present:
+            self.add_class("-present")
+            for view in self.views:
+                view.set_present(True)
         self.timeline.bind(self._live.lanes)
         self.timeline.overlay = self._voice_stalls
         if self.speaker is not None and self.speaker.lane < len(self.views):
@@ -193,18 +212,28 @@ class RaceScreen(Screen[None]):
             # ms and each scans the whole history (60-110 ms measured). Freezing what exists is O(1), and
             # refcounting still frees what dies; cyclic garbage waits for the end of the race.
             gc.freeze()
+        pace = self.replay.badge() if self.replay is not None else ""
+        if slow or force:
+            for view in self.views:
+                view.set_pace(pace)
         if live.finished and runner.races and not runner.running:
-            if self._summarised is not live:
-                self._summarised = live
-                self.summary.update(summary_line(live.summary()))
+            if self._summarised is not live or self._summary_pace != pace:
+                ended = self._summarised is not live
+                self._summarised, self._summary_pace = live, pace
+                summary = live.summary()
+                self.summary.update(with_pace(summary_line(summary), pace))
+                if ended and self.podium and not summary.stopped and runner.race is not None and self.is_current:
+                    self.app.push_screen(PodiumScreen(finish(runner.race.lanes, runner.loop_name is not None)))
                 if self.freeze_gc:  # collect what the race left while nothing streams; freeze what lives on
                     gc.unfreeze()
                     gc.collect()
                     gc.freeze()
         elif slow and runner.races:
-            self.summary.update(racing_line(live, now, "replaying" if self.replay else "racing"), layout=False)
+            doing = racing_line(live, now, "replaying" if self.replay else "racing")
+            self.summary.update(with_pace(doing, pace, first=True), layout=False)
         if slow and self.replay is not None and self.replay_bar is not None:
             self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
+        self._show_notice()
         if runner.problem and runner.problem != self._problem_shown:
             self._problem_shown = runner.problem
             self.notify(runner.problem, title="the race could not run", severity="error", markup=False)
@@ -212,6 +241,20 @@ class RaceScreen(Screen[None]):
             for problem in self.speaker.problems[self._speak_problems:]:
                 self.notify(problem, title="cannot speak aloud", severity="error", markup=False)
             self._speak_problems = len(self.speaker.problems)
+
+    def _show_notice(self) -> None:
+        """The app's latest notification on the notice line (once per notification)."""
+        notice = getattr(self.app, "notice", None)
+        if notice is self._notice_shown:
+            return
+        self._notice_shown = notice
+        if notice is None or self.present:  # a presenter's screen shows no notices (the terminal keeps them)
+            self.notice.display = False
+            return
+        message, title, severity = notice
+        self.notice.update(Content.assemble((f"{title}: " if title else "", "bold"), message.replace("\n", "; ")))
+        self.notice.set_classes(f"-{severity}")
+        self.notice.display = True
 
     # -- the voice lens ---------------------------------------------------------------------------------------------
 

@@ -67,6 +67,17 @@ def summary_line(summary: RaceSummary) -> Text:
     return join_runs(pieces)
 
 
+def with_pace(line: Text, pace: str, first: bool = False) -> Text:
+    """The line, and how the replay departs from real time (``pace``, "" for none): the figures are the
+    recording's, but what the eye saw was not real time. ``first`` puts it at the start (a line kept to one row)."""
+    if not pace:
+        return line
+    badge = Text.assemble((f"replay {pace}", "bold reverse"), ": the screen's pace only, figures as recorded")
+    if first:
+        return Text.assemble(badge, " · ", line)
+    return Text.assemble(line, " · ", badge)
+
+
 def join_runs(pieces: Sequence[tuple[str, str]]) -> Text:
     """The pieces as one text, where a piece never starts with a space: the space joins the piece before it.
 
