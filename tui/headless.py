@@ -14,11 +14,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from providers import tables
 from providers.base import TierSpec, TokraceError, TurnRequest
-from providers.live import SOURCE_MARK
 from providers.loop.metrics import WHAT_IF_FACTOR
 from providers.loop.scenario import Scenario
-from providers.metrics import TurnMetrics, percentile
 from providers.race import Listener
 from providers.recording import Recorder
 from providers.session import SessionResult, report, run_session
@@ -26,43 +25,12 @@ from providers.voice.lens import CONVERSATION_GAP_S, VoiceSettings, conversation
 from providers.voice.speak import Speaker
 
 from .loop_report import bottleneck_table, speedup_line
-
-
-def _fmt(x: float | None, unit: str = "", digits: int = 2) -> str:
-    return "—" if x is None else f"{x:.{digits}f}{unit}"
-
-
-def _p50(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return percentile(present, 50) if present else None
+from .rich_tables import rich_table
 
 
 def results_table(result: SessionResult, runs: int) -> Table:
     """One row per tier: p50 over its runs when there are several."""
-    title = "tokrace" + (f" — p50 of {runs} runs" if runs > 1 else "")
-    table = Table(title=title, title_justify="left")
-    for col, justify in (("tier", "left"), ("model", "left"), ("TTFT", "right"), ("decode tok/s", "right"),
-                         ("e2e", "right"), ("tokens", "right"), ("cost", "right"), ("result", "left")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    fastest = min((m for lane in result.metrics for m in lane if m.ok and m.e2e_s), key=lambda m: m.e2e_s or 0,
-                  default=None)
-    for tier, ms in zip(result.tiers, result.metrics, strict=True):
-        ok = [m for m in ms if m.ok]
-        failed = [m for m in ms if not m.ok]
-        pick: list[TurnMetrics] = ok or ms
-        tokens = _p50([float(m.output_tokens) for m in pick])
-        source = pick[0].tokens_source if pick else "chunks"
-        cost = _p50([m.cost_usd for m in pick])
-        reason = escape(failed[0].error or "") if failed else ""
-        status = "[green]ok[/]" if not failed else f"[red]{len(failed)} failed[/]: {reason}"
-        e2e = _p50([m.e2e_s for m in pick])
-        style = "bold" if fastest is not None and fastest in ms else ""
-        table.add_row(escape(tier.name), escape(tier.model or tier.provider),
-                      _fmt(_p50([m.ttft_s for m in pick]), " s", 3),
-                      _fmt(_p50([m.decode_tok_s for m in pick]), "", 1), _fmt(e2e, " s"),
-                      "—" if tokens is None else f"{SOURCE_MARK.get(source, '')}{tokens:.0f}",
-                      "—" if cost is None else f"${cost:.4f}", status, style=style)
-    return table
+    return rich_table(tables.results_table(result, runs), status=True)
 
 
 def voice_table(result: SessionResult, settings: VoiceSettings, runs: int) -> Table:
@@ -75,12 +43,12 @@ def voice_table(result: SessionResult, settings: VoiceSettings, runs: int) -> Ta
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for tier, lane in zip(result.tiers, result.voice(settings), strict=True):
         holds, _ = conversation_verdict(lane)
-        stalls = _p50([float(v.stalls) for v in lane])
-        table.add_row(escape(tier.name), _fmt(_p50([v.ttfs_s for v in lane]), " s", 3),
-                      _fmt(_p50([v.first_audio_max_s for v in lane]), " s", 3),
+        stalls = tables.p50([float(v.stalls) for v in lane])
+        table.add_row(escape(tier.name), tables.fmt(tables.p50([v.ttfs_s for v in lane]), " s", 3),
+                      tables.fmt(tables.p50([v.first_audio_max_s for v in lane]), " s", 3),
                       "—" if stalls is None else f"{stalls:g}",
-                      _fmt(_p50([v.stall_s for v in lane]), " s", 1),
-                      _fmt(_p50([v.min_margin_s for v in lane]), " s", 1),
+                      tables.fmt(tables.p50([v.stall_s for v in lane]), " s", 1),
+                      tables.fmt(tables.p50([v.min_margin_s for v in lane]), " s", 1),
                       "[green]holds[/]" if holds else "[red]gaps[/]")
     return table
 
@@ -174,11 +142,9 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if json_target != "-":
         Console().print(results_table(result, runs))
-        if any(m.tokens_source != "usage" for lane in result.metrics for m in lane):
-            encodings = sorted({m.encoding for lane in result.metrics for m in lane if m.encoding})
-            by = f"tiktoken {', '.join(encodings)}" if encodings else "the tokenizer"
-            err.print(f"tokens: ≈ counted by {by}, ~ counted in chunks; otherwise the provider's usage",
-                      style="dim", highlight=False, markup=False)
+        note = tables.tokens_note(result)
+        if note is not None:
+            err.print(note, style="dim", highlight=False, markup=False)
         if loop is not None:
             Console().print(bottleneck_table(result, what_if, loop, runs))
             line = speedup_line(result, what_if)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from providers.live import LiveRace, RaceSummary
+from providers.tables import summary_pieces
 
 
 def racing_line(live: LiveRace, now: float, doing: str = "racing") -> Text:
@@ -22,25 +23,7 @@ def racing_line(live: LiveRace, now: float, doing: str = "racing") -> Text:
 
 def summary_line(summary: RaceSummary) -> Text:
     """The race's result in one line."""
-    pieces: list[tuple[str, str]] = []
-    if summary.first is None:
-        pieces.append(("no lane finished", "bold"))
-    else:
-        pieces += [(summary.first, "bold"), (f" finished first in {summary.first_e2e or 0.0:.2f} s", "")]
-        if summary.runner_up is not None and summary.lead_s is not None:
-            pieces += [(f", {summary.lead_s:.2f} s ahead of ", ""), (summary.runner_up, "bold")]
-        if summary.slowest is not None:
-            whole = "loop" if summary.loop else "turn"
-            results = [r for r in summary.results if r.name != summary.slowest]
-            speedups = ", ".join(
-                f"{r.name} {'—' if r.tokens_speedup is None else f'{r.tokens_speedup:.1f}×'} tokens "
-                f"{r.turn_speedup:.1f}× {whole}" for r in results)
-            pieces.append((f" · against {summary.slowest}: {speedups}", ""))
-    if summary.failed:
-        pieces += [(" · ", ""), ("failed:", "bold red"), (f" {', '.join(summary.failed)}", "")]
-    if summary.stopped:
-        pieces += [(" · ", ""), ("stopped:", "bold"), (f" {', '.join(summary.stopped)}", "")]
-    return join_runs(pieces)
+    return join_runs(summary_pieces(summary))
 
 
 def join_runs(pieces: Sequence[tuple[str, str]]) -> Text:
