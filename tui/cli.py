@@ -269,11 +269,13 @@ def build_parser() -> argparse.ArgumentParser:
                                "the themes folder of the user config dir), then every broken theme file with "
                                "its problem. Exit 1 when a theme file is broken.")
 
+    from .export_cmd import add_export_parser
     from .locate import add_locate_parser
     from .serve_cmd import add_serve_parser
 
     add_serve_parser(sub)
     add_locate_parser(sub)
+    add_export_parser(sub)
     return parser
 
 
@@ -508,6 +510,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(args)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export_cmd import cmd_export as export
+
+    return export(args)
+
+
 def cmd_locate(args: argparse.Namespace) -> int:
     from .locate import cmd_locate as locate
 
@@ -524,6 +532,7 @@ COMMANDS = {
     "themes": cmd_themes,
     "serve": cmd_serve,
     "locate": cmd_locate,
+    "export": cmd_export,
 }
 
 
