@@ -13,6 +13,7 @@ from typing import Final
 from . import tokens
 from .events import SEGMENT_KINDS, Delta, Request, is_loop_end
 from .live import SOURCE_MARK, LiveRace, RaceSummary
+from .loop.metrics import WHAT_IF_FACTOR as WHAT_IF_FACTOR  # for the exports (they may not import loop)
 from .loop.metrics import Bottleneck, LoopMetrics, bottlenecks, representative
 from .metrics import TurnMetrics, percentile
 from .race import LaneRun
@@ -99,7 +100,7 @@ def tokens_note(result: SessionResult) -> str | None:
     return f"tokens: ≈ counted by {by}, ~ counted in chunks; otherwise the provider's usage"
 
 
-def lane_bottlenecks(result: SessionResult, factor: float) -> list[Bottleneck]:
+def lane_bottlenecks(result: SessionResult, factor: float = WHAT_IF_FACTOR) -> list[Bottleneck]:
     """One bottleneck per lane that ran a loop, from its median run."""
     lanes: list[tuple[str, LoopMetrics]] = []
     for tier, runs in zip(result.tiers, result.metrics, strict=True):

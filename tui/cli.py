@@ -227,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(bench)
     _add_record_options(bench, screen=False)
     _add_warm_option(bench)
+    from .export_cmd import add_table_exports
+
+    add_table_exports(bench)
     bench.add_argument("--what-if", type=_positive_float, default=14.0, metavar="N", dest="what_if",
                        help="with a scenario: how long the loop would take with a model N times faster "
                             "(default 14)")
@@ -247,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--run", type=int, metavar="N", help="replay only run N of a multi-run recording")
     replay.add_argument("--json", metavar="FILE|-", dest="json_target", help="with --headless: JSON output")
     replay.add_argument("--fast-forward", action="store_true", help="with --headless: virtual time, no waiting")
+    add_table_exports(replay)
     _add_voice_options(replay)
     _add_theme_option(replay)
 
@@ -311,6 +315,7 @@ def _configured_race(args: argparse.Namespace) -> tuple[Config, list[TierSpec], 
 def cmd_bench(args: argparse.Namespace) -> int:
     from providers.recording import default_path
 
+    from .export_cmd import table_exports
     from .headless import run_headless
 
     config, tiers, scenario, request = _configured_race(args)
@@ -320,7 +325,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run_headless(tiers, request, runs=args.runs, fast_forward=args.fast_forward, record=record,
                         prompt=request.prompt, json_target=args.json_target, warm=args.warm,
                         stall_threshold_s=config.defaults.stall_threshold_ms / 1000.0,
-                        voice=voice, speaker=speaker, scenario=scenario, what_if=args.what_if)
+                        voice=voice, speaker=speaker, scenario=scenario, what_if=args.what_if,
+                        exports=table_exports(args))
 
 
 def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
@@ -348,6 +354,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         tiers = replay_tiers(recording, 1.0, args.idle_cap, run=args.run)
         return run_replay(recording, tiers, args.speed, args.idle_cap, args.run, theme=args.theme,
                           voice=_voice(args), speaker=_speaker(args, tiers))
+    from .export_cmd import table_exports
     from .headless import run_headless
 
     runs = recording.runs if args.run is None else 1
@@ -356,7 +363,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return run_headless(tiers, TurnRequest(prompt=recording.prompt), runs=runs, fast_forward=args.fast_forward,
                         record=None, prompt=recording.prompt, json_target=args.json_target,
                         voice=_voice(args), speaker=_speaker(args, tiers),
-                        loop=str(scenario) if scenario else None)
+                        loop=str(scenario) if scenario else None, exports=table_exports(args))
 
 
 def cmd_recordings(args: argparse.Namespace) -> int:

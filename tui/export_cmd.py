@@ -185,3 +185,37 @@ def cmd_export(args: argparse.Namespace) -> int:
         took = (dt.datetime.now() - started).total_seconds()
         print(f"exported to {target} ({args.to}, {took:.1f} s)", file=sys.stderr)
     return 0
+
+
+TABLE_EXPORTS: Final[tuple[str, ...]] = ("markdown", "csv")
+"""What ``bench`` (and ``replay --headless``) can write beside its table and its JSON."""
+
+
+def add_table_exports(p: argparse.ArgumentParser) -> None:
+    """``--markdown FILE|-`` and ``--csv FILE|-`` on a command that prints bench's table."""
+    p.add_argument("--markdown", metavar="FILE|-", help="also write the results as GitHub-flavoured Markdown "
+                   "(bench's table, the bottleneck table of a loop, the summary) to FILE, or to stdout with -")
+    p.add_argument("--csv", metavar="FILE|-", help="also write the results as CSV (one row per tier and run, the "
+                   "metric names as headers) to FILE, or to stdout with -")
+
+
+def table_exports(args: argparse.Namespace) -> dict[str, str]:
+    """The formats asked for with :func:`add_table_exports` and where each goes."""
+    return {fmt: getattr(args, fmt) for fmt in TABLE_EXPORTS if getattr(args, fmt, None) is not None}
+
+
+def check_exports(exports: dict[str, str], json_target: str | None) -> None:
+    """Before a run: one output at most on stdout, and every file writable."""
+    to_stdout = [flag for flag, target in (("--json", json_target), *((f"--{k}", v) for k, v in exports.items()))
+                 if target == "-"]
+    if len(to_stdout) > 1:
+        both = "both" if len(to_stdout) == 2 else "all"
+        raise ExportError(f"{' and '.join(to_stdout)} {both} ask for stdout (-); send all but one to a file")
+    for fmt, target in exports.items():
+        check_writable(target, fmt)
+
+
+def write_exports(source: ExportSource, exports: dict[str, str]) -> None:
+    """Write each export asked for (Markdown, CSV) of a finished run."""
+    for fmt, target in exports.items():
+        write_output(render(source, fmt), target, fmt)

@@ -4,6 +4,7 @@ machines, a progress display for repeated runs."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import sys
@@ -84,11 +85,17 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
                  record: Path | None, prompt: str, json_target: str | None, warm: bool = False,
                  stall_threshold_s: float = 0.25, header_extra: dict[str, Any] | None = None,
                  voice: VoiceSettings | None = None, speaker: Speaker | None = None,
-                 scenario: Scenario | None = None, loop: str | None = None, what_if: float = WHAT_IF_FACTOR) -> int:
+                 scenario: Scenario | None = None, loop: str | None = None, what_if: float = WHAT_IF_FACTOR,
+                 exports: dict[str, str] | None = None) -> int:
     """Run, print, and return the exit code (0 all ok, 1 a run failed). With ``speaker``, one lane is spoken
     aloud as it streams, and the run waits for the voice to finish. With ``scenario`` every lane plays that
     agent loop (``loop`` names a recorded one being replayed) and a bottleneck table follows, with a what-if
-    for a model ``what_if``× faster."""
+    for a model ``what_if``× faster. ``exports`` maps a format (``markdown``, ``csv``) to a file, or ``-``.
+    """
+    from .export_cmd import check_exports
+
+    exports = exports or {}
+    check_exports(exports, json_target)
     loop = scenario.name if scenario is not None else loop
     err = Console(stderr=True)
     if json_target not in (None, "-"):  # find out now, not after a long race
@@ -140,7 +147,7 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
             recorder.close()
     for warning in [*result.warnings, *(speaker.problems if speaker is not None else [])]:
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
-    if json_target != "-":
+    if json_target != "-" and "-" not in exports.values():
         Console().print(results_table(result, runs))
         note = tables.tokens_note(result)
         if note is not None:
@@ -155,6 +162,14 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
             Console().print(verdict_line(result, voice), highlight=False)
     if json_target is not None:
         write_json(result, json_target, voice)
+    if exports:
+        from providers.export.source import ExportSource
+
+        from .export_cmd import write_exports
+
+        created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        write_exports(ExportSource(result, prompt, str(record) if record is not None else "", loop,
+                                   created, what_if), exports)
     if recorder is not None:
         err.print(f"recorded to {record}", style="dim", highlight=False, markup=False)
     return 0 if result.all_ok else 1

@@ -244,9 +244,7 @@ def to_html(source: ExportSource, colours: Mapping[str, str] | None = None) -> s
     lanes = source.lanes(0)
     summary = tables.summary_pieces(tables.race_summary(lanes))
     lead = f"{source.run_label(0).capitalize()} of {runs}: " if runs > 1 else ""
-    facts = [escape(source.file)]
-    if source.created:
-        facts.append(f"recorded {escape(source.created)}")
+    facts = [escape(fact) for fact in source.facts()]
     if runs > 1:
         facts.append(f"{runs} runs (the table gives the median of each tier; the timeline {source.run_label(0)})")
     parts = [f"<header><h1>{escape(title(source))}</h1><p class=\"facts\">{' · '.join(facts)}</p>",
@@ -275,8 +273,9 @@ def to_html(source: ExportSource, colours: Mapping[str, str] | None = None) -> s
     definitions = "".join(f"<dt>{escape(name)} <code>{escape(key)}</code></dt><dd>{escape(DEFINITIONS[key])}</dd>"
                           for name, key in terms.items())
     parts.append(f"<section><h2>What the numbers mean</h2><dl>{definitions}</dl></section>")
-    parts.append(f"<footer>Made by tokrace {escape(__version__)} from {escape(source.file)}: the numbers are "
-                 "those of <code>tokrace replay FILE --headless --fast-forward</code>.</footer>")
+    where = f" from {escape(source.file)}" if source.file else ""
+    parts.append(f"<footer>Made by tokrace {escape(__version__)}{where}: the numbers are those of "
+                 "<code>tokrace bench</code> and <code>tokrace replay FILE --headless</code>.</footer>")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>{escape(title(source))}</title>\n<style>\n{_css(palette)}\n</style>\n</head>\n<body>\n"

@@ -74,9 +74,7 @@ def to_markdown(source: ExportSource) -> str:
     """The whole document."""
     result, runs = source.result, source.runs
     lines = [f"## {text(title(source))}", ""]
-    facts = [text(source.file)]
-    if source.created:
-        facts.append(f"recorded {text(source.created)}")
+    facts = [text(fact) for fact in source.facts()]
     if runs > 1:
         facts.append(f"{runs} runs")
     facts.append(f"prompt: {text(source.prompt.strip())}")

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base import ConfigError, TierSpec, TurnRequest
-from ..loop.metrics import WHAT_IF_FACTOR
 from ..metrics import STALL_THRESHOLD_S
 from ..race import LaneRun
 from ..recording import Recording
 from ..replay import ReplayProvider, replay_tiers
 from ..session import SessionResult, run_session
+from ..tables import WHAT_IF_FACTOR
 
 
 @dataclass(slots=True)
@@ -26,7 +26,7 @@ class ExportSource:
     result: SessionResult
     prompt: str
     file: str
-    """The file it came from (a recording or a trace), as given."""
+    """The file it came from (a recording or a trace), as given; empty when the race was not recorded."""
     loop: str | None = None
     """The agent loop the lanes played (a scenario's name), ``None`` for a single prompt."""
     created: str = ""
@@ -36,7 +36,8 @@ class ExportSource:
     first_run: int = 0
     """The recorded number of the first run here (``--run N`` exports run N alone)."""
     recorded_providers: list[str] = field(default_factory=list)
-    """Each lane's provider as recorded (the lanes here are replays of it)."""
+    """Each lane's provider as recorded (the lanes here are replays of it, and the tables say ``replay`` as
+    ``replay --headless --json`` does)."""
 
     def provider(self, lane: int) -> str:
         """The provider a lane really raced on."""
@@ -51,6 +52,15 @@ class ExportSource:
     @property
     def runs(self) -> int:
         return len(self.result.runs)
+
+    def facts(self) -> list[str]:
+        """Where the race comes from and when, in a few words each (plain text)."""
+        out = []
+        if self.file:
+            out.append(self.file)
+        if self.created:
+            out.append(f"{'recorded' if self.file else 'raced'} {self.created}")
+        return out
 
     def run_label(self, run: int) -> str:
         """How a run is named to people: "run 1" is the first recorded."""
