@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(bench)
     _add_record_options(bench, screen=False)
     _add_warm_option(bench)
-    from .export_cmd import add_table_exports
+    from .export_write import add_table_exports
 
     add_table_exports(bench)
     bench.add_argument("--what-if", type=_positive_float, default=14.0, metavar="N", dest="what_if",
@@ -315,7 +315,7 @@ def _configured_race(args: argparse.Namespace) -> tuple[Config, list[TierSpec], 
 def cmd_bench(args: argparse.Namespace) -> int:
     from providers.recording import default_path
 
-    from .export_cmd import table_exports
+    from .export_write import table_exports
     from .headless import run_headless
 
     config, tiers, scenario, request = _configured_race(args)
@@ -354,7 +354,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         tiers = replay_tiers(recording, 1.0, args.idle_cap, run=args.run)
         return run_replay(recording, tiers, args.speed, args.idle_cap, args.run, theme=args.theme,
                           voice=_voice(args), speaker=_speaker(args, tiers))
-    from .export_cmd import table_exports
+    from .export_write import table_exports
     from .headless import run_headless
 
     runs = recording.runs if args.run is None else 1

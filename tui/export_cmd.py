@@ -1,9 +1,6 @@
 """``tokrace export FILE --to FORMAT``: a recorded race for other tools (the writers are in
-:mod:`providers.export`; the screen's own pictures, SVG and asciicast, in :mod:`tui.export_screen`).
-
-Also the shared pieces ``bench --markdown/--csv`` and the screen's "Export…" use: the theme's colours for the
-HTML report, and writing an export to a file or stdout with one clear message when it cannot be written.
-"""
+:mod:`providers.export`, the text and the files in :mod:`tui.export_write`, the screen's own pictures, SVG and
+asciicast, in :mod:`tui.export_screen`)."""
 
 from __future__ import annotations
 
@@ -14,22 +11,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from providers.base import TokraceError
 from providers.export import FORMATS
 
-if TYPE_CHECKING:
-    from providers.export.source import ExportSource
-    from providers.recording import Recording
+from .export_write import ExportError, check_writable, export_text, write_output
 
-TEXT_FORMATS: Final[frozenset[str]] = frozenset({"markdown", "csv", "html", "svg", "cast", "otlp"})
-"""Formats that can go to stdout with ``-o -`` (all of them are text)."""
+if TYPE_CHECKING:
+    from providers.recording import Recording
 
 SCREEN_FORMATS: Final[frozenset[str]] = frozenset({"svg", "cast"})
 """Formats drawn by the race screen itself."""
-
-
-class ExportError(TokraceError):
-    """An export that cannot be made or written."""
 
 
 def add_export_parser(sub: Any) -> None:
@@ -76,88 +66,20 @@ def _check_options(args: argparse.Namespace) -> None:
         raise ExportError(f"--what-if: expected a number above 0, got {args.what_if:g}")
 
 
-def html_colours(theme: str | None) -> dict[str, str]:
-    """The colours of the theme for the HTML report: ``theme``, else the one chosen last, else the default."""
-    from themes.plain import theme_colours, theme_files
-
-    from .settings import Settings
-
-    name = theme
-    if name is None:
-        remembered = Settings().theme
-        name = remembered if remembered is not None and remembered in theme_files() else "tokrace-dark"
-    colours = theme_colours(name)
-    if colours is None:
-        raise ExportError(f"no theme named {name!r} (themes: {', '.join(theme_files())}; see `tokrace themes`)")
-    return colours
-
-
-def write_output(text: str, target: str, what: str) -> None:
-    """Write an export to a file (made whole, then moved into place) or, for ``-``, to stdout."""
-    if target == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    path = Path(target)
-    part = path.with_name(f".{path.name}.part")
-    try:
-        part.write_text(text, encoding="utf-8", newline="")
-        part.replace(path)
-    except OSError as exc:
-        part.unlink(missing_ok=True)
-        raise ExportError(f"{target}: cannot write the {what} ({exc.strerror or exc})") from None
-
-
-def check_writable(target: str | None, what: str) -> None:
-    """Find out before a long run that an output file cannot be written."""
-    import os
-
-    if target in (None, "-"):
-        return
-    folder = Path(target).parent
-    if not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise ExportError(f"{target}: cannot write the {what} (no writable folder {folder})")
-
-
-def render(source: ExportSource, to: str, *, turns: bool = False, colours: dict[str, str] | None = None) -> str:
-    """An export made from the race's events and metrics (every format but the screen's own)."""
-    if to == "markdown":
-        from providers.export.markdown import to_markdown
-
-        return to_markdown(source)
-    if to == "csv":
-        from providers.export.csv_table import to_csv
-
-        return to_csv(source, turns)
-    if to == "html":
-        from providers.export.html_report import to_html
-
-        return to_html(source, colours)
-    if to == "otlp":
-        from providers.export.otlp import to_otlp_json
-
-        return to_otlp_json(source)
-    raise ExportError(f"{to} is drawn by the screen, not from the metrics")
-
-
 async def export_recording(recording: Recording, to: str, *, run: int | None = None, turns: bool = False,
                            theme: str | None = None, at: float | None = None, size: tuple[int, int] | None = None,
                            what_if: float | None = None) -> str:
-    """The export of a recording as text."""
-    if to in SCREEN_FORMATS:
-        from .export_screen import DEFAULT_SIZE, screen_cast, screen_svg
-        from .theming import AppThemes
+    """The export of a recording as text, in any format."""
+    if to not in SCREEN_FORMATS:
+        return await export_text(recording, to, run=run, turns=turns, theme=theme, what_if=what_if)
+    from .export_screen import DEFAULT_SIZE, screen_cast, screen_svg
+    from .theming import AppThemes
 
-        themes = AppThemes(requested=theme)
-        if to == "svg":
-            return await screen_svg(recording, run=run, at=at, size=size or DEFAULT_SIZE, themes=themes)
-        return await screen_cast(recording, run=run, size=size or DEFAULT_SIZE, themes=themes,
-                                 title=f"tokrace: {recording.path.name}")
-    from providers.export.source import replay_recording
-    from providers.loop.metrics import WHAT_IF_FACTOR
-
-    source = await replay_recording(recording, run, what_if=what_if or WHAT_IF_FACTOR)
-    return render(source, to, turns=turns, colours=html_colours(theme) if to == "html" else None)
+    themes = AppThemes(requested=theme)
+    if to == "svg":
+        return await screen_svg(recording, run=run, at=at, size=size or DEFAULT_SIZE, themes=themes)
+    return await screen_cast(recording, run=run, size=size or DEFAULT_SIZE, themes=themes,
+                             title=f"tokrace: {recording.path.name}")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -185,37 +107,3 @@ def cmd_export(args: argparse.Namespace) -> int:
         took = (dt.datetime.now() - started).total_seconds()
         print(f"exported to {target} ({args.to}, {took:.1f} s)", file=sys.stderr)
     return 0
-
-
-TABLE_EXPORTS: Final[tuple[str, ...]] = ("markdown", "csv")
-"""What ``bench`` (and ``replay --headless``) can write beside its table and its JSON."""
-
-
-def add_table_exports(p: argparse.ArgumentParser) -> None:
-    """``--markdown FILE|-`` and ``--csv FILE|-`` on a command that prints bench's table."""
-    p.add_argument("--markdown", metavar="FILE|-", help="also write the results as GitHub-flavoured Markdown "
-                   "(bench's table, the bottleneck table of a loop, the summary) to FILE, or to stdout with -")
-    p.add_argument("--csv", metavar="FILE|-", help="also write the results as CSV (one row per tier and run, the "
-                   "metric names as headers) to FILE, or to stdout with -")
-
-
-def table_exports(args: argparse.Namespace) -> dict[str, str]:
-    """The formats asked for with :func:`add_table_exports` and where each goes."""
-    return {fmt: getattr(args, fmt) for fmt in TABLE_EXPORTS if getattr(args, fmt, None) is not None}
-
-
-def check_exports(exports: dict[str, str], json_target: str | None) -> None:
-    """Before a run: one output at most on stdout, and every file writable."""
-    to_stdout = [flag for flag, target in (("--json", json_target), *((f"--{k}", v) for k, v in exports.items()))
-                 if target == "-"]
-    if len(to_stdout) > 1:
-        both = "both" if len(to_stdout) == 2 else "all"
-        raise ExportError(f"{' and '.join(to_stdout)} {both} ask for stdout (-); send all but one to a file")
-    for fmt, target in exports.items():
-        check_writable(target, fmt)
-
-
-def write_exports(source: ExportSource, exports: dict[str, str]) -> None:
-    """Write each export asked for (Markdown, CSV) of a finished run."""
-    for fmt, target in exports.items():
-        write_output(render(source, fmt), target, fmt)

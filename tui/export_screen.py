@@ -21,6 +21,8 @@ from providers.clock import VirtualClock
 from providers.recording import Recording
 from providers.replay import ReplayProvider, replay_tiers
 
+from .export_write import keep_spaces
+
 if TYPE_CHECKING:
     from rich.console import RenderableType
     from textual.pilot import Pilot
@@ -40,12 +42,6 @@ MAX_FRAMES: Final[int] = 30 * 60 * 60
 
 SETTLE_LIMIT: Final[int] = 100_000
 """How many clock steps to take at most, after the recording's end, for the race to end."""
-
-
-def keep_spaces(svg: str) -> str:
-    """Mark the SVG's whitespace as significant: without it some viewers (librsvg, and so many image previews)
-    drop the space a run of text starts with, shifting the run left and gluing its words to the run before."""
-    return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
 
 
 def parse_size(text: str) -> tuple[int, int]:

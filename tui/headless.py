@@ -92,7 +92,7 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
     agent loop (``loop`` names a recorded one being replayed) and a bottleneck table follows, with a what-if
     for a model ``what_if``× faster. ``exports`` maps a format (``markdown``, ``csv``) to a file, or ``-``.
     """
-    from .export_cmd import check_exports
+    from .export_write import check_exports
 
     exports = exports or {}
     check_exports(exports, json_target)
@@ -165,7 +165,7 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
     if exports:
         from providers.export.source import ExportSource
 
-        from .export_cmd import write_exports
+        from .export_write import write_exports
 
         created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         write_exports(ExportSource(result, prompt, str(record) if record is not None else "", loop,
