@@ -72,6 +72,8 @@ class Segment:
     start: float
     end: float
     label: str = ""
+    chain: str | None = None
+    """The sub-agent this span belongs to (an imported trace's parallel work); ``None`` for the lane's own."""
     kind: Literal["segment"] = "segment"
 
 

@@ -12,7 +12,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from .base import TierSpec
 from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage, is_loop_end
-from .loop.metrics import MODEL_KINDS, LoopMetrics, breakdown
+from .loop.metrics import LoopMetrics, breakdown, model_time
 from .metrics import SegmentSpan, cost
 
 LaneState: TypeAlias = Literal["idle", "connecting", "waiting", "thinking", "streaming", "tool", "human",
@@ -163,7 +163,7 @@ class LiveLane:
             if turn is not None:
                 turn.usage = event
         elif isinstance(event, Segment):
-            self.explicit.append(SegmentSpan(event.seg, event.start, event.end, event.label))
+            self.explicit.append(SegmentSpan(event.seg, event.start, event.end, event.label, event.chain))
             if turn is not None and event.seg in ("connect", "retry"):
                 turn.wait_from = max(turn.wait_from, event.end)
             if event.seg == "connect" and self.state == "connecting":
@@ -401,7 +401,7 @@ class LiveLane:
         cut = self.ended_at
         if cut is None:
             cut = now
-        spans = [s if s.end <= cut else SegmentSpan(s.kind, s.start, cut, s.label)
+        spans = [s if s.end <= cut else SegmentSpan(s.kind, s.start, cut, s.label, s.chain)
                  for s in self.explicit if s.start <= cut]
         spans += self._turn_spans(now)
         return sorted(spans, key=lambda s: (s.start, s.end))
@@ -437,9 +437,7 @@ class LiveLane:
                         output_tokens=self.tokens, decode_tok_s=self.decode_rate(), e2e_s=end - start)
         m.segments = self.segments(now)
         m.breakdown = breakdown(m.segments, start, end)
-        for s in self._turn_spans(now):
-            if s.kind in MODEL_KINDS:
-                m.model_parts[s.kind] = m.model_parts.get(s.kind, 0.0) + (s.end - s.start)
+        m.model_parts = model_time([*self._turn_spans(now), *(s for s in m.segments if s.chain is not None)])
         m.model_s = sum(m.model_parts.values())
         e2e = end - start
         if e2e > 0:

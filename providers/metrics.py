@@ -69,9 +69,14 @@ class SegmentSpan:
     start: float
     end: float
     label: str = ""
+    chain: str | None = None
+    """The sub-agent it belongs to (drawn on a row of its own), ``None`` for the lane's own work."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "label": self.label, "start_s": _r(self.start), "end_s": _r(self.end)}
+        out = {"kind": self.kind, "label": self.label, "start_s": _r(self.start), "end_s": _r(self.end)}
+        if self.chain is not None:
+            out["chain"] = self.chain
+        return out
 
 
 @dataclass(slots=True)
@@ -164,7 +169,7 @@ def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
     wait_from = t0
     for e in events:
         if isinstance(e, Segment):
-            spans.append(SegmentSpan(e.seg, e.start, e.end, e.label))
+            spans.append(SegmentSpan(e.seg, e.start, e.end, e.label, e.chain))
             if e.seg in ("connect", "retry"):
                 wait_from = max(wait_from, e.end)
     toks = [e for e in events if isinstance(e, Delta) and e.text]
@@ -230,7 +235,9 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
     streamed_reasoning = any(d.channel == "reasoning" for d in toks)
     if usage is not None:
         m.input_tokens, m.reasoning_tokens = usage.input, usage.reasoning
-    if usage is not None and (usage.output > 0 or not toks):
+    # a zero in usage is believed when no text came, or when every piece said it carried no token (an imported
+    # trace's call without usage draws a line of text that is not model output)
+    if usage is not None and (usage.output > 0 or not toks or all(d.tokens == 0 for d in toks)):
         m.output_tokens, m.tokens_source = usage.output, "usage"
     elif toks:
         counted = tokenizer.count("".join(d.text for d in toks), model)

@@ -235,12 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default 14)")
     _add_voice_options(bench)
 
-    replay = sub.add_parser("replay", help="replay a recording with its original timing",
+    replay = sub.add_parser("replay", help="replay a recording or an agent trace with its original timing",
                             description="Replay every lane of a recording with its original timing: in a "
                                         "terminal on the race screen (pause, step, faster, slower, restart; a "
                                         "replay is never recorded again), else (or with --headless) as bench's "
-                                        "table or JSON.")
-    replay.add_argument("file", type=Path, metavar="FILE", help="a recording (.jsonl)")
+                                        "table or JSON. An agent trace (see `tokrace traces`) plays as a lane "
+                                        "per trace in the file, its idle cap (default 600 s) cutting away time.")
+    replay.add_argument("file", type=Path, metavar="FILE", help="a recording (.jsonl) or an agent trace")
     replay.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
                         help="play X times faster (default 1)")
     replay.add_argument("--idle-cap", type=_positive_float, metavar="S",
@@ -276,10 +277,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .export_cmd import add_export_parser
     from .locate import add_locate_parser
     from .serve_cmd import add_serve_parser
+    from .traces_cmd import add_traces_parser
 
     add_serve_parser(sub)
     add_locate_parser(sub)
     add_export_parser(sub)
+    add_traces_parser(sub)
     return parser
 
 
@@ -341,10 +344,21 @@ def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from .traces_cmd import replayable
+
+    # an agent trace (Claude Code, Codex, OTLP, WEKA) plays as a recording made from it; its idle cap is spent
+    # cutting away time, so the replay itself runs uncapped
+    with replayable(args.file, args.idle_cap) as (file, converted):
+        if converted:
+            args.idle_cap = None
+        return _replay(args, file)
+
+
+def _replay(args: argparse.Namespace, file: Path) -> int:
     from providers.recording import read_recording
     from providers.replay import replay_tiers
 
-    recording = read_recording(args.file)
+    recording = read_recording(file)
     if args.run is not None and not 0 <= args.run < recording.runs:
         raise UsageError(f"{args.file}: no run {args.run} (it has {recording.runs})")
     if not args.headless and sys.stdout.isatty():
@@ -529,6 +543,12 @@ def cmd_locate(args: argparse.Namespace) -> int:
     return locate(args)
 
 
+def cmd_traces(args: argparse.Namespace) -> int:
+    from .traces_cmd import cmd_traces as traces
+
+    return traces(args)
+
+
 COMMANDS = {
     "bench": cmd_bench,
     "demo": cmd_demo,
@@ -540,6 +560,7 @@ COMMANDS = {
     "serve": cmd_serve,
     "locate": cmd_locate,
     "export": cmd_export,
+    "traces": cmd_traces,
 }
 
 

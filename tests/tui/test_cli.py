@@ -245,7 +245,7 @@ def test_replaying_a_file_that_is_not_a_recording_is_refused(capsys: pytest.Capt
     path = tmp_path / "notes.txt"
     path.write_text("shopping list\n", encoding="utf-8")
     assert one_line_error(capsys, "replay", str(path), "--headless") == (
-        f"tokrace: {path}: not a tokrace recording (its first line is not a tokrace header)\n")
+        f"tokrace: {path}: neither a tokrace recording nor an agent trace tokrace reads\n")
 
 
 def test_replaying_a_newer_recording_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ END_MARK: Final[dict[str, str]] = {"done": "✓", "error": "✗", "stopped": "�
 MAX_TRACKS: Final[int] = 3
 """Rows one lane may take: its own, and two for tool calls running beside another (more share the last)."""
 PARALLEL_LABEL: Final[str] = "└ parallel"
+SUBAGENT_LABEL: Final[str] = "└ sub-agent"
 WORK_GLYPHS: Final[dict[int, tuple[str, ...]]] = {1: ("█",), 2: ("█", "▀"), 3: ("█", "█", "▀")}
 """A work segment's glyph on each line of a lane ``n`` lines tall: solid, ending in an upper half block so a thick
 bar keeps half a line clear of the lane below."""
@@ -74,19 +75,26 @@ def tick_label(t: float, step: float) -> str:
 
 def tracks(spans: Sequence[SegmentSpan], limit: int = MAX_TRACKS) -> list[list[SegmentSpan]]:
     """A lane's spans on rows: all on the first, except a tool call that starts while another tool call still
-    runs, which goes on the first row free at its start (``limit`` rows at most; more share the last)."""
+    runs, which goes on the first row free at its start, and a sub-agent's spans (those with a ``chain``), which
+    keep the row their sub-agent first got, under the lane's own (``limit`` rows at most; more share the last)."""
     rows: list[list[SegmentSpan]] = [[]]
-    busy = [-math.inf]  # when the last tool call on each row ends
+    busy = [-math.inf]  # when the last tool call or sub-agent span on each row ends
+    chains: dict[str, int] = {}
     for s in sorted(spans, key=lambda s: (s.start, s.end)):
-        if s.kind != "tool":
+        if s.kind != "tool" and s.chain is None:
             rows[0].append(s)
             continue
-        row = next((i for i, end in enumerate(busy) if end <= s.start + _EPS), None)
+        row = chains.get(s.chain) if s.chain is not None else None
+        if row is None:
+            first = 1 if s.chain is not None else 0
+            row = next((i for i, end in enumerate(busy) if i >= first and end <= s.start + _EPS), None)
         if row is None:
             if len(rows) < limit:
                 rows.append([])
                 busy.append(-math.inf)
             row = len(rows) - 1
+        if s.chain is not None:
+            chains[s.chain] = row
         rows[row].append(s)
         busy[row] = max(busy[row], s.end)
     return rows
@@ -220,7 +228,8 @@ class Timeline(Widget):
         if line:
             segments = [Segment(" " * LABEL_WIDTH, base)]
         elif row.track:
-            segments = [Segment(PARALLEL_LABEL.ljust(LABEL_WIDTH), base + pal.lane(index) + Style(dim=True))]
+            label = SUBAGENT_LABEL if any(s.chain is not None for s in row.spans) else PARALLEL_LABEL
+            segments = [Segment(label.ljust(LABEL_WIDTH), base + pal.lane(index) + Style(dim=True))]
         else:
             name = lane.tier.name
             label = (name if len(name) < LABEL_WIDTH - 1 else name[: LABEL_WIDTH - 2] + "…").ljust(LABEL_WIDTH)
