@@ -35,7 +35,8 @@ def add_export_parser(sub: Any) -> None:
                     "tool span per tool call). The numbers are those of `tokrace replay FILE --headless`.",
         epilog="By default the export goes beside FILE, named like it (race.jsonl -> race.md, race.html, "
                "race.otlp.json...); -o - writes it to stdout.")
-    p.add_argument("file", type=Path, metavar="FILE", help="a recording (.jsonl)")
+    p.add_argument("file", type=Path, metavar="FILE", help="a recording (.jsonl), or an agent trace (see `tokrace "
+                   "traces`: it is exported as `tokrace replay` plays it, a lane per trace)")
     p.add_argument("--to", required=True, choices=list(FORMATS), metavar="FORMAT", dest="to",
                    help=f"the format: {', '.join(FORMATS)}")
     p.add_argument("-o", "--output", metavar="OUT|-", help="where to write it (default: beside FILE; - for stdout)")
@@ -68,10 +69,11 @@ def _check_options(args: argparse.Namespace) -> None:
 
 async def export_recording(recording: Recording, to: str, *, run: int | None = None, turns: bool = False,
                            theme: str | None = None, at: float | None = None, size: tuple[int, int] | None = None,
-                           what_if: float | None = None) -> str:
-    """The export of a recording as text, in any format."""
+                           what_if: float | None = None, name: str | None = None) -> str:
+    """The export of a recording as text, in any format; ``name`` is the file to name as its source (a trace the
+    recording was made from)."""
     if to not in SCREEN_FORMATS:
-        return await export_text(recording, to, run=run, turns=turns, theme=theme, what_if=what_if)
+        return await export_text(recording, to, run=run, turns=turns, theme=theme, what_if=what_if, name=name)
     from .export_screen import DEFAULT_SIZE, screen_cast, screen_svg
     from .theming import AppThemes
 
@@ -79,7 +81,7 @@ async def export_recording(recording: Recording, to: str, *, run: int | None = N
     if to == "svg":
         return await screen_svg(recording, run=run, at=at, size=size or DEFAULT_SIZE, themes=themes)
     return await screen_cast(recording, run=run, size=size or DEFAULT_SIZE, themes=themes,
-                             title=f"tokrace: {recording.path.name}")
+                             title=f"tokrace: {Path(name).name if name else recording.path.name}")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -87,21 +89,25 @@ def cmd_export(args: argparse.Namespace) -> int:
     from providers.recording import read_recording
 
     from .export_screen import parse_size
+    from .traces_cmd import replayable
 
     _check_options(args)
     size = parse_size(args.size) if args.size is not None else None
     target = args.output or str(default_output(args.file, FORMATS[args.to]))
     if target != "-" and Path(target).resolve() == args.file.resolve():
-        raise ExportError(f"{target}: that is the recording itself; name another output with -o")
+        raise ExportError(f"{target}: that is FILE itself; name another output with -o")
     check_writable(target, f"{args.to} export")
-    recording = read_recording(args.file)
-    if args.run is not None and not 0 <= args.run < recording.runs:
-        raise ExportError(f"{args.file}: no run {args.run} (it has {recording.runs})")
-    for warning in recording.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
     started = dt.datetime.now()
-    text = asyncio.run(export_recording(recording, args.to, run=args.run, turns=args.turns, theme=args.theme,
-                                        at=args.at, size=size, what_if=args.what_if))
+    # An agent trace (Claude Code, Codex, OTLP, WEKA) is exported as the recording `tokrace replay` plays of it.
+    with replayable(args.file, None) as (file, converted):
+        recording = read_recording(file)
+        if args.run is not None and not 0 <= args.run < recording.runs:
+            raise ExportError(f"{args.file}: no run {args.run} (it has {recording.runs})")
+        for warning in recording.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        text = asyncio.run(export_recording(recording, args.to, run=args.run, turns=args.turns, theme=args.theme,
+                                            at=args.at, size=size, what_if=args.what_if,
+                                            name=str(args.file) if converted else None))
     write_output(text, target, f"{args.to} export")
     if target != "-":
         took = (dt.datetime.now() - started).total_seconds()

@@ -88,12 +88,15 @@ def keep_spaces(svg: str) -> str:
 
 
 async def export_text(recording: Recording, to: str, *, run: int | None = None, turns: bool = False,
-                      theme: str | None = None, what_if: float | None = None) -> str:
-    """An export of a recording made from its replayed events and metrics (every format but SVG and cast)."""
+                      theme: str | None = None, what_if: float | None = None, name: str | None = None) -> str:
+    """An export of a recording made from its replayed events and metrics (every format but SVG and cast);
+    ``name`` is the file to name as its source when it is not the recording itself."""
     from providers.export.source import replay_recording
     from providers.tables import WHAT_IF_FACTOR
 
     source = await replay_recording(recording, run, what_if=what_if or WHAT_IF_FACTOR)
+    if name is not None:
+        source.file = name
     return render(source, to, turns=turns, colours=html_colours(theme) if to == "html" else None)
 
 

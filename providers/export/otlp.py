@@ -80,10 +80,12 @@ def lane_spans(source: ExportSource, run: int, index: int, lane: LaneRun, base_n
     start = m.start
     end = start + (m.e2e_s or 0.0)
     provider = source.provider(index)
+    # The lane's name, so a reader naming a trace by its conversation names it as the race did.
+    conversation = lane.tier.name if source.runs == 1 else f"{lane.tier.name} ({source.run_label(run)})"
     agent = _span(ids, f"invoke_agent {lane.tier.name}", KIND_INTERNAL, start, end, base_ns, None, {
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": lane.tier.name,
         "gen_ai.provider.name": provider, "gen_ai.request.model": lane.tier.model or None,
-        "gen_ai.conversation.id": ids.trace_id, "tokrace.run": source.first_run + run, "tokrace.lane": index,
+        "gen_ai.conversation.id": conversation, "tokrace.run": source.first_run + run, "tokrace.lane": index,
         "tokrace.scenario": source.loop, "tokrace.e2e_s": m.e2e_s}, None if m.ok else (m.error or "failed"))
     spans = [agent]
     parent = agent["spanId"]

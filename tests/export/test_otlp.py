@@ -80,3 +80,84 @@ def test_times_start_at_the_recording_and_a_failure_is_an_error_status(tmp_path:
     failed = [s for s in spans if s["status"]["code"] == 2]
     assert {s["name"] for s in failed} == {"invoke_agent Sol priority", "chat gpt-5.6-sol"}
     assert all(s["status"]["message"] for s in failed)
+
+
+TRACE_KIND = {"connect": "model", "think": "model", "model": "model", "tool": "tool", "human": "human",
+              "retry": "retry"}
+"""A loop's segment kinds as the trace model's step kinds: the whole model call (connecting, waiting for the first
+token, thinking, streaming) is one model step; a wait is the model's when it is inside a call, else a plain wait."""
+
+
+def as_trace_breakdown(run: dict[str, Any], model_wait: float) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for kind, seconds in run["breakdown"].items():
+        if kind == "wait":
+            out["model"] = out.get("model", 0.0) + model_wait
+            out["wait"] = out.get("wait", 0.0) + seconds - model_wait
+        else:
+            out[TRACE_KIND[kind]] = out.get(TRACE_KIND[kind], 0.0) + seconds
+    return {k: v for k, v in out.items() if v > 1e-6}
+
+
+@pytest.mark.parametrize(("scenario", "runs"), [("incident", 1), ("coding-loop", 1), (None, 2)])
+def test_the_trace_reader_reads_it_back_with_the_same_e2e_and_breakdown(tmp_path: Path, scenario: str | None,
+                                                                        runs: int) -> None:
+    from providers.traces.analysis import analyse
+    from providers.traces.read import read_file
+
+    path = record(tmp_path / "race.jsonl", scenario=scenario, runs=runs)
+    source = source_of(path)
+    out = tmp_path / "race.otlp.json"
+    out.write_text(to_otlp_json(source), encoding="utf-8")
+    found = read_file(out)
+    assert found.format == "otlp" and found.problem is None
+    assert len(found.traces) == runs * len(source.tiers)
+    traces = iter(found.traces)
+    for run in range(runs):
+        for metrics in (lane[run] for lane in source.result.metrics):
+            trace = next(traces)
+            assert trace.skipped == 0
+            got = analyse(trace)
+            want = metrics.to_json()
+            model_wait = getattr(metrics, "model_parts", {}).get("wait", 0.0)
+            if scenario is None:  # a single prompt is a loop of one turn: its time is all the model's
+                want["breakdown"] = {"model": want["e2e_s"]}
+            else:
+                want["breakdown"] = as_trace_breakdown(want, model_wait)
+            assert got.e2e_s == pytest.approx(want["e2e_s"], abs=1e-6)
+            assert {k: v for k, v in got.breakdown.items() if v > 1e-6} == pytest.approx(want["breakdown"], abs=1e-5)
+            assert got.calls == len(want.get("turns", [want]))
+            assert got.output_tokens == want["output_tokens"]
+            assert got.ttft_p50 is not None
+
+
+def test_a_retry_back_off_reads_back_as_a_retry_and_the_call_after_it_as_the_model(tmp_path: Path) -> None:
+    from providers.base import TierSpec
+    from providers.events import Delta, Done, Headers, Request, Segment, Usage
+    from providers.recording import Recorder
+    from providers.traces.analysis import analyse
+    from providers.traces.read import read_file
+
+    path = tmp_path / "retry.jsonl"
+    recorder = Recorder(path, "Why?", [TierSpec(name="flaky", provider="openai", model="m")])
+    for event in (Request(t=0.0, model="m"), Segment(t=0.0, seg="retry", start=0.0, end=0.6, label="HTTP 429"),
+                  Headers(t=0.7), Delta(t=0.9, text="Because ", tokens=2), Delta(t=1.2, text="it is.", tokens=2),
+                  Usage(t=1.5, input=10, output=4), Done(t=1.5)):
+        recorder(0, event)
+    recorder.close()
+    out = tmp_path / "retry.otlp.json"
+    out.write_text(to_otlp_json(source_of(path)), encoding="utf-8")
+    [trace] = read_file(out).traces
+    got = analyse(trace)
+    assert got.e2e_s == pytest.approx(1.5)
+    assert got.breakdown == pytest.approx({"model": 0.9, "retry": 0.6, "tool": 0.0, "human": 0.0, "wait": 0.0})
+    assert got.ttft_p50 == pytest.approx(0.3)  # from the attempt that answered
+
+
+def test_each_trace_read_back_is_named_after_its_lane(tmp_path: Path) -> None:
+    from providers.traces.read import read_file
+
+    out = tmp_path / "race.otlp.json"
+    out.write_text(to_otlp_json(source_of(record(tmp_path / "race.jsonl", runs=2))), encoding="utf-8")
+    assert [t.session for t in read_file(out).traces] == [
+        f"{name} (run {run})" for run in (1, 2) for name in ("Sol standard", "Sol priority", "Sol ultrafast")]

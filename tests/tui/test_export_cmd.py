@@ -60,7 +60,7 @@ def test_a_file_that_is_not_a_recording_is_refused(tmp_path: Path, capsys: pytes
     junk = tmp_path / "junk.jsonl"
     junk.write_text('{"hello": 1}\n', encoding="utf-8")
     assert main(["export", str(junk), "--to", "csv"]) == 2
-    assert "not a tokrace recording" in capsys.readouterr().err
+    assert "neither a tokrace recording nor an agent trace" in capsys.readouterr().err
     assert not (tmp_path / "junk.csv").exists()
 
 
@@ -145,3 +145,17 @@ def test_replay_headless_takes_them_too(race: Path, tmp_path: Path) -> None:
     report = replay_json(race, tmp_path, "--csv", str(out))
     rows = out.read_text(encoding="utf-8").splitlines()
     assert len(rows) == 1 + len(report["tiers"])
+
+
+def test_an_agent_trace_is_exported_as_replay_plays_it(race: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = race.parent / "agent.otlp.json"
+    assert main(["export", str(race), "--to", "otlp", "-o", str(trace)]) == 0
+    assert main(["export", str(trace), "--to", "markdown"]) == 0
+    text = (race.parent / "agent.otlp.md").read_text(encoding="utf-8")
+    assert "agent.otlp.json · recorded" in text and "(otlp trace)" in text
+    assert "| **Sol ultrafast** |" in text
+    svg = race.parent / "agent.svg"
+    assert main(["export", str(trace), "--to", "svg", "-o", str(svg)]) == 0
+    ET.fromstring(svg.read_text(encoding="utf-8"))
+    assert main(["export", str(race.parent / "agent.otlp.md"), "--to", "csv"]) == 2
+    assert "neither a tokrace recording nor an agent trace" in capsys.readouterr().err
