@@ -38,6 +38,22 @@ TIER_KEYS: Final[dict[str, tuple[type, ...]]] = {
 }
 """Keys every tier may have, whatever its provider."""
 
+PROFILE_KEYS: Final[dict[str, tuple[type, ...]]] = {
+    "ttft_ms": NUMBER,
+    "tok_s": NUMBER,
+    "prefill_tok_s": NUMBER,
+}
+"""A tier's speed profile, which any tier may carry (DESIGN §12): a synthetic tier streams with it, and re-timing
+a trace on a tier uses it. ``ttft_ms`` is the time to first token, ``tok_s`` the decode rate, ``prefill_tok_s``
+(optional) input tokens per second added to the TTFT. ``tokrace calibrate`` measures them for HTTP tiers."""
+
+PROFILE_RANGES: Final[dict[str, tuple[float, bool, str]]] = {
+    "ttft_ms": (0.0, True, "0 or more milliseconds"),
+    "tok_s": (0.0, False, "a rate above 0 tokens per second"),
+    "prefill_tok_s": (0.0, False, "a rate above 0 input tokens per second"),
+}
+"""Each profile key's lower bound, whether the bound itself is allowed, and what to say when it is broken."""
+
 @dataclass(slots=True)
 class Defaults:
     """The ``[defaults]`` table."""
@@ -169,9 +185,9 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
                     f"unknown provider {provider!r} (known: {', '.join(known_providers())})")
     extra = provider_options(provider)
     for key, value in raw.items():
-        types = TIER_KEYS.get(key) or extra.get(key)
+        types = TIER_KEYS.get(key) or extra.get(key) or PROFILE_KEYS.get(key)
         if types is None:
-            allowed = ", ".join([*TIER_KEYS, *extra])
+            allowed = ", ".join(dict.fromkeys([*TIER_KEYS, *extra, *PROFILE_KEYS]))
             raise fail(path, loc.line_of(key, "tiers", i), f"{where}.{key}",
                         f"unknown key for a {provider} tier (expected one of: {allowed})")
         if not type_ok(value, types):
@@ -189,6 +205,10 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
                 raise fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
                             f"expected a number of USD per million tokens, got {value!r}")
         price = Price(**raw["price"])
+    for key, (low, inclusive, what) in PROFILE_RANGES.items():
+        value = raw.get(key)
+        if value is not None and (value < low or (value == low and not inclusive)):
+            raise fail(path, loc.line_of(key, "tiers", i), f"{where}.{key}", f"expected {what}, got {value!r}")
     if raw.get("max_tokens", 1) < 1:
         raise fail(path, loc.line_of("max_tokens", "tiers", i), f"{where}.max_tokens", "expected 1 or more")
     tier = TierSpec(

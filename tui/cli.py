@@ -254,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_table_exports(replay)
     _add_voice_options(replay)
     _add_theme_option(replay)
+    from .traces_compare import add_replay_on_options
+
+    add_replay_on_options(replay)
 
     recordings = sub.add_parser("recordings", help="list recordings", description="List recordings, newest first.")
     recordings.add_argument("--dir", type=Path, metavar="DIR", help="folder to list (default: the recordings "
@@ -283,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_locate_parser(sub)
     add_export_parser(sub)
     add_traces_parser(sub)
+    from .calibrate_cmd import add_calibrate_parser
+
+    add_calibrate_parser(sub, _positive_int)
     return parser
 
 
@@ -344,6 +350,10 @@ def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    if getattr(args, "on", None) is not None:
+        from .traces_compare import replay_on
+
+        return replay_on(args, _replay)
     from .traces_cmd import replayable
 
     # an agent trace (Claude Code, Codex, OTLP, WEKA) plays as a recording made from it; its idle cap is spent
@@ -354,7 +364,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return _replay(args, file)
 
 
-def _replay(args: argparse.Namespace, file: Path) -> int:
+def _replay(args: argparse.Namespace, file: Path, caption: str | None = None) -> int:
     from providers.recording import read_recording
     from providers.replay import replay_tiers
 
@@ -367,13 +377,15 @@ def _replay(args: argparse.Namespace, file: Path) -> int:
         # The screen's playback clock applies the speed (and the user changes it), so the lanes play at 1×.
         tiers = replay_tiers(recording, 1.0, args.idle_cap, run=args.run)
         return run_replay(recording, tiers, args.speed, args.idle_cap, args.run, theme=args.theme,
-                          voice=_voice(args), speaker=_speaker(args, tiers))
+                          voice=_voice(args), speaker=_speaker(args, tiers), caption=caption)
     from .export_write import table_exports
     from .headless import run_headless
 
     runs = recording.runs if args.run is None else 1
     tiers = replay_tiers(recording, args.speed, args.idle_cap, run=args.run)
     scenario = recording.header.get("scenario")
+    if caption is not None and args.json_target != "-":
+        print(caption)
     return run_headless(tiers, TurnRequest(prompt=recording.prompt), runs=runs, fast_forward=args.fast_forward,
                         record=None, prompt=recording.prompt, json_target=args.json_target,
                         voice=_voice(args), speaker=_speaker(args, tiers),
@@ -537,6 +549,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     return export(args)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .calibrate_cmd import cmd_calibrate as calibrate
+
+    return calibrate(args)
+
+
 def cmd_locate(args: argparse.Namespace) -> int:
     from .locate import cmd_locate as locate
 
@@ -561,6 +579,7 @@ COMMANDS = {
     "locate": cmd_locate,
     "export": cmd_export,
     "traces": cmd_traces,
+    "calibrate": cmd_calibrate,
 }
 
 

@@ -49,15 +49,16 @@ def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario
 
 def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1.0,
                idle_cap: float | None = None, run: int | None = None, *, theme: str | None = None,
-               voice: VoiceSettings | None = None, speaker: Speaker | None = None) -> int:
-    """Replay a recording on screen with its original timing, under the user's controls."""
+               voice: VoiceSettings | None = None, speaker: Speaker | None = None, caption: str | None = None) -> int:
+    """Replay a recording on screen with its original timing, under the user's controls; ``caption`` is a
+    sentence shown under the replay bar."""
     _check_lanes(tiers)
     from .app import build_app
     from .replay_control import ReplayControl, replay_duration
     from .theming import AppThemes
 
     themes = AppThemes(requested=theme)
-    control = ReplayControl(recording.path, replay_duration(recording, idle_cap, run), speed)
+    control = ReplayControl(recording.path, replay_duration(recording, idle_cap, run), speed, caption=caption)
     app = build_app(tiers, TurnRequest(prompt=recording.prompt), replay=control, themes=themes, voice=voice,
                     speaker=speaker)
     app.run()

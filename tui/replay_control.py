@@ -30,10 +30,12 @@ class ReplayControl:
     """Makes each race's playback clock and steers the current one."""
 
     def __init__(self, path: Path, duration: float, speed: float = 1.0,
-                 base: Callable[[], Clock] | None = None) -> None:
+                 base: Callable[[], Clock] | None = None, caption: str | None = None) -> None:
         from providers.clock import RealClock
 
         self.path = path
+        self.caption = caption
+        """A sentence shown under the replay bar (a trace re-timed on tiers: the comparison's verdict)."""
         self.duration = duration
         self.speed = speed
         self.base = base or RealClock

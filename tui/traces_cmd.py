@@ -76,6 +76,9 @@ def add_traces_parser(sub: Any) -> None:
                    help=f"read every file as this format instead of detecting it ({', '.join(FORMATS)})")
     p.add_argument("--original-price", type=_price, metavar="IN,OUT[,CACHED]", dest="original_price",
                    help="USD per million input, output (and cached input) tokens, to price the traces")
+    from .traces_compare import add_compare_options
+
+    add_compare_options(p)
 
 
 def trace_json(trace: Trace, a: TraceAnalysis) -> dict[str, Any]:
@@ -174,6 +177,10 @@ def summary_table(s: SetSummary, cap: float) -> Table:
 
 
 def cmd_traces(args: argparse.Namespace) -> int:
+    from .traces_compare import cmd_compare, wants_compare
+
+    if wants_compare(args):
+        return cmd_compare(args)
     target: str | None = args.json_target
     if target not in (None, "-") and not Path(target).parent.is_dir():
         raise TokraceError(f"{target}: cannot write the JSON (no folder {Path(target).parent})")

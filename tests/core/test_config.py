@@ -199,3 +199,19 @@ def test_the_demo_is_modelled_on_the_launch_figures() -> None:
     assert ultrafast.options["tok_s"] == 750 and ultrafast.options["ttft_ms"] < 300
     assert standard.price == Price(input=5.0, output=30.0)
     assert priority.price is None and ultrafast.price is None
+
+
+def test_any_tier_may_carry_a_speed_profile_for_re_timing(write_config: WriteConfig) -> None:
+    config = load_config(write_config('[[tiers]]\nname = "real"\nprovider = "openai"\nmodel = "m"\n'
+                                      'ttft_ms = 420\ntok_s = 88.5\nprefill_tok_s = 9000\n'))
+    assert config.tiers[0].options == {"ttft_ms": 420, "tok_s": 88.5, "prefill_tok_s": 9000}
+
+
+def test_a_prefill_rate_of_zero_names_its_key_and_line(write_config: WriteConfig) -> None:
+    message = error_for(write_config, '[[tiers]]\nname = "a"\nprovider = "synthetic"\nprefill_tok_s = 0\n')
+    assert message == ", line 4: tiers[0].prefill_tok_s: expected a rate above 0 input tokens per second, got 0"
+
+
+def test_a_negative_measured_ttft_on_an_http_tier_is_refused(write_config: WriteConfig) -> None:
+    message = error_for(write_config, '[[tiers]]\nname = "a"\nprovider = "anthropic"\nmodel = "m"\nttft_ms = -1\n')
+    assert message == ", line 5: tiers[0].ttft_ms: expected 0 or more milliseconds, got -1"

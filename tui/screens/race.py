@@ -132,6 +132,8 @@ class RaceScreen(Screen[None]):
             assert self.replay_bar is not None
             yield self.replay_bar
             yield Static(f"prompt: {self.runner.request.prompt}", id="replay-prompt", markup=False)
+            if self.replay is not None and self.replay.caption:
+                yield Static(self.replay.caption, id="replay-verdict", markup=False)
         with Container(id="lanes"):
             yield from self.views
         yield self.bottlenecks
