@@ -19,3 +19,24 @@ def rich_table(plain: tables.Table, *, status: bool = False) -> Table:
             cells[-1] = "[green]ok[/]" if not row.failed else f"[red]{row.failed} failed[/]: {escape(row.reason)}"
         table.add_row(*cells, style="bold" if row.strong else "dim" if row.dim else "")
     return table
+
+
+def markdown_table(table: Table) -> list[str]:
+    """A Rich table of text cells as GitHub-flavoured Markdown lines: its title as a heading line, the header, the
+    alignment, a row per row, the caption under it. What the terminal shows, cell for cell, without the colours."""
+    from rich.text import Text
+
+    from providers.export.markdown import text
+
+    def plain(cell: object) -> str:
+        return text(Text.from_markup(cell).plain if isinstance(cell, str) else str(cell))
+
+    lines = [f"**{plain(table.title)}**", ""] if table.title else []
+    lines.append("| " + " | ".join(plain(c.header) for c in table.columns) + " |")
+    lines.append("|" + "|".join("---:" if c.justify == "right" else ":---" for c in table.columns) + "|")
+    columns = [list(c.cells) for c in table.columns]
+    lines += ["| " + " | ".join(plain(column[i]) for column in columns) + " |" for i in range(table.row_count)]
+    if table.caption:
+        caption = Text.from_markup(table.caption).plain if isinstance(table.caption, str) else str(table.caption)
+        lines += ["", *(f"*{text(line)}*  " for line in caption.splitlines() if line.strip())]
+    return lines
