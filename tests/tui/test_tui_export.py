@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from textual.pilot import Pilot
 from textual.widgets import OptionList
-from tui_harness import factory
+from tui_harness import factory, record_demo, replay_app
 
 from providers.base import TurnRequest
 from providers.clock import VirtualClock
@@ -87,3 +89,30 @@ async def test_nothing_to_export_while_racing_or_without_a_recording() -> None:
         await pilot.pause()
         assert any("was not recorded (--no-record)" in message for _, message in notes(app))
         assert not isinstance(app.screen, ExportScreen)
+
+
+def picker_at_the_end(tmp_path: Path) -> tuple[TokraceApp, Callable[[Pilot[object]], Awaitable[None]]]:
+    """A replayed demo race at its end with "Export…" opened."""
+    app, base, _control = replay_app(asyncio.run(record_demo(tmp_path / "demo.jsonl")))
+
+    async def run_before(pilot: Pilot[object]) -> None:
+        await app.runner.wait_started()
+        await base.advance_to(30.0)
+        screen = app.screen
+        assert isinstance(screen, RaceScreen)
+        screen.sample(force=True)
+        await pilot.pause()
+        screen.action_export()
+        await pilot.pause()
+
+    return app, run_before
+
+
+def test_the_export_picker_wide(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
+    app, run_before = picker_at_the_end(tmp_path)
+    assert snap_compare(app, terminal_size=(160, 45), run_before=run_before)
+
+
+def test_the_export_picker_80x24(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
+    app, run_before = picker_at_the_end(tmp_path)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
