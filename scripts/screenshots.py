@@ -39,6 +39,10 @@ def failing_demo() -> list[TierSpec]:
     return tiers
 
 
+TRACE = Path(__file__).resolve().parent.parent / "tests" / "traces" / "fixtures" / "claude-code" / "session-a.jsonl"
+"""A hand-written Claude Code session (a sub-agent, a retry, a failed tool, a person away for an hour)."""
+
+
 @dataclass(frozen=True)
 class Shot:
     """One screenshot: which tiers, the terminal size, the moment of the race, then keys to press; the theme,
@@ -51,6 +55,8 @@ class Shot:
     tiers: list[TierSpec] = field(default_factory=demo_tiers)
     theme: str = DEFAULT_THEME
     scenario: str | None = None
+    trace: Path | None = None
+    """An agent trace to replay (paused at ``at``) instead of racing tiers."""
 
 
 SHOTS = [
@@ -62,6 +68,8 @@ SHOTS = [
     Shot("help", (100, 40), 1.0, ("question_mark",)),
     Shot("voice", (160, 45), 36.0, ("v",), tiers=voice_demo()),
     Shot("bottlenecks", (160, 45), 200.0, ("b",), scenario="coding-loop"),
+    Shot("trace-replay", (160, 45), 21.0, trace=TRACE),
+    Shot("trace-bottlenecks", (160, 45), 700.0, ("b",), trace=TRACE),
     # One per built-in theme, on an agent loop so the timeline shows waits, model, tool and human segments.
     *(Shot(f"theme-{name}", (160, 45), 12.0, theme=name, scenario="incident") for name in builtin_theme_names()),
 ]
@@ -74,7 +82,35 @@ def builtin_themes(scratch: Path, theme: str = DEFAULT_THEME) -> AppThemes:
                      requested=theme)
 
 
+async def render_trace(shot: Shot, trace: Path, out: Path) -> Path:
+    """An agent trace replayed on the race screen, paused at ``shot.at``."""
+    from providers.recording import read_recording
+    from providers.replay import replay_tiers
+    from providers.traces.playable import write_recording
+    from providers.traces.read import read_file
+    from tui.replay_control import ReplayControl, replay_duration
+
+    base = VirtualClock()
+    with tempfile.TemporaryDirectory() as scratch:
+        themes = builtin_themes(Path(scratch), shot.theme)
+        path = write_recording(list(read_file(trace).traces), Path(scratch) / f"{trace.stem}.jsonl")
+        recording = read_recording(path)
+        control = ReplayControl(path, replay_duration(recording), base=lambda: base)
+        app = build_app(replay_tiers(recording), TurnRequest(recording.prompt), replay=control, animate=False,
+                        freeze_gc=False, themes=themes)
+        async with app.run_test(size=shot.size) as pilot:
+            await app.runner.wait_started()
+            await base.advance_to(shot.at)
+            await pilot.press("space", *shot.keys)
+            await pilot.pause()
+            target = out / f"{shot.name}.svg"
+            target.write_text(keep_spaces(app.export_screenshot(title="tokrace")), encoding="utf-8")
+    return target
+
+
 async def render(shot: Shot, out: Path) -> Path:
+    if shot.trace is not None:
+        return await render_trace(shot, shot.trace, out)
     clock = VirtualClock()
     with tempfile.TemporaryDirectory() as scratch:
         themes = builtin_themes(Path(scratch), shot.theme)

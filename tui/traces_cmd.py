@@ -68,7 +68,7 @@ def add_traces_parser(sub: Any) -> None:
         epilog="Claude Code keeps sessions in ~/.claude/projects/, Codex in ~/.codex/sessions/.")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="trace files or folders")
     p.add_argument("--json", metavar="FILE|-", dest="json_target", help="write the figures as JSON to FILE, or "
-                   "to stdout with - (the tables then go nowhere)")
+                   "to stdout with - (the tables are then left out)")
     p.add_argument("--idle-cap", type=_seconds, default=IDLE_CAP_S, metavar="S", dest="idle_cap",
                    help="a person's gap counts up to S seconds; the rest is away time, left out of the wall "
                         f"time (default {IDLE_CAP_S:.0f})")
@@ -237,7 +237,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
         if len(rows) <= DETAIL_UP_TO:
             tables += [detail_table(trace, a, approval) for (trace, a), approval in zip(rows, approvals, strict=True)]
         tables.append(summary_table(summary, args.idle_cap))
-    if target is None and not piped:
+    if not piped:  # the tables, unless stdout carries the JSON, the Markdown or the CSV
         for table in tables:
             out.print(table)
     if rows:
@@ -246,7 +246,8 @@ def cmd_traces(args: argparse.Namespace) -> int:
         if trace.skipped:
             print(f"{trace.file}: skipped {trace.skipped} unreadable line(s) or span(s)", file=sys.stderr)
     for found in problems:
-        print(f"{found.path}: {found.problem}", file=sys.stderr)
+        problem = found.problem or ""
+        print(problem if problem.startswith(str(found.path)) else f"{found.path}: {problem}", file=sys.stderr)
     if not rows:
         print(f"tokrace: no trace read from {len(paths)} file{'s' * (len(paths) != 1)}", file=sys.stderr)
         return EXIT_NONE

@@ -10,13 +10,14 @@ own beside the session (``<session>/subagents/*.jsonl``, ``agent-*.jsonl``), rea
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from .model import MAIN_CHAIN, Trace
-from .source import Chains, Lines, as_int, dig, head, head_objects, timestamp
+from .source import Chains, Lines, TraceError, as_int, dig, head, head_objects, timestamp
 
 NAME: Final[str] = "claude-code"
 LINE_TYPES: Final[frozenset[str]] = frozenset({"user", "assistant", "system", "summary"})
@@ -169,16 +170,33 @@ def parent_session(path: Path) -> Path | None:
     return None
 
 
+@functools.lru_cache(maxsize=8)
+def _agents_beside(folder: Path, mtime: int) -> dict[str, tuple[Path, ...]]:
+    """The sub-agent files (``agent-*.jsonl``) of a folder by the session id they belong to, looked up once per
+    folder (and again when the folder changes), not once per session in it."""
+    out: dict[str, list[Path]] = {}
+    for sub in sorted(folder.glob("agent-*.jsonl")):
+        try:
+            objects = head_objects(head(sub, 16 * 1024), limit=5)
+        except TraceError:
+            continue
+        sid = next((o.get("sessionId") for o in objects if isinstance(o.get("sessionId"), str)), None)
+        if sid:
+            out.setdefault(sid, []).append(sub)
+    return {sid: tuple(paths) for sid, paths in out.items()}
+
+
 def read(path: Path) -> Iterator[Trace]:
     """One trace per session file, its sub-agent files folded in as chains of their own."""
     s = _Session()
     _read_lines(path, s, None)
     for sub in subagent_files(path):
         _read_lines(sub, s, f"agent-{sub.stem}")
-    if path.name.startswith("agent-") is False:
-        for sub in sorted(path.parent.glob("agent-*.jsonl")):
-            if parent_session(sub) == path:
-                _read_lines(sub, s, sub.stem)
+    if not path.name.startswith("agent-"):
+        folder = path.parent
+        mtime = folder.stat().st_mtime_ns if folder.is_dir() else 0
+        for sub in _agents_beside(folder, mtime).get(path.stem, ()):
+            _read_lines(sub, s, sub.stem)
     yield _build(path, s)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .model import MAIN_CHAIN, STEP_KINDS, Trace
-from .source import Chains, Lines, as_float, as_int, head, load_document
+from .source import Chains, Lines, as_float, as_int, json_lines, load_document
 
 NAME: Final[str] = "otlp"
 MODEL_OPS: Final[frozenset[str]] = frozenset({"chat", "text_completion", "generate_content", "completion"})
@@ -150,9 +150,7 @@ def read(path: Path) -> Iterator[Trace]:
     traces: dict[str, dict[str, _Span]] = {}
     counts = {"skipped": 0}
     notes: list[str] = []
-    first = head(path, 4096).lstrip()
-    line = first.split(b"\n", 1)[0].strip()
-    if (line.startswith(b"{") and line.endswith(b"}")) or not first:
+    if json_lines(path):
         lines = Lines(path)
         for obj in lines:
             _spans_of(obj, traces, counts)

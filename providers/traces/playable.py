@@ -24,16 +24,21 @@ MAX_DELTAS: Final[int] = 120
 
 
 def _label(step: Step) -> str:
-    label = step.label or step.kind
-    if step.kind == "tool" and step.includes_approval:
-        label += " (+approval)"
+    """A tool's name, "✗" when it failed, "(+approval)" last when its time includes a person's approval."""
+    parts = [step.label] if step.label else []
     if step.kind == "tool" and step.failed:
-        label += " ✗"
-    return label
+        parts.append("✗")
+    if step.kind == "tool" and step.includes_approval:
+        parts.append("(+approval)")
+    return " ".join(parts)
 
 
 def _text(step: Step, n: int) -> str:
     tokens = step.output_tokens or 0
+    if step.failed:
+        return f"[call {n}] {step.model or 'model'}: failed\n"
+    if step.output_tokens is None:
+        return f"[call {n}] {step.model or 'model'}: no usage recorded\n"
     what = f"{step.model or 'model'}: {tokens:,} tokens out"
     if step.input_tokens is not None:
         what += f", {step.input_tokens:,} in"

@@ -70,9 +70,10 @@ def read_file(path: Path, format: str | None = None) -> Found:
         # a reader met a shape nobody foresaw: the file is reported, the rest go on
         return Found(path, format, problem=f"{path}: cannot read it as {format or 'a trace'} "
                                            f"({type(exc).__name__}: {exc})")
-    if not traces:
-        return Found(path, name, problem="no trace in it")
-    return Found(path, name, traces)
+    kept = tuple(t for t in traces if t.steps)
+    if not kept:  # e.g. a session of summary lines only, or OTLP spans of HTTP calls alone
+        return Found(path, name, problem="no agent steps in it (no model call, tool, person or agent recorded)")
+    return Found(path, name, kept)
 
 
 def files(paths: Iterable[Path]) -> Iterator[Path]:

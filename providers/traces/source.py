@@ -65,6 +65,9 @@ class Lines:
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     self.skip("a line that is not JSON")
                     continue
+                except RecursionError:
+                    self.skip("a line nested too deep to read")
+                    continue
                 if not isinstance(obj, dict):
                     self.skip("a line that is not a JSON object")
                     continue
@@ -96,6 +99,22 @@ def head(path: Path, size: int = HEAD_BYTES) -> bytes:
             return fh.read(size)
     except OSError as exc:
         raise TraceError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def json_lines(path: Path) -> bool:
+    """Whether a file is JSON Lines: its first non-empty line is a whole JSON object on its own (else it is one
+    pretty-printed document). Reads only that line."""
+    try:
+        with path.open("rb") as fh:
+            for raw in iter(lambda: fh.readline(MAX_LINE), b""):
+                if raw.strip():
+                    try:
+                        return isinstance(json.loads(raw), dict)
+                    except (json.JSONDecodeError, UnicodeDecodeError):
+                        return False
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    return True
 
 
 def head_objects(data: bytes, limit: int = 20) -> list[dict[str, Any]]:

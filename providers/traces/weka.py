@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .model import MAIN_CHAIN, Trace
-from .source import Chains, Lines, as_float, as_int, head, load_document
+from .source import Chains, Lines, as_float, as_int, json_lines, load_document
 
 NAME: Final[str] = "weka"
 TOOL_STOPS: Final[frozenset[str]] = frozenset({"tool_use", "tool_calls", "function_call"})
@@ -39,8 +39,7 @@ def sniff_text(data: bytes) -> bool:
 
 def read(path: Path) -> Iterator[Trace]:
     """One trace per ``{"requests": [...]}`` object: from one JSON document, a list, or JSON Lines."""
-    first = head(path, 4096).lstrip()
-    if first.startswith(b"[") or (first.startswith(b"{") and b"\n" in first and not _one_line_object(first)):
+    if not json_lines(path):
         doc = load_document(path)
         items = doc if isinstance(doc, list) else [doc]
         if items and all(_is_record(i) for i in items):
@@ -65,11 +64,6 @@ def read(path: Path) -> Iterator[Trace]:
     elif lines.skipped:
         yield Trace(file=str(path), format=NAME, session="(lines skipped)", skipped=lines.skipped,
                     notes=lines.notes())
-
-
-def _one_line_object(data: bytes) -> bool:
-    line = data.split(b"\n", 1)[0].strip()
-    return line.startswith(b"{") and line.endswith(b"}")
 
 
 def _trace(path: Path, doc: dict[str, Any], n: int, skipped: int, notes: list[str]) -> Trace:
@@ -131,7 +125,7 @@ def _requests(chains: Chains, records: list[Any], chain: str, offset: float, sta
         if subs:
             chains.add("tool", t + api, gap_end, chain=chain, label="sub-agent")
         elif rec.get("stop") in TOOL_STOPS:
-            chains.add("tool", t + api, gap_end, chain=chain, label="tool", includes_approval=True)
+            chains.add("tool", t + api, gap_end, chain=chain, includes_approval=True)  # no tool names recorded
         elif nxt is not None and chain == MAIN_CHAIN:
             chains.add("human", t + api, gap_end, chain=chain, label="person")
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,7 @@ def test_otlp_older_envelope_in_one_pretty_printed_document() -> None:
 def test_weka_relative_times_nested_parallel_subagents_and_an_hour_away() -> None:
     t = one(FIXTURES / "weka/w-1.json")
     assert t.session == "w-1" and t.skipped == 1
-    assert by_kind(t, "tool") == [(2, 5, "tool", "main"), (9, 19, "sub-agent", "main"), (11, 13, "tool", "subagent-1")]
+    assert by_kind(t, "tool") == [(2, 5, "", "main"), (9, 19, "sub-agent", "main"), (11, 13, "", "subagent-1")]
     # the second sub-agent's times start before the request that started it: relative to its start (9 s)
     assert by_kind(t, "model")[2:4] == [(9.5, 11, "claude-haiku-4-5", "subagent-1"),
                                          (9.5, 12.5, "claude-haiku-4-5", "subagent-2")]
@@ -184,3 +185,70 @@ def test_garbage_and_truncated_files_are_read_without_a_crash(tmp_path: Path) ->
         assert found.problem is not None or found.traces, name
         for t in found.traces:
             analyse(t)
+
+
+def test_json_lines_whose_first_line_is_longer_than_the_detection_window_are_read_as_lines(tmp_path: Path) -> None:
+    span = {"traceId": "f" * 32, "spanId": "1" * 16, "name": "chat m", "startTimeUnixNano": "1000000000",
+            "endTimeUnixNano": "3000000000", "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                {"key": "gen_ai.prompt", "value": {"stringValue": "x" * 100_000}}]}
+    line = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+    path = tmp_path / "big.jsonl"
+    path.write_text(line + "\n" + line.replace('"1111111111111111"', '"2222222222222222"') + "\n")
+    found = read_file(path)
+    assert found.problem is None and analyse(found.traces[0]).calls == 2
+
+
+def test_otlp_spans_marked_with_a_tokrace_step_kind_read_back_as_those_steps(tmp_path: Path) -> None:
+    """The shape of tokrace's own OTLP export: an agent span over the lane, model calls, and people, waits and
+    retries named by ``tokrace.step.kind``, in one pretty-printed document."""
+    def span(sid: str, name: str, a: float, b: float, attrs: dict[str, object]) -> dict[str, object]:
+        values = [{"key": k, "value": {"stringValue": v} if isinstance(v, str) else {"intValue": str(v)}}
+                  for k, v in attrs.items()]
+        return {"traceId": "e" * 32, "spanId": sid, "parentSpanId": "" if sid == "root" else "root", "name": name,
+                "startTimeUnixNano": str(int(a * 1e9)), "endTimeUnixNano": str(int(b * 1e9)), "attributes": values}
+    op, kind, out = "gen_ai.operation.name", "tokrace.step.kind", "gen_ai.usage.output_tokens"
+    spans = [span("root", "invoke_agent lane", 0, 30, {op: "invoke_agent"}),
+             span("m1", "chat x", 0, 2, {op: "chat", out: 10}),
+             span("t1", "execute_tool grep", 2, 5, {op: "execute_tool", kind: "tool"}),
+             span("h1", "human review", 5, 20, {kind: "human", "tokrace.label": "review"}),
+             span("r1", "retry", 20, 22, {kind: "retry"}),
+             span("m2", "chat x", 22, 25, {op: "chat", out: 5}),
+             span("w1", "wait settle", 25, 30, {kind: "wait"})]
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}, indent=1))
+    t = one(path)
+    assert by_kind(t, "human") == [(5, 20, "review", "main")]
+    a = analyse(t)
+    assert a.breakdown == pytest.approx({"model": 5.0, "tool": 3.0, "human": 15.0, "retry": 2.0, "wait": 5.0})
+    assert (a.calls, a.tool_calls, a.retries, a.output_tokens) == (2, 1, 1, 15)
+
+
+def test_claude_code_subagent_files_of_the_older_layout_beside_the_session_are_read_with_it(tmp_path: Path) -> None:
+    (tmp_path / "session-b.jsonl").write_bytes((FIXTURES / "claude-code/session-b.jsonl").read_bytes())
+    agent = tmp_path / "agent-a1.jsonl"
+    agent.write_bytes((FIXTURES / "claude-code/session-b/subagents/agent-a1.jsonl").read_bytes())
+    t = one(tmp_path / "session-b.jsonl")
+    assert {s.chain for s in t.steps} == {"main", "agent-a1"} and analyse(t).e2e_s == 12.0
+    found = read_file(agent)
+    assert not found.traces and found.problem is not None and "read with its session" in found.problem
+
+
+def test_a_line_nested_too_deep_is_skipped_and_the_rest_read(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    good = (FIXTURES / "codex/rollout-2026-05-01T12-00-00-cdx1.jsonl").read_text().splitlines()
+    path.write_text("\n".join([*good[:3], "[" * 100_000 + "]" * 100_000, *good[3:]]) + "\n")
+    t = one(path, "codex")
+    assert t.skipped == 2 and analyse(t).calls == 4
+
+
+def test_a_file_of_the_format_without_agent_steps_says_so(tmp_path: Path) -> None:
+    http_only = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "d" * 32, "spanId": "1" * 16, "name": "GET /health", "startTimeUnixNano": "1",
+         "endTimeUnixNano": "2", "attributes": [{"key": "http.request.method", "value": {"stringValue": "GET"}}]}]}]}]}
+    (tmp_path / "http.jsonl").write_text(json.dumps(http_only) + "\n")
+    (tmp_path / "summary.jsonl").write_text('{"type": "summary", "summary": "Old chat", "leafUuid": "x"}\n')
+    for name, fmt in (("http.jsonl", "otlp"), ("summary.jsonl", "claude-code")):
+        found = read_file(tmp_path / name)
+        assert found.format == fmt and not found.traces
+        assert found.problem is not None and found.problem.startswith("no agent steps in it")

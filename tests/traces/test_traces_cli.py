@@ -124,3 +124,43 @@ def test_a_recording_reads_back_with_the_figures_of_its_replay(capsys: pytest.Ca
             assert b[kind] == pytest.approx(loop.get(kind, 0.0), abs=1e-5)
         assert trace["calls"] == len(run0["turns"])
         assert trace["output_tokens"] == run0["output_tokens"]
+
+
+def test_many_files_show_a_progress_bar_on_stderr_when_it_is_a_terminal(capsys: pytest.CaptureFixture[str],
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    for n in range(12):
+        shutil.copy(FIXTURES / "weka" / "w-1.json", tmp_path / f"w-{n}.json")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich takes stderr for a terminal
+    code, out, err = run(capsys, "traces", str(tmp_path), "--json", "-")
+    assert code == 0 and len(json.loads(out)["traces"]) == 12
+    assert "reading traces" in err and "12/12" in err
+    monkeypatch.delenv("TTY_COMPATIBLE")
+    _, _, err = run(capsys, "traces", str(tmp_path), "--json", "-")
+    assert "reading traces" not in err
+
+
+def test_replay_of_a_trace_headless_gives_the_trace_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "replay", str(FIXTURES / "claude-code/session-a.jsonl"), "--headless",
+                       "--fast-forward", "--json", "-")
+    assert code == 0
+    run0 = json.loads(out)["tiers"][0]["runs"][0]
+    assert run0["ok"] and run0["e2e_s"] == pytest.approx(629.0)
+    assert run0["breakdown"]["tool"] == pytest.approx(8.5) and run0["breakdown"]["human"] == pytest.approx(600.0)
+    assert run0["breakdown"]["retry"] == pytest.approx(2.0)
+    assert run0["model_share"] == pytest.approx(18.5 / 629.0, abs=1e-6)
+
+
+def test_replay_of_a_file_that_holds_no_trace_is_one_clear_line(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text('{"resourceSpans": []}\n')
+    code, _, err = run(capsys, "replay", str(path), "--headless")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_json_to_a_file_keeps_the_tables_on_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    code, out, _ = run(capsys, "traces", str(FIXTURES / "weka"), "--json", str(target))
+    assert code == 0 and "summary over 1 trace" in out
+    assert json.loads(target.read_text())["traces"][0]["format"] == "weka"

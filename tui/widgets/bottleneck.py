@@ -53,6 +53,16 @@ NARROW: Final[int] = 110
 """Below this width each lane's figures are a paragraph rather than a row of columns."""
 
 
+APPROVAL_MARK: Final[str] = "(+approval)"
+"""The end of a tool segment's label whose time includes a person's approval (an imported trace's)."""
+
+
+def part_names(lanes: Sequence[LiveLane]) -> dict[str, str]:
+    """What to call each part: ``tool (+approval)`` when a lane's tool time includes approvals."""
+    approvals = any(s.kind == "tool" and s.label.endswith(APPROVAL_MARK) for lane in lanes for s in lane.explicit)
+    return {"tool": f"tool {APPROVAL_MARK}"} if approvals else {}
+
+
 def step_factor(factor: float, step: int) -> float:
     """The next N up (``step`` > 0) or down the ladder of :data:`FACTORS`, staying at its ends."""
     if step > 0:
@@ -164,7 +174,9 @@ class BottleneckView(VerticalScroll):
         # (SVG viewers drop it, shifting the run left).
         table = Table(box=None, pad_edge=False, header_style="bold", padding=0, expand=False)
         bars = width >= WIDE
-        headers = ["lane", noun, *(["split"] if bars else []), *present, "Amdahl", f"model {factor} faster",
+        names_of = part_names(lanes)
+        headers = ["lane", noun, *(["split"] if bars else []), *(names_of.get(p, p) for p in present), "Amdahl",
+                   f"model {factor} faster",
                    f"vs {base}: e2e | tok/s" if base else "speed-up e2e | tok/s"]
         for header in headers:
             table.add_column(Text(header + GAP), no_wrap=True)  # Text: a tier's name in it is not markup
@@ -190,7 +202,8 @@ class BottleneckView(VerticalScroll):
         text = Text()
         base = baseline(self.rows) if self.final else None
         for index, (b, lane) in enumerate(zip(self.rows, lanes, strict=True)):
-            parts = " · ".join(f"{part} {s:.1f} s {share:.0%}" for part, s, share in shown(b))
+            names_of = part_names(lanes)
+            parts = " · ".join(f"{names_of.get(part, part)} {s:.1f} s {share:.0%}" for part, s, share in shown(b))
             vs = f" · vs {base}: {_x(b.e2e_speedup)} e2e, {_x(b.token_speedup)} tok/s" if base else ""
             if index:
                 text.append("\n")
