@@ -75,7 +75,13 @@ async def export_recording(recording: Recording, to: str, *, run: int | None = N
     if to not in SCREEN_FORMATS:
         return await export_text(recording, to, run=run, turns=turns, theme=theme, what_if=what_if, name=name)
     from .export_screen import DEFAULT_SIZE, screen_cast, screen_svg
+    from .launch import MAX_LANES
     from .theming import AppThemes
+
+    lanes = len(recording.tiers) or 1 + max((lane for _, lane in recording.events), default=0)
+    if lanes > MAX_LANES:
+        raise ExportError(f"{recording.path}: the screen shows up to {MAX_LANES} lanes and this race has {lanes}; "
+                          "export it as markdown, csv, html or otlp")
 
     themes = AppThemes(requested=theme)
     if to == "svg":

@@ -159,6 +159,9 @@ def to_otlp(source: ExportSource) -> dict[str, Any]:
     for run in range(source.runs):
         for index, lane in enumerate(source.lanes(run)):
             spans += lane_spans(source, run, index, lane, base_ns)
+        # The runs went one after the other: the next starts where this one's last lane ended.
+        base_ns += round(max((m[run].start + (m[run].e2e_s or 0.0) for m in source.result.metrics), default=0.0)
+                         * 1e9)
     resource = attributes({"service.name": "tokrace", "service.version": __version__,
                            "tokrace.source": source.file, "tokrace.prompt": source.prompt,
                            "tokrace.scenario": source.loop})

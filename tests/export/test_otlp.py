@@ -161,3 +161,10 @@ def test_each_trace_read_back_is_named_after_its_lane(tmp_path: Path) -> None:
     out.write_text(to_otlp_json(source_of(record(tmp_path / "race.jsonl", runs=2))), encoding="utf-8")
     assert [t.session for t in read_file(out).traces] == [
         f"{name} (run {run})" for run in (1, 2) for name in ("Sol standard", "Sol priority", "Sol ultrafast")]
+
+
+def test_runs_follow_one_another_in_time(tmp_path: Path) -> None:
+    source = source_of(record(tmp_path / "race.jsonl", runs=2))
+    agents = [s for s in spans_of(to_otlp(source)) if s["name"].startswith("invoke_agent ")]
+    first, second = agents[:3], agents[3:]
+    assert min(int(s["startTimeUnixNano"]) for s in second) >= max(int(s["endTimeUnixNano"]) for s in first)

@@ -159,3 +159,15 @@ def test_an_agent_trace_is_exported_as_replay_plays_it(race: Path, capsys: pytes
     ET.fromstring(svg.read_text(encoding="utf-8"))
     assert main(["export", str(race.parent / "agent.otlp.md"), "--to", "csv"]) == 2
     assert "neither a tokrace recording nor an agent trace" in capsys.readouterr().err
+
+
+def test_more_lanes_than_the_screen_shows_are_refused_for_svg_and_cast(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from providers.base import TierSpec
+
+    tiers = [TierSpec(name=f"lane {i}", provider="synthetic", model="m", options={"ttft_ms": 10, "tok_s": 900})
+             for i in range(7)]
+    path = record(tmp_path / "seven.jsonl", tiers, max_tokens=5)
+    assert main(["export", str(path), "--to", "cast"]) == 2
+    assert "the screen shows up to 6 lanes and this race has 7" in capsys.readouterr().err
+    assert main(["export", str(path), "--to", "markdown"]) == 0
