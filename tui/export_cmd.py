@@ -86,8 +86,19 @@ async def export_recording(recording: Recording, to: str, *, run: int | None = N
     themes = AppThemes(requested=theme)
     if to == "svg":
         return await screen_svg(recording, run=run, at=at, size=size or DEFAULT_SIZE, themes=themes)
-    return await screen_cast(recording, run=run, size=size or DEFAULT_SIZE, themes=themes,
-                             title=f"tokrace: {Path(name).name if name else recording.path.name}")
+    title = f"tokrace: {Path(name).name if name else recording.path.name}"
+    if not sys.stderr.isatty():
+        return await screen_cast(recording, run=run, size=size or DEFAULT_SIZE, themes=themes, title=title)
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .replay_control import replay_duration
+
+    with Progress(TextColumn("drawing the cast"), BarColumn(), TextColumn("{task.completed:.0f} / {task.total:.0f} s"),
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("cast", total=max(replay_duration(recording, None, run), 0.1))
+        return await screen_cast(recording, run=run, size=size or DEFAULT_SIZE, themes=themes, title=title,
+                                 progress=lambda t: bar.update(task, completed=t))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
