@@ -116,3 +116,18 @@ def test_the_export_picker_wide(snap_compare: Callable[..., bool], tmp_path: Pat
 def test_the_export_picker_80x24(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
     app, run_before = picker_at_the_end(tmp_path)
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_a_replayed_trace_is_exported_beside_the_trace_not_its_temporary_recording(tmp_path: Path) -> None:
+    from providers.traces.playable import write_recording
+    from providers.traces.read import read_file
+    from tui.cli import main
+    from tui.screens.export import beside
+
+    race = asyncio.run(record_demo(tmp_path / "race.jsonl"))
+    assert beside(race) == race
+    trace = tmp_path / "agent.otlp.json"
+    assert main(["export", str(race), "--to", "otlp", "-o", str(trace)]) == 0
+    (tmp_path / "tmp").mkdir()
+    played = write_recording(list(read_file(trace).traces), tmp_path / "tmp" / "agent.jsonl")
+    assert beside(played) == trace

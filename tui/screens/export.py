@@ -62,10 +62,13 @@ class ExportScreen(ModalScreen[None]):
     def __init__(self, recording: Path) -> None:
         super().__init__()
         self.recording = recording
+        """The recording of the race on screen."""
+        self.beside = beside(recording)
+        """Where the exports go: beside the recording, or beside the agent trace it was made from."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export"):
-            yield Static(f"Export this race beside {self.recording.name}", classes="export-title", markup=False)
+            yield Static(f"Export this race beside {self.beside.name}", classes="export-title", markup=False)
             yield OptionList(*(Option(text, id=fmt) for fmt, text in CHOICES.items()))
             yield Static("enter writes it · escape closes", classes="export-close")
 
@@ -76,23 +79,36 @@ class ExportScreen(ModalScreen[None]):
         svg = keep_spaces(self.app.export_screenshot(title="tokrace")) if to == "svg" else None
         self.dismiss()
         theme = self.app.theme
-        self.app.run_worker(export_beside(self.app, self.recording, to, svg, theme), group="export",
+        self.app.run_worker(export_beside(self.app, self.recording, self.beside, to, svg, theme), group="export",
                             exit_on_error=False)
 
 
-async def export_beside(app: App[Any], recording: Path, to: str, svg: str | None, theme: str) -> None:
-    """Write one export beside the recording and say where (or why not) in a notification."""
-    out = default_output(recording, FORMATS[to])
+def beside(recording: Path) -> Path:
+    """The file an export is named after and written beside: the recording, or, for a replay of an agent trace
+    (a recording made in a temporary folder), the trace file it was made from."""
+    from providers.recording import RecordingError, read_header
+
+    try:
+        trace = read_header(recording).get("trace")
+    except RecordingError:
+        return recording
+    original = Path(str(trace.get("file") or "")) if isinstance(trace, dict) else None
+    return original if original is not None and original.is_file() else recording
+
+
+async def export_beside(app: App[Any], recording: Path, near: Path, to: str, svg: str | None, theme: str) -> None:
+    """Write one export of the recording beside ``near`` and say where (or why not) in a notification."""
+    out = default_output(near, FORMATS[to])
     app.notify(f"writing {out.name}…", title="Export", markup=False, timeout=3)
     try:
-        await make(recording, to, out, svg, theme)
+        await make(recording, to, out, svg, theme, None if near == recording else str(near))
     except TokraceError as exc:
         app.notify(str(exc), title="Export failed", severity="error", markup=False)
         return
     app.notify(f"exported to {out}", title="Exported", markup=False, timeout=10)
 
 
-async def make(recording: Path, to: str, out: Path, svg: str | None, theme: str) -> None:
+async def make(recording: Path, to: str, out: Path, svg: str | None, theme: str, name: str | None = None) -> None:
     """The export itself: the screen's own picture, a cast in a process of its own, the rest on a thread."""
     if svg is not None:
         write_output(svg, str(out), "SVG")
@@ -108,6 +124,7 @@ async def make(recording: Path, to: str, out: Path, svg: str | None, theme: str)
         return
 
     def work() -> str:
-        return asyncio.run(export_text(read_recording(recording), to, theme=theme if to == "html" else None))
+        return asyncio.run(export_text(read_recording(recording), to, theme=theme if to == "html" else None,
+                                       name=name))
 
     write_output(await asyncio.to_thread(work), str(out), f"{to} export")
