@@ -190,7 +190,3 @@ def race_summary(lanes: Sequence[LaneRun]) -> RaceSummary:
     live.finish()
     return live.summary()
 
-
-def summary_text(pieces: Sequence[tuple[str, str]]) -> str:
-    """The pieces as one plain sentence."""
-    return "".join(text for text, _ in pieces)

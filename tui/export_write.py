@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 class ExportError(TokraceError):
     """An export that cannot be made or written."""
 
+
 def html_colours(theme: str | None) -> dict[str, str]:
     """The colours of the theme for the HTML report: ``theme``, else the one chosen last, else the default."""
     from themes.plain import theme_colours, theme_files
@@ -34,6 +35,7 @@ def html_colours(theme: str | None) -> dict[str, str]:
     if colours is None:
         raise ExportError(f"no theme named {name!r} (themes: {', '.join(theme_files())}; see `tokrace themes`)")
     return colours
+
 
 def write_output(text: str, target: str, what: str) -> None:
     """Write an export to a file (made whole, then moved into place) or, for ``-``, to stdout."""
@@ -50,6 +52,7 @@ def write_output(text: str, target: str, what: str) -> None:
         part.unlink(missing_ok=True)
         raise ExportError(f"{target}: cannot write the {what} ({exc.strerror or exc})") from None
 
+
 def check_writable(target: str | None, what: str) -> None:
     """Find out before a long run that an output file cannot be written."""
     import os
@@ -59,6 +62,7 @@ def check_writable(target: str | None, what: str) -> None:
     folder = Path(target).parent
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise ExportError(f"{target}: cannot write the {what} (no writable folder {folder})")
+
 
 def render(source: ExportSource, to: str, *, turns: bool = False, colours: dict[str, str] | None = None) -> str:
     """An export made from the race's events and metrics (every format but the screen's own)."""
