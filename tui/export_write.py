@@ -65,7 +65,15 @@ def check_writable(target: str | None, what: str) -> None:
 
 
 def render(source: ExportSource, to: str, *, turns: bool = False, colours: dict[str, str] | None = None) -> str:
-    """An export made from the race's events and metrics (every format but the screen's own)."""
+    """An export made from the race's events and metrics (every format but the screen's own), with every key the
+    tiers could use, and anything shaped like a credential, masked as in recordings (a prompt or an error message
+    of a live run may quote one)."""
+    from providers.recording import redact, secret_values
+
+    return redact(_render(source, to, turns, colours), secret_values(source.tiers))
+
+
+def _render(source: ExportSource, to: str, turns: bool, colours: dict[str, str] | None) -> str:
     if to == "markdown":
         from providers.export.markdown import to_markdown
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pyte
@@ -171,3 +172,18 @@ def test_more_lanes_than_the_screen_shows_are_refused_for_svg_and_cast(tmp_path:
     assert main(["export", str(path), "--to", "cast"]) == 2
     assert "the screen shows up to 6 lanes and this race has 7" in capsys.readouterr().err
     assert main(["export", str(path), "--to", "markdown"]) == 0
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "csv"])
+def test_no_key_reaches_bench_exports(in_tmp: Path, write_config: Callable[..., Path],
+                                      monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
+    key = "sk-live-0123456789abcdefSECRET"
+    monkeypatch.setenv("LEAKY_KEY", key)
+    config = write_config('[[tiers]]\nname = "leaky"\nprovider = "synthetic"\napi_key_env = "LEAKY_KEY"\n'
+                          'ttft_ms = 10\ntok_s = 900\n')
+    out = in_tmp / f"out.{fmt}"
+    assert main(["bench", "--config", str(config), "--fast-forward", "--no-record", "--max-tokens", "8",
+                 "--prompt", f"use {key} and Authorization: Bearer abc123def456ghi", f"--{fmt}", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert key not in text and "abc123def456ghi" not in text
+    assert fmt != "markdown" or "use [redacted] and Authorization: Bearer [redacted]" in text.replace("\\", "")
