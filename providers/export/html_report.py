@@ -169,8 +169,18 @@ def bottleneck_svg(source: ExportSource) -> str:
             f'{"".join(body)}</svg>')
 
 
+HEADER_TERMS: Final[dict[str, str]] = {**TABLE_TERMS, "loop": "e2e_s", "model": "model_share",
+                                       "Amdahl": "amdahl_max_speedup"}
+"""Columns whose heading carries the metric's definition as its hover title."""
+
+
 def table_html(plain: tables.Table) -> str:
-    head = "".join(f'<th class="{"num" if c.right else ""}">{escape(c.name)}</th>' for c in plain.columns)
+    def heading(name: str) -> str:
+        term = HEADER_TERMS.get(name) or ("what_if" if name.endswith("faster model") else None)
+        tip = f' title="{escape(DEFINITIONS[term])}"' if term is not None else ""
+        return f"{escape(name)}" if not tip else f"<abbr{tip}>{escape(name)}</abbr>"
+
+    head = "".join(f'<th class="{"num" if c.right else ""}">{heading(c.name)}</th>' for c in plain.columns)
     body = []
     for row in plain.rows:
         cls = "strong" if row.strong else "dim" if row.dim else ""
@@ -222,6 +232,7 @@ svg .grid{{stroke:var(--foreground);stroke-opacity:.15;stroke-width:1}}
 .legend .key{{width:.9em;height:.9em;display:inline}}
 dl{{display:grid;grid-template-columns:max-content 1fr;gap:.3em 1.2em;margin:0}}
 dt{{font-weight:600}} dd{{margin:0}}
+abbr{{text-decoration:none;cursor:help}}
 code{{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;font-size:.9em}}
 footer{{margin-top:2.5em;opacity:.7;font-size:.85em;overflow-wrap:anywhere}}
 @media print{{

@@ -11,6 +11,7 @@ from exporting import failing_tiers, record, replay_json, source_of
 
 from providers import tables
 from providers.export.html_report import NEUTRAL, to_html
+from providers.metrics import DEFINITIONS
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "source", "wbr"}
 """HTML elements without an end tag."""
@@ -82,6 +83,7 @@ def test_table_and_timeline_show_the_numbers_of_replay_headless(tmp_path: Path) 
     for tier in report["tiers"]:
         run = tier["runs"][0]
         assert f"{run['ttft_s']:.3f} s" in page and f"{run['e2e_s']:.2f} s" in page
+        assert f'title="{DEFINITIONS["ttft_s"]}">TTFT</abbr>' in page  # a heading's definition on hover
         for seg in run["segments"]:  # every segment drawn, its hover title saying what and when
             assert f"{seg['start_s']:.2f} s → {seg['end_s']:.2f} s" in page
 
