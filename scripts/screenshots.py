@@ -131,15 +131,59 @@ async def render(shot: Shot, out: Path) -> Path:
     return path
 
 
+TRACE_SHOTS = {"trace-on": (Path(__file__).resolve().parent.parent / "examples" / "traces" / "add-endpoint.json",
+                             "Sol standard,Sol ultrafast", (160, 45), 900.0)}
+"""The replay of a trace racing its re-timed lanes: the file, the tiers, the terminal size, the moment."""
+
+
+async def render_trace_on(name: str, out: Path) -> Path:
+    """``tokrace replay TRACE --on TIERS`` on the demo tiers, at a fixed moment of virtual time."""
+    import argparse as _argparse
+
+    from providers.config import Config
+    from providers.recording import read_recording
+    from providers.replay import replay_tiers
+    from providers.traces.read import read_file
+    from tui.replay_control import ReplayControl, replay_duration
+    from tui.traces_compare import build_comparison, write_race
+
+    file, on, size, at = TRACE_SHOTS[name]
+    trace = read_file(file).traces[0]
+    args = _argparse.Namespace(on=on, original_price=None, seed=None, config=None)
+    config = Config(source=None)
+    cmp = build_comparison([trace], args, config, 600.0)
+    price = next((t.price for t in config.tiers if t.model in cmp.rows[0].original.models and t.price), None)
+    base = VirtualClock()
+    with tempfile.TemporaryDirectory() as scratch:
+        themes = builtin_themes(Path(scratch))
+        path = write_race(read_file(file).traces[0], cmp, price, Path(scratch) / f"{file.stem}-on.jsonl", 600.0)
+        recording = read_recording(path)
+        control = ReplayControl(path, replay_duration(recording), base=lambda: base, caption=cmp.verdict)
+        app = build_app(replay_tiers(recording), TurnRequest(recording.prompt), replay=control, animate=False,
+                        freeze_gc=False, themes=themes)
+        async with app.run_test(size=size) as pilot:
+            await app.runner.wait_started()
+            await base.advance_to(at)
+            app.screen.sample(force=True)
+            await pilot.pause()
+            target = out / f"{name}.svg"
+            target.write_text(keep_spaces(app.export_screenshot(title="tokrace")), encoding="utf-8")
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Render the README's screenshots to SVG.")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "screenshots")
-    parser.add_argument("--only", metavar="NAME", help=f"one of: {', '.join(s.name for s in SHOTS)}")
+    parser.add_argument("--only", metavar="NAME",
+                        help=f"one of: {', '.join([*(s.name for s in SHOTS), *TRACE_SHOTS])}")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for shot in SHOTS:
         if args.only is None or shot.name == args.only:
             print(asyncio.run(render(shot, args.out)))
+    for name in TRACE_SHOTS:
+        if args.only is None or name == args.only:
+            print(asyncio.run(render_trace_on(name, args.out)))
 
 
 if __name__ == "__main__":

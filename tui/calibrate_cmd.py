@@ -52,7 +52,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         check_calibratable(tier)
     if config.source is None and not args.print_only:
         raise CalibrationError("no config file to write the profiles to; use --print, or --config FILE")
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)  # a message stays one line in a log
     results: list[Calibration] = []
     for tier in tiers:
         err.print(f"calibrating {tier.name} ({args.runs} run{'s' if args.runs != 1 else ''} after a warm-up)…")
@@ -92,7 +92,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             continue
         assert config.source is not None
         index = config.tiers.index(tier)
-        lines = write_profile(config.source, index, r, note)
+        try:
+            lines = write_profile(config.source, index, r, note)
+        except CalibrationError as exc:
+            failed = True
+            err.print(f"{exc}; paste these lines into the tier's table yourself:", markup=False)
+            out.print(f"# {tier.name}\n" + "\n".join(r.toml_lines()), markup=False)
+            continue
         out.print(f"{tier.name}: wrote {', '.join(r.toml_lines())} to {config.source} "
                   f"(line{'s' if len(lines) != 1 else ''} {lines[0]}-{lines[-1]})", markup=False)
     return EXIT_FAILED if failed else EXIT_OK

@@ -52,11 +52,19 @@ def check_targets(*targets: str | None) -> None:
 
 def profiles_for(config: Config, names: str) -> list[TierProfile]:
     """The profiles of the tiers named by ``--on``; a tier without a profile is an error saying how to get one."""
+    from providers.traces.compare import ORIGINAL
     from providers.traces.retime import tier_profile
 
     tiers = config.select(names)
     if not tiers:
         raise TokraceError("--on: name at least one tier")
+    seen = [t.name.lower() for t in tiers]
+    for i, tier in enumerate(tiers):
+        if seen[i] in seen[:i]:
+            raise TokraceError(f"--on: {tier.name!r} is named twice")
+        if seen[i] == ORIGINAL:
+            raise TokraceError(f"--on: a tier named {tier.name!r} would be confused with the traces as recorded "
+                               "(the original column); rename it in the config")
     return [tier_profile(t) for t in tiers]
 
 
@@ -64,7 +72,10 @@ def comparer_for(args: argparse.Namespace, config: Config, idle_cap_s: float) ->
     """A comparison on the ``--on`` tiers, waiting for traces (every tier's profile is checked first)."""
     from providers.traces.compare import BOOTSTRAP_SEED, Comparer
 
-    tier_prices = {t.model: t.price for t in config.tiers if t.model and t.price is not None}
+    tier_prices: dict[str, Price] = {}
+    for tier in config.tiers:  # the first configured tier with the model prices the original's calls
+        if tier.model and tier.price is not None:
+            tier_prices.setdefault(tier.model, tier.price)
     seed = BOOTSTRAP_SEED if getattr(args, "seed", None) is None else args.seed
     return Comparer(profiles_for(config, args.on), original_price=args.original_price, tier_prices=tier_prices,
                     idle_cap_s=idle_cap_s, seed=seed)
@@ -90,25 +101,39 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from providers.config import load_config
     from providers.traces.read import Found, files, read_file
 
-    from .traces_cmd import file_json
+    from .traces_cmd import PROGRESS_FROM, file_json
 
     check_compare_args(args)
     comparer = comparer_for(args, load_config(getattr(args, "config", None)), args.idle_cap)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)  # a message stays one line in a log
     paths = list(files(args.paths))
     problems: list[Found] = []
     skipped: list[tuple[str, int]] = []
     files_out: list[dict[str, object]] = []
-    for path in paths:
-        found = read_file(path, args.trace_format)
-        files_out.append(file_json(found))
-        if found.problem is not None:
-            problems.append(found)
-        for trace in found.traces:
-            comparer.add(trace)
-            if trace.skipped:
-                skipped.append((trace.file, trace.skipped))
-            trace.steps = []  # the figures are kept, the steps let go
+    progress = None
+    if len(paths) >= PROGRESS_FROM and err.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        progress = Progress(TextColumn("re-timing traces"), BarColumn(), MofNCompleteColumn(),
+                            TimeRemainingColumn(), console=err, transient=True)
+        task = progress.add_task("re-time", total=len(paths))
+        progress.start()
+    try:
+        for path in paths:
+            found = read_file(path, args.trace_format)
+            files_out.append(file_json(found))
+            if found.problem is not None:
+                problems.append(found)
+            for trace in found.traces:
+                comparer.add(trace)
+                if trace.skipped:
+                    skipped.append((trace.file, trace.skipped))
+                trace.steps = []  # the figures are kept, the steps let go
+            if progress is not None:
+                progress.advance(task)
+    finally:
+        if progress is not None:
+            progress.stop()
     for file, count in skipped:
         err.print(f"{escape(file)}: skipped {count} unreadable line(s) or span(s)")
     for found in problems:

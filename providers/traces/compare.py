@@ -103,6 +103,8 @@ class Comparison:
     """Where the original's price came from, in words."""
     seed: int
     idle_cap_s: float
+    kept_calls: int = 0
+    """Model calls with no output token count: they keep their recorded duration on every tier."""
 
 
 def _r(value: float | None) -> float | None:
@@ -170,12 +172,13 @@ def bootstrap_ci(original: Sequence[float], retimed: Sequence[float], seed: int 
     if n == 0 or sum(retimed) <= 0:
         return None
     rng = random.Random(seed)
+    indexes = range(n)
     ratios: list[float] = []
     for _ in range(resamples):
-        picks = [rng.randrange(n) for _ in range(n)]
-        den = sum(retimed[i] for i in picks)
+        picks = rng.choices(indexes, k=n)
+        den = sum(map(retimed.__getitem__, picks))
         if den > 0:
-            ratios.append(sum(original[i] for i in picks) / den)
+            ratios.append(sum(map(original.__getitem__, picks)) / den)
     if not ratios:
         return None
     return percentile(ratios, 2.5), percentile(ratios, 97.5)
@@ -196,6 +199,7 @@ class Comparer:
         self.idle_cap_s = idle_cap_s
         self.seed = seed
         self.rows: list[TraceRow] = []
+        self.kept_calls = 0
         self._costs: dict[str, list[float | None]] = {ORIGINAL: [], **{p.name: [] for p in self.profiles}}
         self._ttfts: dict[str, list[float]] = {ORIGINAL: [], **{p.name: [] for p in self.profiles}}
         self._price_of = original_pricer(original_price, self.tier_prices)
@@ -212,6 +216,7 @@ class Comparer:
             row.on[profile.name] = on
             self._costs[profile.name].append(None if profile.price is None else on.cost_usd)
             self._ttfts[profile.name].extend(_ttfts(moved))
+        self.kept_calls += sum(1 for s in trace.steps if s.kind == "model" and s.output_tokens is None)
         self.rows.append(row)
         return row
 
@@ -234,7 +239,8 @@ class Comparer:
         else:
             source = "none (give --original-price IN,OUT[,CACHED])"
         return Comparison(rows=rows, profiles=self.profiles, columns=columns, verdict=verdict(columns),
-                          original_price=source, seed=self.seed, idle_cap_s=self.idle_cap_s)
+                          original_price=source, seed=self.seed, idle_cap_s=self.idle_cap_s,
+                          kept_calls=self.kept_calls)
 
 
 def compare(traces: Sequence[Trace], profiles: Sequence[TierProfile], *, original_price: Price | None = None,

@@ -87,6 +87,10 @@ def trace_table(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
 def footnotes(cmp: Comparison) -> list[str]:
     """What the table rests on: the tiers' profiles, the original's price, the interval's seed, the idle cap."""
     notes = [f"re-timed on {p.describe()}" for p in cmp.profiles]
+    if cmp.kept_calls:
+        calls = cmp.columns[0].calls
+        notes.append(f"{cmp.kept_calls} of {calls} model calls record no output tokens: they keep their recorded "
+                     "duration on every tier")
     notes.append(f"original price: {cmp.original_price}; cached input priced apart")
     notes.append(f"speed-up = total task time as recorded ÷ on the tier; 95 % interval: bootstrap over the "
                  f"traces, seed {cmp.seed}")
@@ -123,6 +127,7 @@ def comparison_json(cmp: Comparison, version: str) -> dict[str, Any]:
         "tiers": [{"name": p.name, "ttft_s": p.ttft_s, "tok_s": p.tok_s, "prefill_tok_s": p.prefill_tok_s}
                   for p in cmp.profiles],
         "original_price": cmp.original_price, "bootstrap_seed": cmp.seed, "idle_cap_s": cmp.idle_cap_s,
+        "kept_calls": cmp.kept_calls,
     }
 
 

@@ -142,3 +142,38 @@ def test_csv_has_the_set_and_every_trace_on_every_tier() -> None:
         ("tools", "fast")]
     assert float(rows[1]["task_s"]) == pytest.approx(16.5)
     assert float(rows[3]["speedup"]) == pytest.approx(25 / 9)
+
+
+def test_calls_without_output_tokens_are_counted_and_footnoted() -> None:
+    from providers.traces.report import footnotes
+
+    trace = Trace(file="u", format="t", steps=[
+        Step(id="a", kind="model", start=0, end=5), Step(id="b", kind="model", start=5, end=9, after=("a",),
+                                                          output_tokens=100)])
+    cmp = compare([trace], [PROFILE])
+    assert cmp.kept_calls == 1
+    assert "1 of 2 model calls record no output tokens: they keep their recorded duration on every tier" \
+        in footnotes(cmp)
+    assert cmp.columns[1].total_task_s == pytest.approx(5 + 1.5)
+
+
+def test_no_tier_saves_more_than_the_bound_the_verdict_states() -> None:
+    # "no tier could save more than B %": even a tier with no TTFT and a near-infinite rate stays within it
+    rng = random.Random(23)
+    for _ in range(25):
+        traces = [random_trace(rng, rng.randint(5, 40)) for _ in range(3)]
+        tiers = [TierProfile(name="instant", ttft_s=0.0, tok_s=1e12),
+                 TierProfile(name="quick", ttft_s=rng.uniform(0, 0.5), tok_s=rng.uniform(100, 3000))]
+        original, *columns = compare(traces, tiers).columns
+        assert original.amdahl_max_speedup is not None
+        bound = 1 - 1 / original.amdahl_max_speedup
+        for column in columns:
+            assert 1 - column.total_task_s / original.total_task_s <= bound + 1e-9
+
+
+def test_the_cost_clause_says_less_or_the_same() -> None:
+    cheap = TierProfile(name="cheap", ttft_s=0.5, tok_s=100.0, price=Price(input=1.0, output=2.0))
+    same = TierProfile(name="same", ttft_s=0.5, tok_s=100.0, price=Price(input=5.0, output=30.0))
+    sol = Price(input=5.0, output=30.0)
+    assert ", for $0.0126 less;" in compare([sequential(), parallel_tools()], [cheap], original_price=sol).verdict
+    assert ", at the same cost;" in compare([sequential(), parallel_tools()], [same], original_price=sol).verdict

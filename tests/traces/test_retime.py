@@ -12,6 +12,7 @@ from providers.traces.analysis import analyse
 from providers.traces.model import Step, Trace
 from providers.traces.retime import (
     TierProfile,
+    containers,
     dependency_order,
     retime,
     retime_on,
@@ -81,6 +82,11 @@ def random_trace(rng: random.Random, n: int = 30) -> Trace:
                           input_tokens=rng.randint(100, 90_000) if kind == "model" else None))
         last = (f"s{i}",)
         t = end + rng.uniform(0, 0.2)
+    if rng.random() < 0.5:  # inside an agent's span, the first step chained after it as the readers link it
+        first = steps[0]
+        steps.insert(0, Step(id="agent", kind="wait", start=first.start, end=max(s.end for s in steps) + 0.5,
+                             label="agent"))
+        steps[1].after = ("agent",)
     return Trace(file="random", format="test", steps=steps)
 
 
@@ -135,12 +141,14 @@ def test_a_faster_tier_never_makes_a_trace_slower() -> None:
         assert span(retime_on(trace, fast)) <= span(retime_on(trace, slow)) + 1e-9
 
 
-def test_steps_other_than_model_keep_their_durations() -> None:
+def test_steps_other_than_model_and_their_containers_keep_their_durations() -> None:
     rng = random.Random(3)
     trace = random_trace(rng)
     out = retime_on(trace, PROFILE)
-    for before, after in zip(trace.steps, out.steps, strict=True):
-        if before.kind != "model":
+    holders = set(containers(trace.steps).values())
+    assert holders  # the agent's span holds the rest, and follows it
+    for i, (before, after) in enumerate(zip(trace.steps, out.steps, strict=True)):
+        if before.kind != "model" and i not in holders:
             assert after.duration == pytest.approx(before.duration)
 
 
@@ -191,3 +199,59 @@ def test_hand_computed_breakdown_of_the_retimed_sub_agent_trace() -> None:
     assert result.e2e_s == pytest.approx(6.5)
     assert result.breakdown["model"] == pytest.approx(6.5)
     assert result.breakdown["tool"] == pytest.approx(0.0)
+
+
+def agent_spans() -> Trace:
+    """As the OTLP reader builds it: the top agent's span and a sub-agent's span are ``wait`` steps around their
+    calls, the sub-agent runs in a ``sub-agent`` tool step of the main chain; dependencies as the readers link."""
+    from providers.traces.source import Chains
+
+    chains = Chains()
+    chains.add("wait", 0.0, 30.0, label="agent")
+    chains.add("model", 0.0, 10.0, output_tokens=100)
+    chains.add("tool", 10.0, 25.0, label="sub-agent")
+    chains.add("wait", 10.0, 25.0, chain="agent-x", label="researcher")
+    chains.add("model", 10.0, 20.0, chain="agent-x", output_tokens=200)
+    chains.add("tool", 20.0, 25.0, chain="agent-x", label="grep")
+    chains.add("model", 25.0, 30.0, output_tokens=100)
+    return Trace(file="agents", format="otlp", steps=chains.finish())
+
+
+def test_agent_and_sub_agent_spans_shrink_with_what_they_hold() -> None:
+    # m1 1.5; the sub-agent's call 2.5 then grep 5 (1.5-9.0), its tool step and span follow it; m2 9.0-10.5;
+    # the top agent's span ends with m2
+    trace = agent_spans()
+    out = retime_on(trace, PROFILE)
+    by = {(s.kind, s.label, s.chain): (s.start, s.end) for s in out.steps}
+    assert by[("tool", "sub-agent", "main")] == pytest.approx((1.5, 9.0))
+    assert by[("wait", "researcher", "agent-x")] == pytest.approx((1.5, 9.0))
+    assert by[("tool", "grep", "agent-x")] == pytest.approx((4.0, 9.0))
+    assert by[("wait", "agent", "main")] == pytest.approx((0.0, 10.5))
+    assert span(out) == pytest.approx(10.5)
+    assert analyse(out).e2e_s == pytest.approx(10.5)
+    again = retime(trace, lambda s: s.duration)
+    assert [(s.start, s.end) for s in again.steps] == [(s.start, s.end) for s in trace.steps]
+
+
+def test_a_sub_agent_tool_step_does_not_hold_its_own_chain() -> None:
+    trace = Trace(file="t", format="t", steps=[
+        Step(id="a", kind="tool", start=0, end=10, label="sub-agent"),
+        Step(id="b", kind="model", start=2, end=4, output_tokens=100),
+    ])
+    assert containers(trace.steps) == {}
+
+
+def test_every_fixture_trace_retimes_exactly_on_its_own_durations_and_monotonically() -> None:
+    from pathlib import Path
+
+    from providers.traces.read import files, read_file
+
+    traces = [t for f in files([Path(__file__).parent / "fixtures", Path(__file__).parents[2] / "examples"])
+              for t in read_file(f).traces]
+    assert len(traces) >= 5
+    slow, fast = TierProfile(name="slow", ttft_s=2.0, tok_s=20.0), TierProfile(name="fast", ttft_s=0.1, tok_s=900.0)
+    for trace in traces:
+        again = retime(trace, lambda s: s.duration)
+        assert [(s.start, s.end) for s in again.steps] == [(s.start, s.end) for s in trace.steps], trace.file
+        assert analyse(again).e2e_s == analyse(trace).e2e_s
+        assert analyse(retime_on(trace, fast)).e2e_s <= analyse(retime_on(trace, slow)).e2e_s + 1e-9, trace.file

@@ -105,3 +105,19 @@ def test_write_profile_refuses_a_missing_table(tmp_path: Path) -> None:
     path.write_text("[defaults]\n", encoding="utf-8")
     with pytest.raises(CalibrationError, match="cannot find the tier's"):
         write_profile(path, 0, Calibration(tier="a", runs=1, ttft_s=[0.1], decode_tok_s=[9.0]), "x")
+
+
+def test_a_config_whose_tiers_are_not_tables_gets_the_lines_to_paste(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with serve_in_thread(fast_source(ttft_ms=20, tok_s=2000, ttfb_ms=None)) as server:
+        path = tmp_path / "tokrace.toml"
+        url = base_url(server, "openai")
+        text = f'tiers = [{{ name = "inline", provider = "openai", model = "m", base_url = "{url}" }}]\n'
+        path.write_text(text, encoding="utf-8")
+        code = main(["calibrate", "--config", str(path), "--tiers", "inline", "--runs", "1", "--max-tokens", "20"])
+    out, err = capsys.readouterr()
+    err = " ".join(err.split())  # the console wraps long lines (the path's length varies)
+    assert code == 1
+    assert "cannot find the tier's [[tiers]] table" in err and "paste these lines" in err
+    assert re.search(r"^# inline\nttft_ms = [0-9.]+\ntok_s = [0-9.]+$", out, re.M)
+    assert path.read_text(encoding="utf-8") == text

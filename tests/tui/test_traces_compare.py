@@ -153,3 +153,24 @@ def test_traces_on_with_nothing_readable_exits_2(capsys: pytest.CaptureFixture[s
     (in_tmp / "notes.txt").write_text("hello", encoding="utf-8")
     assert main(["traces", str(in_tmp / "notes.txt"), "--on", ON]) == 2
     assert "no trace read from 1 file" in capsys.readouterr().err
+
+
+def test_a_tier_named_twice_or_original_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TokraceError, match="named twice"):
+        build_comparison([coding_trace("a", 1.0)], args(on="Sol ultrafast,sol ultrafast"), Config(source=None), 600.0)
+    path = tmp_path / "t.toml"
+    path.write_text('[[tiers]]\nname = "Original"\nprovider = "synthetic"\n', encoding="utf-8")
+    with pytest.raises(TokraceError, match="confused with the traces as recorded"):
+        build_comparison([coding_trace("a", 1.0)], args(on="original"), load_config(path), 600.0)
+
+
+def test_the_first_configured_tier_with_the_model_prices_the_original(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text('[[tiers]]\nname = "std"\nprovider = "synthetic"\nmodel = "gpt-5.6-sol"\n'
+                    'price = { input = 5.0, output = 30.0 }\n'
+                    '[[tiers]]\nname = "pri"\nprovider = "synthetic"\nmodel = "gpt-5.6-sol"\n'
+                    'price = { input = 10.0, output = 60.0 }\n', encoding="utf-8")
+    cmp = build_comparison([coding_trace("a", 1.0)], args(on="pri"), load_config(path), 600.0)
+    original, pri = cmp.columns
+    assert original.total_cost_usd is not None and pri.total_cost_usd is not None
+    assert pri.total_cost_usd == pytest.approx(2 * original.total_cost_usd)
