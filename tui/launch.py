@@ -21,7 +21,7 @@ MAX_LANES: Final[int] = 6
 """The screen shows two to six lanes side by side."""
 
 
-def _check_lanes(tiers: Sequence[TierSpec]) -> None:
+def check_lanes(tiers: Sequence[TierSpec]) -> None:
     if len(tiers) > MAX_LANES:
         raise TokraceError(f"the screen races up to {MAX_LANES} tiers and this race has {len(tiers)}; "
                            "choose some with --tiers NAME,NAME")
@@ -34,7 +34,7 @@ def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario
     config's. With ``record`` every race is recorded, and once the screen is gone each file is named on stderr.
     With ``voice`` the voice lens is on from the start; ``speaker`` speaks one lane aloud; with ``warm`` each
     HTTP tier opens its connection before the first race."""
-    _check_lanes(tiers)
+    check_lanes(tiers)
     from .app import build_app
     from .theming import AppThemes
 
@@ -51,7 +51,7 @@ def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1
                idle_cap: float | None = None, run: int | None = None, *, theme: str | None = None,
                voice: VoiceSettings | None = None, speaker: Speaker | None = None) -> int:
     """Replay a recording on screen with its original timing, under the user's controls."""
-    _check_lanes(tiers)
+    check_lanes(tiers)
     from .app import build_app
     from .replay_control import ReplayControl, replay_duration
     from .theming import AppThemes
