@@ -42,7 +42,7 @@ def main() -> int:
         env = {**os.environ, "XDG_CONFIG_HOME": f"{scratch}/config", "XDG_DATA_HOME": f"{scratch}/data"}
         with tokrace_web(["demo", "--no-record"], env=env, cwd=Path(scratch)) as url, \
                 Browser(url, args.size) as browser:
-            browser.wait_for("finished first", timeout=120)
+            browser.wait_for_race_end(timeout=120)
             print(browser.screenshot(args.out))
     return 0
 

@@ -151,11 +151,24 @@ class Browser:
                 raise AssertionError(f"not on the page after {timeout:.0f} s: {texts!r}; the page shows:\n{screen}")
             time.sleep(0.1)
 
-    def press(self, keys: str) -> None:
-        """Type ``keys`` into the terminal, as a user with the page focused would."""
-        from selenium.webdriver.common.by import By
+    def wait_for_race_end(self, timeout: float = 60.0) -> str:
+        """The screen once the race has ended and its summary shows. Anything laid over the race when it ends
+        (a podium, say) is dismissed with Escape, which the race screen itself ignores outside the prompt bar."""
+        from selenium.webdriver.common.keys import Keys
 
-        self.driver.find_element(By.CSS_SELECTOR, "textarea.xterm-helper-textarea").send_keys(keys)
+        try:
+            return self.wait_for("finished first", timeout=timeout / 2)
+        except AssertionError:
+            self.press(Keys.ESCAPE)
+            return self.wait_for("finished first", timeout=timeout / 2)
+
+    def press(self, keys: str) -> None:
+        """Type ``keys`` into the terminal, as a user with the page focused would: into xterm's hidden text
+        area, focused by script (selenium refuses to type into an element it deems hidden)."""
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        self.driver.execute_script("document.querySelector('textarea.xterm-helper-textarea').focus();")
+        ActionChains(self.driver).send_keys(keys).perform()
 
     def screenshot(self, path: Path) -> Path:
         """Save the page as a PNG."""

@@ -224,7 +224,7 @@ def test_listening_beyond_loopback_warns_there_is_no_authentication(in_tmp: Path
 def test_the_race_screen_in_a_real_browser(write_config: Callable[..., Path], in_tmp: Path) -> None:
     config = write_config(FAST)
     with tokrace_web(["--config", str(config), "--no-record"], cwd=in_tmp) as url, Browser(url) as browser:
-        screen = browser.wait_for("finished first", timeout=60)
+        screen = browser.wait_for_race_end()
         assert "Quick lane" in screen and "Slow lane" in screen
         assert re.search(r"Quick lane finished first in \d+\.\d\d s, \d+\.\d\d s ahead of Slow lane", screen)
         browser.press("b")
@@ -232,3 +232,18 @@ def test_the_race_screen_in_a_real_browser(write_config: Callable[..., Path], in
         assert "Quick lane" in bottlenecks
         shot = browser.screenshot(in_tmp / "web.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+@pytest.mark.skipif(missing_browser() is not None, reason=f"no browser to test in: {missing_browser()}")
+def test_each_tab_replays_the_recording_on_its_own(in_tmp: Path) -> None:
+    from tui_harness import record_demo
+
+    recording = asyncio.run(record_demo(in_tmp / "run.jsonl"))
+    with tokrace_web(["replay", str(recording), "--speed", "4", "--theme", "tokrace-light"], cwd=in_tmp) as url, \
+            Browser(url, (1000, 600)) as first, Browser(url, (1000, 600)) as second:
+        for tab in (first, second):
+            screen = tab.wait_for_race_end()
+            assert "run.jsonl" in screen and "Sol ultrafast finished first" in screen
+        second.press("b")
+        assert "where the time goes" in second.wait_for("where the time goes")
+        assert "where the time goes" not in first.screen()  # one tab's key is not another's
