@@ -40,8 +40,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tokrace-shot-") as scratch:
         # A fresh user: the built-in themes, no remembered theme, no config found, nothing recorded.
         env = {**os.environ, "XDG_CONFIG_HOME": f"{scratch}/config", "XDG_DATA_HOME": f"{scratch}/data"}
-        with tokrace_web(["demo", "--no-record"], env=env, cwd=Path(scratch)) as url, \
-                Browser(url, args.size) as browser:
+        with tokrace_web(["demo", "--no-record"], env=env, cwd=Path(scratch)) as web, \
+                Browser(web.url, args.size) as browser:
             browser.wait_for_race_end(timeout=120)
             print(browser.screenshot(args.out))
     return 0

@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -62,10 +63,25 @@ def missing_browser() -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class WebProcess:
+    """A running ``tokrace web``: where it serves, and its process."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def tabs(self) -> list[int]:
+        """The process ids of the tabs' tokrace processes (the server's children)."""
+        pid = self.process.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        return [int(word) for word in children.read_text().split()] if children.exists() else []
+
+
 @contextmanager
 def tokrace_web(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
-                logs: Path | None = None, timeout: float = 30.0) -> Iterator[str]:
-    """Run ``tokrace web --port 0 ARGS`` and yield the address it serves on; Ctrl-C it at the end.
+                logs: Path | None = None, timeout: float = 30.0) -> Iterator[WebProcess]:
+    """Run ``tokrace web --port 0 ARGS`` and yield it once it serves; Ctrl-C it at the end (killed when it has
+    not stopped 15 s later, so a test can tell by its exit code).
 
     Its output goes to ``logs``/stdout and ``logs``/stderr, not pipes: the server logs every request and a full
     pipe would stall it."""
@@ -81,7 +97,7 @@ def tokrace_web(args: Sequence[str], *, env: Mapping[str, str] | None = None, cw
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"tokrace web did not start (exit {server.poll()}):\n{err.read_text()}")
             time.sleep(0.05)
-        yield found.group(1)
+        yield WebProcess(found.group(1), server)
     finally:
         server.send_signal(signal.SIGINT)
         try:

@@ -203,7 +203,8 @@ def test_the_server_guards_its_page_and_points_it_at_the_address_used(in_tmp: Pa
                 hijack_status = exc.status
         return status, html, rebound_status, hijack_status
 
-    with tokrace_web(["demo", "--no-record"], cwd=in_tmp) as url:
+    with tokrace_web(["demo", "--no-record"], cwd=in_tmp) as web:
+        url = web.url
         status, html, rebound, hijack = asyncio.run(requests(url))
     assert status == 200 and f'data-session-websocket-url="ws://{url.removeprefix("http://")}/ws"' in html
     assert (rebound, hijack) == (403, 403)
@@ -223,7 +224,7 @@ def test_listening_beyond_loopback_warns_there_is_no_authentication(in_tmp: Path
 @pytest.mark.skipif(missing_browser() is not None, reason=f"no browser to test in: {missing_browser()}")
 def test_the_race_screen_in_a_real_browser(write_config: Callable[..., Path], in_tmp: Path) -> None:
     config = write_config(FAST)
-    with tokrace_web(["--config", str(config), "--no-record"], cwd=in_tmp) as url, Browser(url) as browser:
+    with tokrace_web(["--config", str(config), "--no-record"], cwd=in_tmp) as web, Browser(web.url) as browser:
         screen = browser.wait_for_race_end()
         assert "Quick lane" in screen and "Slow lane" in screen
         assert re.search(r"Quick lane finished first in \d+\.\d\d s, \d+\.\d\d s ahead of Slow lane", screen)
@@ -231,6 +232,10 @@ def test_the_race_screen_in_a_real_browser(write_config: Callable[..., Path], in
         bottlenecks = browser.wait_for("where the time goes", timeout=30)
         assert "Quick lane" in bottlenecks
         shot = browser.screenshot(in_tmp / "web.png")
+        tabs = web.tabs()
+        assert len(tabs) == 1
+    assert web.process.returncode == 0  # Ctrl-C stopped it, in time
+    assert not any(Path(f"/proc/{pid}").exists() for pid in tabs)  # and ended the tab's tokrace
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
@@ -239,11 +244,12 @@ def test_each_tab_replays_the_recording_on_its_own(in_tmp: Path) -> None:
     from tui_harness import record_demo
 
     recording = asyncio.run(record_demo(in_tmp / "run.jsonl"))
-    with tokrace_web(["replay", str(recording), "--speed", "4", "--theme", "tokrace-light"], cwd=in_tmp) as url, \
-            Browser(url, (1000, 600)) as first, Browser(url, (1000, 600)) as second:
+    with tokrace_web(["replay", str(recording), "--speed", "4", "--theme", "tokrace-light"], cwd=in_tmp) as web, \
+            Browser(web.url, (1000, 600)) as first, Browser(web.url, (1000, 600)) as second:
         for tab in (first, second):
             screen = tab.wait_for_race_end()
             assert "run.jsonl" in screen and "Sol ultrafast finished first" in screen
         second.press("b")
         assert "where the time goes" in second.wait_for("where the time goes")
         assert "where the time goes" not in first.screen()  # one tab's key is not another's
+        assert len(web.tabs()) == 2
