@@ -119,7 +119,7 @@ def serve_web(args: argparse.Namespace, check: Callable[[Sequence[str]], None]) 
     server = WebServer(screen_command(tokrace_args), host=args.host, port=args.port, public_url=args.public_url,
                        hosts=allowed_hosts(args.public_url) if loopback else None)
     with contextlib.suppress(KeyboardInterrupt):  # where signal handlers cannot be set, Ctrl-C raises instead
-        asyncio.run(_serve(server, loopback))
+        asyncio.run(_serve(server, loopback, shlex.join(["tokrace", *tokrace_args])))
     print("tokrace web: stopped", file=sys.stderr)
     return 0
 
@@ -130,7 +130,7 @@ def allowed_hosts(public_url: str | None) -> frozenset[str]:
     return LOOPBACK_NAMES | ({public.lower()} if public else set())
 
 
-async def _serve(server: WebServer, loopback: bool) -> None:
+async def _serve(server: WebServer, loopback: bool, tab: str) -> None:
     """Listen, say where, and serve until SIGINT or SIGTERM; then end every tab's tokrace."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -144,7 +144,7 @@ async def _serve(server: WebServer, loopback: bool) -> None:
     url = server.given_url or f"http://{_url_host(server.host)}:{port}"
     if not loopback:
         print(no_authentication_warning(server.host, port), file=sys.stderr, flush=True)
-    print(f"tokrace web: serving the race screen on {url}/ (each browser tab runs its own race; Ctrl-C stops)",
+    print(f"tokrace web: serving the race screen on {url}/ (each browser tab runs its own `{tab}`; Ctrl-C stops)",
           flush=True)
     try:
         await stop.wait()
