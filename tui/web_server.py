@@ -9,6 +9,7 @@ public URL's), and a request with an ``Origin`` must come from this server's own
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -19,6 +20,23 @@ from textual_serve.server import Server, to_int
 
 SHUTDOWN_S: Final[float] = 3.0
 """How long Ctrl-C waits for the tabs' handlers to finish once told to end."""
+
+REMOTE_FONT: Final = re.compile(r"<link[^>]*fonts\.googleapis\.com[^>]*>")
+"""The page's stylesheet link to Roboto Mono on Google Fonts."""
+
+
+def local_font(static: str) -> str:
+    """Roboto Mono from the fonts textual-serve ships, loaded with the page so the terminal measures its cells
+    in it."""
+    faces = "".join(
+        f'@font-face {{ font-family: "Roboto Mono"; font-style: {style}; font-weight: 100 700; '
+        f'src: url("{static}fonts/{file}") format("truetype"); }}\n'
+        for style, file in (("normal", "RobotoMono-VariableFont_wght.ttf"),
+                            ("italic", "RobotoMono-Italic-VariableFont_wght.ttf")))
+    preload = f'<link rel="preload" href="{static}fonts/RobotoMono-VariableFont_wght.ttf" as="font" ' \
+              'type="font/ttf" crossorigin />'
+    return f"{preload}\n<style>\n{faces}</style>"
+
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -108,15 +126,17 @@ class WebServer(Server):
         finally:
             self._tabs.discard(tab)
 
-    @aiohttp_jinja2.template("app_index.html")
-    async def handle_index(self, request: web.Request) -> dict[str, Any]:
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
         """The page, pointing its scripts and WebSocket at the public URL or at the address the browser used
-        (textual-serve would use ``http://HOST:PORT``, which is wrong for 0.0.0.0, IPv6 and port 0)."""
+        (textual-serve would use ``http://HOST:PORT``, which is wrong for 0.0.0.0, IPv6 and port 0), and taking
+        its font from this server rather than from Google's: the page works offline and tells no one else."""
         base = self.given_url or f"{request.scheme}://{request.host}"
         scheme, rest = base.split(":", 1)
-        return {
+        static = f"{base}/static/"
+        html = aiohttp_jinja2.render_string("app_index.html", request, {
             "font_size": to_int(request.query.get("fontsize", "16"), 16),
             "app_websocket_url": f"{'wss' if scheme == 'https' else 'ws'}:{rest}/ws",
-            "config": {"static": {"url": f"{base}/static/"}},
+            "config": {"static": {"url": static}},
             "application": {"name": self.title},
-        }
+        })
+        return web.Response(text=REMOTE_FONT.sub(lambda _: local_font(static), html), content_type="text/html")

@@ -189,7 +189,7 @@ def test_the_screen_opens_where_textual_serve_names_a_driver(monkeypatch: pytest
     assert opened == ["race"]
 
 
-def test_the_server_guards_its_page_and_points_it_at_the_address_used(in_tmp: Path) -> None:
+def test_the_server_guards_its_page_and_serves_it_whole_from_the_address_used(in_tmp: Path) -> None:
     async def requests(url: str) -> tuple[int, str, int, int]:
         async with aiohttp.ClientSession() as session:
             async with session.get(f"{url}/") as page:
@@ -208,6 +208,7 @@ def test_the_server_guards_its_page_and_points_it_at_the_address_used(in_tmp: Pa
         status, html, rebound, hijack = asyncio.run(requests(url))
     assert status == 200 and f'data-session-websocket-url="ws://{url.removeprefix("http://")}/ws"' in html
     assert (rebound, hijack) == (403, 403)
+    assert "fonts.googleapis.com" not in html and f"{url}/static/fonts/RobotoMono-VariableFont_wght.ttf" in html
 
 
 def test_listening_beyond_loopback_warns_there_is_no_authentication(in_tmp: Path) -> None:
