@@ -120,6 +120,7 @@ class Browser:
             options.add_argument(flag)
         self._profile = tempfile.TemporaryDirectory(prefix="tokrace-chromium-")
         options.add_argument(f"--user-data-dir={self._profile.name}")
+        self._closed = False
         self.driver: Any = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
         width, height = size
         self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
@@ -127,6 +128,10 @@ class Browser:
         self.driver.get(url)
 
     def close(self) -> None:
+        """Close the browser (again is a no-op)."""
+        if self._closed:
+            return
+        self._closed = True
         self.driver.quit()
         self._profile.cleanup()
 

@@ -10,6 +10,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -254,3 +255,8 @@ def test_each_tab_replays_the_recording_on_its_own(in_tmp: Path) -> None:
         assert "where the time goes" in second.wait_for("where the time goes")
         assert "where the time goes" not in first.screen()  # one tab's key is not another's
         assert len(web.tabs()) == 2
+        first.close()  # closing a tab ends its tokrace
+        deadline = time.monotonic() + 15
+        while len(web.tabs()) > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(web.tabs()) == 1
