@@ -187,6 +187,8 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
         for key, value in before.items():
             if key not in takes:
                 flag = next(a.option_strings[0] for a in parser._actions if a.dest == key and a.option_strings)
+                if name == "web":  # web hands its tabs the arguments that follow it, never those before it
+                    parser.error(f"{flag} before `web`: put the tabs' options after it (tokrace web {flag} ...)")
                 parser.error(f"{flag} does not apply to `tokrace {name}`")
             if getattr(namespace, key) == takes[key].default:
                 setattr(namespace, key, value)
@@ -535,8 +537,8 @@ def check_screen_args(argv: Sequence[str]) -> None:
         args = build_parser().parse_args(argv)  # argparse says what is wrong
     except SystemExit as exc:
         if exc.code:
-            print("tokrace web: every argument but --host, --port and --public-url goes to the tokrace each tab "
-                  "runs (see tokrace --help)", file=sys.stderr)
+            print("tokrace web: every argument but --host, --port, --max-tabs and --public-url goes to the tokrace "
+                  "each tab runs (see tokrace --help)", file=sys.stderr)
         raise
     command = getattr(args, "command", None)
     if command not in SCREEN_COMMANDS:

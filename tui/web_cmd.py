@@ -29,6 +29,8 @@ DEFAULT_HOST: Final[str] = "127.0.0.1"
 """Loopback: only this machine reaches the screen unless ``--host`` says otherwise."""
 DEFAULT_PORT: Final[int] = 8000
 """textual-serve's usual port."""
+DEFAULT_MAX_TABS: Final[int] = 8
+"""Each tab is a tokrace process (tens of megabytes): enough for a room, not enough to exhaust the machine."""
 LOOPBACK_NAMES: Final[frozenset[str]] = frozenset({"localhost", "127.0.0.1", "::1"})
 """Host names a browser on this machine uses for a loopback server."""
 
@@ -41,7 +43,7 @@ def add_web_parser(sub: Any) -> None:
     """The ``web`` subcommand: its own options; every other argument is the tabs' ``tokrace`` arguments."""
     web = sub.add_parser(
         "web", help="serve the race screen to browsers: each tab runs its own tokrace",
-        usage="tokrace web [--host HOST] [--port PORT] [--public-url URL] [tokrace arguments...]",
+        usage="tokrace web [--host HOST] [--port PORT] [--max-tabs N] [--public-url URL] [tokrace arguments...]",
         description="Serve the race screen on http://HOST:PORT with textual-serve. Each browser tab runs its own "
                     "tokrace with the arguments that follow the web options, exactly as `tokrace ARGS` would "
                     "in a terminal: the configured race, `demo`, or `replay FILE`, with --config, --tiers, "
@@ -55,6 +57,9 @@ def add_web_parser(sub: Any) -> None:
                           "others, with no authentication)")
     web.add_argument("--port", type=_port, default=DEFAULT_PORT,
                      help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
+    web.add_argument("--max-tabs", type=_tabs, default=DEFAULT_MAX_TABS, metavar="N",
+                     help=f"tabs open at once, each its own tokrace process (default {DEFAULT_MAX_TABS}); one more "
+                          "is turned away until another closes")
     web.add_argument("--public-url", metavar="URL", type=_public_url,
                      help="the address browsers use, when a reverse proxy serves tokrace under another one "
                           "(e.g. https://example.org/tokrace)")
@@ -67,6 +72,16 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
+    return value
+
+
+def _tabs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
     return value
 
 
@@ -117,7 +132,7 @@ def serve_web(args: argparse.Namespace, check: Callable[[Sequence[str]], None]) 
 
     loopback = is_loopback(args.host)
     server = WebServer(screen_command(tokrace_args), host=args.host, port=args.port, public_url=args.public_url,
-                       hosts=allowed_hosts(args.public_url) if loopback else None)
+                       hosts=allowed_hosts(args.public_url) if loopback else None, max_tabs=args.max_tabs)
     with contextlib.suppress(KeyboardInterrupt):  # where signal handlers cannot be set, Ctrl-C raises instead
         asyncio.run(_serve(server, loopback, shlex.join(["tokrace", *tokrace_args])))
     print("tokrace web: stopped", file=sys.stderr)

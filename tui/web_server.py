@@ -9,6 +9,7 @@ public URL's), and a request with an ``Origin`` must come from this server's own
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -17,6 +18,8 @@ from urllib.parse import urlsplit
 import aiohttp_jinja2
 from aiohttp import web
 from textual_serve.server import Server, to_int
+
+log = logging.getLogger("tokrace.web")
 
 SHUTDOWN_S: Final[float] = 3.0
 """How long Ctrl-C waits for the tabs' handlers to finish once told to end."""
@@ -69,12 +72,14 @@ class WebServer(Server):
     """textual-serve's ``Server`` for one command, run by :meth:`start` and :meth:`stop` on the caller's loop."""
 
     def __init__(self, command: str, *, host: str, port: int, public_url: str | None,
-                 hosts: frozenset[str] | None) -> None:
+                 hosts: frozenset[str] | None, max_tabs: int) -> None:
         super().__init__(command, host=host, port=port, title="tokrace", public_url=public_url or "")
         self.given_url: str | None = public_url
         """``--public-url``; without it each page points back at the address the browser used."""
         self.hosts: frozenset[str] | None = hosts
         """The host names requests may name (on loopback), or ``None`` for any."""
+        self.max_tabs: int = max_tabs
+        """How many tabs (each a tokrace process) may be open at once."""
         self._runner: web.AppRunner | None = None
         self._tabs: set[asyncio.Task[Any]] = set()
 
@@ -118,6 +123,10 @@ class WebServer(Server):
             raise web.HTTPForbidden(text=problem)
         if request.path != "/ws":
             return await handler(request)
+        if len(self._tabs) >= self.max_tabs:
+            log.warning("a tab was turned away: %d are open (--max-tabs)", len(self._tabs))
+            raise web.HTTPServiceUnavailable(text=f"tokrace web: {len(self._tabs)} tabs are open already, the most "
+                                                  "it runs at once (--max-tabs); close one and reload")
         tab = asyncio.current_task()
         assert tab is not None  # aiohttp runs each request in a task
         self._tabs.add(tab)

@@ -118,6 +118,13 @@ def test_an_unknown_option_is_named_and_said_to_be_the_tabs(in_tmp: Path, capsys
     assert "unrecognized arguments: --bogus" in err and "goes to the tokrace each tab runs" in err
 
 
+def test_a_tokrace_option_before_web_is_said_to_go_after_it(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--theme", "projector", "web"])
+    assert exit_.value.code == 2
+    assert "--theme before `web`: put the tabs' options after it (tokrace web --theme ...)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("port", ["-1", "65536", "http"])
 def test_a_bad_port_is_bad_usage(port: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
@@ -210,6 +217,28 @@ def test_the_server_guards_its_page_and_serves_it_whole_from_the_address_used(in
     assert status == 200 and f'data-session-websocket-url="ws://{url.removeprefix("http://")}/ws"' in html
     assert (rebound, hijack) == (403, 403)
     assert "fonts.googleapis.com" not in html and f"{url}/static/fonts/RobotoMono-VariableFont_wght.ttf" in html
+
+
+def test_a_tab_beyond_max_tabs_is_turned_away_until_one_closes(in_tmp: Path) -> None:
+    async def tabs(url: str) -> tuple[int, int]:
+        async with aiohttp.ClientSession() as session:
+            async with session.ws_connect(f"{url}/ws"):
+                try:
+                    async with session.ws_connect(f"{url}/ws"):
+                        turned_away = 101
+                except aiohttp.WSServerHandshakeError as exc:
+                    turned_away = exc.status
+            for _ in range(100):  # the first tab's handler ends once its tokrace has quit
+                try:
+                    async with session.ws_connect(f"{url}/ws"):
+                        return turned_away, 101
+                except aiohttp.WSServerHandshakeError as exc:
+                    await asyncio.sleep(0.1)
+                    later = exc.status
+        return turned_away, later
+
+    with tokrace_web(["--max-tabs", "1", "demo", "--no-record"], cwd=in_tmp) as web:
+        assert asyncio.run(tabs(web.url)) == (503, 101)
 
 
 def test_listening_beyond_loopback_warns_there_is_no_authentication(in_tmp: Path) -> None:
