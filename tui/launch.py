@@ -1,5 +1,6 @@
 """Opening the screen: a race on the tiers, or a replay of a recording. The command line calls these only when
-stdout is a terminal; Textual is imported here, never on the headless paths."""
+there is a screen (a terminal, or a browser tab of ``tokrace web``); Textual is imported here, never on the
+headless paths."""
 
 from __future__ import annotations
 
