@@ -85,7 +85,11 @@ def tokrace_web(args: Sequence[str], *, env: Mapping[str, str] | None = None, cw
 
     Its output goes to ``logs``/stdout and ``logs``/stderr, not pipes: the server logs every request and a full
     pipe would stall it."""
-    logs = logs or Path(tempfile.mkdtemp(prefix="tokrace-web-"))
+    if logs is None:
+        with tempfile.TemporaryDirectory(prefix="tokrace-web-") as scratch, \
+                tokrace_web(args, env=env, cwd=cwd, logs=Path(scratch), timeout=timeout) as web:
+            yield web
+        return
     logs.mkdir(parents=True, exist_ok=True)
     out, err = logs / "stdout", logs / "stderr"
     with out.open("wb") as stdout, err.open("wb") as stderr:
