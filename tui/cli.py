@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -228,6 +229,8 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
         for key, value in before.items():
             if key not in takes:
                 flag = next(a.option_strings[0] for a in parser._actions if a.dest == key and a.option_strings)
+                if name == "web":  # web hands its tabs the arguments that follow it, never those before it
+                    parser.error(f"{flag} before `web`: put the tabs' options after it (tokrace web {flag} ...)")
                 parser.error(f"{flag} does not apply to `tokrace {name}`")
             if getattr(namespace, key) == takes[key].default:
                 setattr(namespace, key, value)
@@ -337,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .locate import add_locate_parser
     from .serve_cmd import add_serve_parser
     from .traces_cmd import add_traces_parser
+    from .web_cmd import add_web_parser
 
     add_serve_parser(sub)
     add_locate_parser(sub)
@@ -345,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .calibrate_cmd import add_calibrate_parser
 
     add_calibrate_parser(sub, _positive_int)
+    add_web_parser(sub)
     return parser
 
 
@@ -431,7 +436,7 @@ def _replay(args: argparse.Namespace, file: Path, caption: str | None = None) ->
     recording = read_recording(file)
     if args.run is not None and not 0 <= args.run < recording.runs:
         raise UsageError(f"{args.file}: no run {args.run} (it has {recording.runs})")
-    if not args.headless and sys.stdout.isatty():
+    if not args.headless and _on_screen():
         from .launch import run_replay
 
         # The screen's playback clock applies the speed (the user changes it) and the idle cap; the lanes play the
@@ -579,7 +584,7 @@ RACE_KEYS = ("config", "tiers", "prompt", "prompt_file", "max_tokens", "scenario
 
 def cmd_race(args: argparse.Namespace) -> int:
     """``tokrace`` alone: the race screen on the configured tiers (or the demo); piped, the bench table."""
-    if not sys.stdout.isatty():
+    if not _on_screen():
         bench = build_parser().parse_args(["bench"])
         bench.__dict__.update({key: getattr(args, key) for key in RACE_KEYS if hasattr(args, key)})
         return cmd_bench(bench)
@@ -605,7 +610,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     request = _request(args, DEMO_PROMPT, DEMO_MAX_TOKENS)
     if scenario is not None:
         request.prompt = scenario.first_prompt()
-    if not sys.stdout.isatty():
+    if not _on_screen():
         from providers.recording import default_path
 
         from .headless import run_headless
@@ -638,6 +643,74 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return calibrate(args)
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    from .web_cmd import serve_web
+
+    return serve_web(args, check_screen_args)
+
+
+SCREEN_COMMANDS = (None, "demo", "replay")
+"""The commands that open the race screen, and so the ones ``tokrace web`` serves."""
+
+
+def check_screen_args(argv: Sequence[str]) -> None:
+    """Raise a one-line error unless ``tokrace ARGV`` opens the race screen with everything it names loading:
+    ``tokrace web`` checks its tabs' arguments once, before serving, rather than failing in every tab."""
+    from providers.recording import read_recording, recordings_dir
+    from providers.replay import replay_tiers
+    from themes.loader import load_themes
+
+    from .find_recording import find_recording
+    from .launch import check_lanes
+    from .theming import check_theme
+    from .traces_cmd import replayable
+
+    try:
+        args = build_parser().parse_args(argv)  # argparse says what is wrong
+    except SystemExit as exc:
+        if exc.code:
+            print("tokrace web: every argument but --host, --port, --max-tabs and --public-url goes to the tokrace "
+                  "each tab runs (see tokrace --help)", file=sys.stderr)
+        raise
+    command = getattr(args, "command", None)
+    if command not in SCREEN_COMMANDS:
+        raise UsageError(f"`tokrace {command}` has no race screen to serve; tokrace web serves `tokrace`, "
+                         "`tokrace demo` or `tokrace replay FILE`, with their options")
+    if getattr(args, "record", None) is not None:
+        raise UsageError("--record FILE: every browser tab would write the same file; leave it out (each race is "
+                         "recorded to its own file in the recordings folder) or give --no-record")
+    if getattr(args, "theme", None):
+        check_theme(args.theme, load_themes())
+    if command == "replay":
+        if args.headless or args.json_target or args.fast_forward:
+            raise UsageError("replay --headless, --json and --fast-forward have no screen to serve")
+        args.file = find_recording(args.file, recordings_dir())
+        with replayable(args.file, args.idle_cap) as (file, _):  # a recording, or an agent trace made into one
+            recording = read_recording(file)
+        if args.run is not None and not 0 <= args.run < recording.runs:
+            raise UsageError(f"{args.file}: no run {args.run} (it has {recording.runs})")
+        tiers = replay_tiers(recording, run=args.run)
+    elif command == "demo":
+        from providers.config import Config
+
+        tiers = Config(source=None).select(args.tiers)
+        _scenario(args, None)
+        _request(args, "", 1)
+    else:
+        for key in RACE_KEYS:
+            if not hasattr(args, key):
+                setattr(args, key, None)
+        _, tiers, _, _ = _configured_race(args)
+    check_lanes(tiers)
+    _speaker(args, tiers)
+
+
+def _on_screen() -> bool:
+    """Whether a screen is there to draw on: a terminal, or a Textual driver named in ``TEXTUAL_DRIVER`` (as
+    textual-serve does for each browser tab of ``tokrace web``, whose output is a pipe to the browser)."""
+    return sys.stdout.isatty() or bool(os.environ.get("TEXTUAL_DRIVER"))
+
+
 def cmd_locate(args: argparse.Namespace) -> int:
     from .locate import cmd_locate as locate
 
@@ -663,12 +736,17 @@ COMMANDS = {
     "export": cmd_export,
     "traces": cmd_traces,
     "calibrate": cmd_calibrate,
+    "web": cmd_web,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "web":
+        args.tokrace_args = extra  # every argument `web` does not take is for the tokrace each tab runs
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from . import tables
 
     tables.set_wide(bool(getattr(args, "wide", False)))

@@ -1,5 +1,6 @@
 """Opening the screen: a race on the tiers, or a replay of a recording. The command line calls these only when
-stdout is a terminal; Textual is imported here, never on the headless paths."""
+there is a screen (a terminal, or a browser tab of ``tokrace web``); Textual is imported here, never on the
+headless paths."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ PRESENT_THEME: Final[str] = "projector"
 """``--present`` uses it unless ``--theme`` names another."""
 
 
-def _check_lanes(tiers: Sequence[TierSpec]) -> None:
+def check_lanes(tiers: Sequence[TierSpec]) -> None:
     if len(tiers) > MAX_LANES:
         raise TokraceError(f"the screen races up to {MAX_LANES} tiers and this race has {len(tiers)}; "
                            "choose some with --tiers NAME,NAME")
@@ -39,7 +40,7 @@ def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario
     With ``voice`` the voice lens is on from the start; ``speaker`` speaks one lane aloud; with ``warm`` each
     HTTP tier opens its connection before the first race. ``podium`` shows the finish line when a race ends;
     ``present`` is the presenter's view, on the projector theme unless a theme is asked for."""
-    _check_lanes(tiers)
+    check_lanes(tiers)
     from .app import build_app
     from .theming import AppThemes
 
@@ -58,7 +59,7 @@ def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1
                podium: bool = True, present: bool = False) -> int:
     """Replay a recording on screen with its original timing, under the user's controls; ``caption`` is a
     sentence shown under the replay bar."""
-    _check_lanes(tiers)
+    check_lanes(tiers)
     from .app import build_app
     from .replay_control import ReplayControl, replay_duration
     from .theming import AppThemes
