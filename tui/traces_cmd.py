@@ -19,16 +19,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from providers.base import Price, TokraceError
+from providers.base import TokraceError
 from providers.traces.analysis import IDLE_CAP_S, TraceAnalysis, analyse
 from providers.traces.model import Trace
 from providers.traces.read import FORMATS, Found, files, read_file
 from providers.traces.summary import SetSummary
 
+from .traces_common import PROGRESS_FROM, file_json, price_arg
+
 MAX_LANES: Final[int] = 6
 """The screen shows up to six lanes: a file with more traces plays its first six."""
-PROGRESS_FROM: Final[int] = 10
-"""Show a progress bar on stderr (when it is a terminal) from this many files on."""
 DETAIL_UP_TO: Final[int] = 3
 """Up to this many traces, each gets a table of its own where its time went."""
 KINDS: Final[tuple[str, ...]] = ("model", "tool", "human", "retry", "wait")
@@ -43,18 +43,6 @@ def _seconds(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected seconds of 0 or more, got {value}")
     return value
-
-
-def _price(text: str) -> Price:
-    parts = text.split(",")
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected INPUT,OUTPUT[,CACHED] in USD per million tokens, got {text!r}"
-                                         ) from None
-    if len(values) not in (2, 3) or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected INPUT,OUTPUT[,CACHED] in USD per million tokens, got {text!r}")
-    return Price(input=values[0], output=values[1], cached_input=values[2] if len(values) == 3 else None)
 
 
 def add_traces_parser(sub: Any) -> None:
@@ -74,7 +62,7 @@ def add_traces_parser(sub: Any) -> None:
                         f"time (default {IDLE_CAP_S:.0f})")
     p.add_argument("--format", choices=FORMATS, metavar="NAME", dest="trace_format",
                    help=f"read every file as this format instead of detecting it ({', '.join(FORMATS)})")
-    p.add_argument("--original-price", type=_price, metavar="IN,OUT[,CACHED]", dest="original_price",
+    p.add_argument("--original-price", type=price_arg, metavar="IN,OUT[,CACHED]", dest="original_price",
                    help="USD per million input, output (and cached input) tokens, to price the traces")
     from .traces_compare import add_compare_options
 
@@ -85,11 +73,6 @@ def trace_json(trace: Trace, a: TraceAnalysis) -> dict[str, Any]:
     """One trace's object of the ``--json`` contract."""
     return {"file": trace.file, "format": trace.format, "session": trace.session, "skipped": trace.skipped,
             **a.to_json(), "notes": list(trace.notes)}
-
-
-def file_json(found: Found) -> dict[str, Any]:
-    return {"file": str(found.path), "format": found.format, "traces": len(found.traces),
-            "skipped": sum(t.skipped for t in found.traces), "problem": found.problem}
 
 
 def _fmt_s(x: float | None) -> str:

@@ -101,7 +101,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from providers.config import load_config
     from providers.traces.read import Found, files, read_file
 
-    from .traces_cmd import PROGRESS_FROM, file_json
+    from .traces_common import PROGRESS_FROM, file_json
 
     check_compare_args(args)
     comparer = comparer_for(args, load_config(getattr(args, "config", None)), args.idle_cap)
@@ -227,7 +227,7 @@ def check_compare_args(args: argparse.Namespace) -> None:
 
 def add_replay_on_options(p: argparse.ArgumentParser) -> None:
     """``tokrace replay TRACE --on TIERS``: the original lane races one re-timed lane per tier."""
-    from .traces_cmd import _price
+    from .traces_common import price_arg
 
     group = p.add_argument_group(
         "a trace on other tiers", "with --on, an agent trace plays as its original lane racing one lane per tier, "
@@ -237,7 +237,7 @@ def add_replay_on_options(p: argparse.ArgumentParser) -> None:
     group.add_argument("--config", type=Path, metavar="FILE",
                        help="with --on: config file with the tiers (default: ./tokrace.toml, then the user "
                             "config dir; the demo tiers when there is none)")
-    group.add_argument("--original-price", type=_price, metavar="IN,OUT[,CACHED]", dest="original_price",
+    group.add_argument("--original-price", type=price_arg, metavar="IN,OUT[,CACHED]", dest="original_price",
                        help="with --on: the original's price in USD per million input, output (and cached input) "
                             "tokens (default: a configured tier with the trace's model)")
 
