@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
 import socket
 import ssl
 import struct
@@ -20,7 +21,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import httpcore
@@ -34,6 +35,56 @@ SMALL_WRITE: Final[int] = 64 * 1024
 worker thread so that a slow peer never blocks the event loop."""
 
 _TIMESPEC: Final[struct.Struct] = struct.Struct("@ll")
+
+
+class ReaderThreads:
+    """Parked reader threads, started before the race: ``Thread.start`` waits until the new thread runs, which
+    on a busy machine put up to a few milliseconds into a first request's ``connect_s``. A connection hands its
+    reading loop to a parked thread instead, and the thread parks again when the connection is closed."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def reserve(self, count: int = 1) -> None:
+        """Park ``count`` more threads for connections to come (a provider's ``prepare`` reserves one)."""
+        for _ in range(count):
+            self._start()
+
+    def run(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on a parked thread (a new one when none is free)."""
+        with self._lock:
+            free = self._idle > 0
+            if free:
+                self._idle -= 1
+        if not free:
+            self._start()
+            with self._lock:
+                self._idle -= 1
+        self._jobs.put(job)
+
+    @property
+    def idle(self) -> int:
+        return self._idle
+
+    def _start(self) -> None:
+        with self._lock:
+            self._idle += 1
+        threading.Thread(target=self._work, name="tokrace-socket-reader", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job()
+            finally:
+                with self._lock:
+                    self._idle += 1
+
+
+READERS: Final[ReaderThreads] = ReaderThreads()
+"""The process's reader threads."""
 
 
 class StampedStream(httpcore.AsyncNetworkStream):
@@ -50,8 +101,7 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         sock.setblocking(True)
-        self._thread = threading.Thread(target=self._pump, name="tokrace-socket-reader", daemon=True)
-        self._thread.start()
+        READERS.run(self._pump)
 
     @staticmethod
     def enable_kernel_stamps(sock: socket.socket) -> bool:
@@ -242,8 +292,53 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
         return self.raw.get_extra_info(info)
 
 
+AddrInfo = list[tuple[Any, Any, int, str, Any]]
+
+
+def _stamping_socket(family: int) -> socket.socket | None:
+    """A socket that asks for kernel receive stamps, kept open for the session. Linux switches receive stamping
+    on for the whole system when the first such socket appears (and off again when the last one closes), which
+    cost a first connection 2–8 ms here: with this one open, every connection of the race finds it on."""
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    if not StampedStream.enable_kernel_stamps(sock):
+        sock.close()
+        return None
+    return sock
+
+
 class StampedBackend(httpcore.AsyncNetworkBackend):
-    """Opens :class:`StampedStream` connections (TCP_NODELAY, like httpcore's own backend)."""
+    """Opens :class:`StampedStream` connections (TCP_NODELAY, like httpcore's own backend).
+
+    Names are looked up before the race (:meth:`resolve`, from a provider's ``prepare``) and kept for the session,
+    so that a first request's ``connect_s`` is the TCP (and TLS) handshake and the sending, not a name lookup; a
+    literal address is never looked up at all (no resolver thread)."""
+
+    def __init__(self) -> None:
+        self._addresses: dict[tuple[str, int], AddrInfo] = {}
+        self._stamping: socket.socket | None = None
+
+    async def resolve(self, host: str, port: int) -> AddrInfo:
+        """The addresses of ``host`` (looked up once per session; a literal address without a lookup)."""
+        key = (host, port)
+        infos = self._addresses.get(key)
+        if infos is None:
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+            except socket.gaierror:  # a name, not an address: ask the resolver, off the event loop
+                infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            self._addresses[key] = infos
+            if infos and self._stamping is None:
+                self._stamping = _stamping_socket(infos[0][0])
+        return infos
+
+    def close(self) -> None:
+        """Let go of what :meth:`resolve` kept for the session."""
+        if self._stamping is not None:
+            self._stamping.close()
+            self._stamping = None
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
@@ -252,7 +347,7 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                infos = await self.resolve(host, port)
                 failure: OSError | None = None
                 for family, kind, proto, _, address in infos:
                     sock = socket.socket(family, kind, proto)

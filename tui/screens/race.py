@@ -153,7 +153,10 @@ class RaceScreen(Screen[None]):
 
     def _start(self) -> None:
         if not self.runner.running and self.runner.races == 0:
-            self.runner.start()
+            if self.animated:  # a person watches: the first race starts once the first frames are painted
+                self.run_worker(self.runner.first_race(), group="race", exclusive=True, exit_on_error=False)
+            else:
+                self.runner.start()
 
     # -- the frame ------------------------------------------------------------------------------------------------
 
