@@ -150,7 +150,11 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
         if progress is not None and task is not None:
             progress.update(task, completed=run + 1)
 
-    async def session() -> SessionResult:
+    finished: list[SessionResult] = []
+
+    async def session() -> None:
+        # Returns nothing: asyncio.run (3.11) puts its main task in the SIGINT handler it restores at the end, and
+        # restoring it formats that handler's repr, with the task's result: every event of the session.
         try:
             done = await run_session(tiers, request, runs=runs, fast_forward=fast_forward,
                                      listeners=listeners, on_run_start=on_start, on_run_end=on_end,
@@ -158,13 +162,14 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
                                      loop=loop is not None)
             if speaker is not None:
                 await speaker.drain()
-            return done
+            finished.append(done)
         finally:
             if speaker is not None:
                 await speaker.aclose()
 
     try:
-        result = asyncio.run(session())
+        asyncio.run(session())
+        result = finished[0]
     finally:
         if progress is not None:
             progress.stop()
