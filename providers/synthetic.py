@@ -9,7 +9,7 @@ import random
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, overload
 
 from .base import ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock
@@ -47,13 +47,35 @@ def pieces(text: str) -> list[str]:
     return _PIECE.findall(text)
 
 
-def _cycle(text: str, n: int) -> list[str]:
+class _Cycle(Sequence[str]):
+    """The first ``n`` pieces of a text repeated as often as needed, without a list of them all (a million-token
+    answer is a million references otherwise)."""
+
+    def __init__(self, base: list[str], n: int) -> None:
+        self.base = base
+        self.n = n if base else 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        base = self.base
+        if isinstance(index, slice):
+            return [base[j % len(base)] for j in range(*index.indices(self.n))]
+        if not -self.n <= index < self.n:
+            raise IndexError("piece index out of range")
+        return base[(index % self.n) % len(base)]
+
+
+def _cycle(text: str, n: int) -> _Cycle:
     """The first ``n`` pieces of ``text`` repeated as often as needed (``text`` is one of the built-in ones)."""
-    base = pieces(text)
-    out: list[str] = []
-    while len(out) < n:
-        out.extend(base[: n - len(out)])
-    return out
+    return _Cycle(pieces(text), n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +160,7 @@ def schedule(profile: Profile, max_tokens: int, turn: int = 0,
     answer = (_cycle(PASSAGE, max_tokens - thinking) if profile.text is None
               else pieces(profile.text)[: max_tokens - thinking])
     reasoning = _cycle(THINKING, thinking) if thinking else []
-    phases: list[tuple[str, list[str], float, int | None]] = [
+    phases: list[tuple[str, Sequence[str], float, int | None]] = [
         ("reasoning", reasoning, profile.thinking_tok_s or profile.tok_s, None)]
     if tool_args:
         phases.extend(("tool_args", pieces(args), profile.tok_s, n) for n, args in enumerate(tool_args))
@@ -179,16 +201,18 @@ class SyntheticProvider(Provider):
         yield Request(t=start, turn=request.turn, model=self.tier.model or "synthetic", endpoint="synthetic")
         calls = request.scripted_tool_calls
         args = [str(c["arguments"]) for c in calls]
-        steps = list(schedule(profile, request.max_tokens, request.turn, args))
+        steps = schedule(profile, request.max_tokens, request.turn, args)  # made as it goes, never all kept
+        step = next(steps, None)
         ttfb = profile.ttfb_ms / 1000.0 if profile.ttfb_ms is not None else min(0.02, profile.ttft_ms / 1000.0)
-        if steps:
-            ttfb = min(ttfb, steps[0].t)
+        if step is not None:
+            ttfb = min(ttfb, step.t)
         yield Headers(t=await clock.sleep_until(start + ttfb), status=200, request_id=f"synthetic-{request.turn}")
         input_tokens = sum(len(pieces(m.content)) for m in request.conversation())
         produced = reasoning = answer = 0
         last = start + ttfb
         called = 0
-        for j, step in enumerate(steps):
+        while step is not None:
+            following = next(steps, None)
             last = await clock.sleep_until(start + step.t)
             yield Delta(t=last, text=step.text, channel=step.channel, tokens=step.tokens)  # type: ignore[arg-type]
             produced += step.tokens
@@ -200,10 +224,11 @@ class SyntheticProvider(Provider):
                 yield Error(t=last, error="synthetic", message="synthetic failure after "
                             f"{answer} tokens (fail_after_tokens in this tier's profile)")
                 return
-            ends_call = step.call is not None and (j + 1 == len(steps) or steps[j + 1].call != step.call)
+            ends_call = step.call is not None and (following is None or following.call != step.call)
             while ends_call and step.call is not None and called <= step.call:
                 yield _tool_call(calls[called], last)  # a call's event comes as its last argument piece lands
                 called += 1
+            step = following
         for call in calls[called:]:
             yield _tool_call(call, last)
         yield Usage(t=last, input=input_tokens, output=produced, reasoning=reasoning)

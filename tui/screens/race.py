@@ -41,6 +41,10 @@ FRAME_HZ = 30
 SLOW_EVERY = 8
 """Gauges and figures repaint every 8th frame (under 4 Hz)."""
 TIMELINE_EVERY = 3
+IDLE_HZ = 2
+"""The frame rate once nothing has changed for ``IDLE_AFTER`` frames (a finished race, a paused replay): enough to
+notice what changes next without a key press (a problem to report), at a fifteenth of the work."""
+IDLE_AFTER = FRAME_HZ
 
 REPLAY_ACTIONS = frozenset({"restart", "pause", "step", "faster", "slower"})
 RACE_ACTIONS = frozenset({"race", "edit_prompt"})
@@ -119,6 +123,10 @@ class RaceScreen(Screen[None]):
         self._problem_shown: str | None = None
         self._drawing_problem: str | None = None
         self._timer: Timer | None = None
+        self._hz = 0
+        self._last_key: tuple[object, ...] | None = None
+        self._still = 0
+        """Frames in a row in which nothing changed."""
 
     # -- layout -------------------------------------------------------------------------------------------------
 
@@ -148,7 +156,7 @@ class RaceScreen(Screen[None]):
         self._show_voice(self.voice.on)
         self._set_focused(0)
         if self.animated:
-            self._timer = self.set_interval(1 / FRAME_HZ, self.sample)
+            self._pace(FRAME_HZ)
         self.call_after_refresh(self._start)
 
     def _start(self) -> None:
@@ -170,12 +178,39 @@ class RaceScreen(Screen[None]):
                 self._drawing_problem = problem
                 self.notify(problem, title="a frame could not be drawn", severity="error", markup=False)
 
+    def _pace(self, hz: int) -> None:
+        """Run the frame timer at ``hz`` frames a second."""
+        if hz == self._hz:
+            return
+        self._hz = hz
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(1 / hz, self.sample)
+
+    def _unchanged(self, now: float, force: bool) -> bool:
+        """Whether nothing the screen shows can have moved since the last frame: no lane changed, and no race runs
+        (while one runs, time itself moves the figures and the timeline; the voice lens speaks on after a race).
+        After ``IDLE_AFTER`` such frames the timer slows to ``IDLE_HZ``; the first change brings it back."""
+        runner = self.runner
+        moving = runner.running or self.voice.on
+        key = (tuple(lane.version for lane in runner.live.lanes), runner.races, runner.running, self.voice.on,
+               self.bottlenecks.display, now if moving else None)
+        same = key == self._last_key and not force
+        self._last_key = key
+        self._still = self._still + 1 if same else 0
+        if self.animated and self._timer is not None:
+            self._pace(IDLE_HZ if self._still >= IDLE_AFTER else FRAME_HZ)
+        return same
+
     def _sample(self, force: bool) -> None:
         runner = self.runner
         live = runner.live
         if live is not self._live:
             self._rebind(live)
         now = runner.now()
+        if self._unchanged(now, force):
+            self._report_problems()
+            return
         self._frame += 1
         slow = force or self._frame % SLOW_EVERY == 0
         scale = self._scale(now) if slow else nice_scale(self._peak)
@@ -204,6 +239,11 @@ class RaceScreen(Screen[None]):
             self.summary.update(racing_line(live, now, "replaying" if self.replay else "racing"), layout=False)
         if slow and self.replay is not None and self.replay_bar is not None:
             self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
+        self._report_problems()
+
+    def _report_problems(self) -> None:
+        """Say once what went wrong outside the lanes: the race could not run, a voice could not speak."""
+        runner = self.runner
         if runner.problem and runner.problem != self._problem_shown:
             self._problem_shown = runner.problem
             self.notify(runner.problem, title="the race could not run", severity="error", markup=False)
