@@ -98,6 +98,9 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self.sent_at: float | None = None
         """When the latest write's last byte was handed to the socket."""
         self._reads: deque[tuple[bytes, float] | OSError] = deque()
+        self._pending: list[bytes] = []
+        """Bytes written but not yet sent: the rest of the request is on its way (see :meth:`write`)."""
+        self._pending_size = 0
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         sock.setblocking(True)
@@ -137,6 +140,8 @@ class StampedStream(httpcore.AsyncNetworkStream):
             self._waiter.set_result(None)
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._pending:  # whatever is still to send goes before we wait for an answer
+            await self._send(timeout)
         while not self._reads:
             if self._closed:
                 return b""
@@ -164,6 +169,22 @@ class StampedStream(httpcore.AsyncNetworkStream):
         return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        """Send, in one write per request: h11 hands over the head, the body and an empty end of the message one
+        by one, and each write is a syscall that lets the reader threads take the GIL (and a packet of its own,
+        with TCP_NODELAY), so the pieces wait here until the empty one (or a read, or 64 KiB) comes."""
+        if buffer:
+            self._pending.append(buffer)
+            self._pending_size += len(buffer)
+            if self._pending_size <= SMALL_WRITE:
+                return
+        await self._send(timeout)
+
+    async def _send(self, timeout: float | None) -> None:
+        if not self._pending:
+            return
+        buffer = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending.clear()
+        self._pending_size = 0
         try:
             if len(buffer) <= SMALL_WRITE:
                 self.sock.sendall(buffer)
