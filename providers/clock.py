@@ -35,6 +35,9 @@ class Clock(Protocol):
 MAX_LEAD_S: Final[float] = 0.001
 """The most the real clock wakes ahead of a deadline to absorb the wake-up latency (then yields to the loop)."""
 
+CATCH_UP_SLICE_S: Final[float] = 0.001
+"""A lane behind its schedule stamps its due events without yielding for up to this long at a time."""
+
 LONG_WAIT_S: Final[float] = 0.02
 """A wait longer than this wakes ``MAX_LEAD_S`` early, whatever the recent latency."""
 
@@ -105,15 +108,23 @@ class RealClock:
 
     virtual = False
 
+    def __init__(self) -> None:
+        self._yielded = 0.0
+        """When a sleeper on this clock last let the event loop run."""
+
     def now(self) -> float:
         return time.perf_counter()
 
     async def sleep_until(self, t: float) -> float:
         now = time.perf_counter()
         if t <= now:
-            # Already due: stamp now, but still let the other lanes (and the screen) run, so a lane that has
-            # fallen behind catches up without taking the loop for itself.
+            # Already due: stamp now. A lane that has fallen behind catches up in slices of CATCH_UP_SLICE_S,
+            # then lets the other lanes (and the screen) run: one loop pass per event would cap a fast lane at
+            # the loop's pace (a pass costs tens of microseconds with a screen drawing).
+            if now - self._yielded < CATCH_UP_SLICE_S:
+                return now
             await asyncio.sleep(0)
+            self._yielded = time.perf_counter()
             return now
         # After a long idle the first wake-up is the slowest (CPU idle states): wake a full lead early then.
         lead = MAX_LEAD_S if t - now > LONG_WAIT_S else _WAKER.lead
@@ -125,6 +136,7 @@ class RealClock:
         # The last stretch (about one wake-up's latency, a fraction of a millisecond) passes yielding to the loop.
         while t > (now := time.perf_counter()):
             await asyncio.sleep(0)
+        self._yielded = now
         return now
 
 

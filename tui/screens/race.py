@@ -222,11 +222,6 @@ class RaceScreen(Screen[None]):
             self.timeline.sample(now)
         if slow and self.bottlenecks.display:
             self.bottlenecks.sample(runner, now)
-        if self.freeze_gc and runner.running and self._frame % FRAME_HZ == 0:
-            # A race keeps every event: at tens of thousands a second, full collections come every few hundred
-            # ms and each scans the whole history (60-110 ms measured). Freezing what exists is O(1), and
-            # refcounting still frees what dies; cyclic garbage waits for the end of the race.
-            gc.freeze()
         if live.finished and runner.races and not runner.running:
             if self._summarised is not live:
                 self._summarised = live
