@@ -163,14 +163,16 @@ def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
     if req is None:
         return []
     t0 = req.t
-    end = next((e.t for e in events if isinstance(e, Done | Error)), None)
-    if end is None:
-        end = max(e.t for e in events)
+    end: float | None = None
+    latest = t0
     spans: list[SegmentSpan] = []
     wait_from = t0
     first: Delta | None = None
     answer: float | None = None
     for e in events:
+        latest = max(latest, e.t)
+        if end is None and isinstance(e, Done | Error):
+            end = e.t
         if isinstance(e, Segment):
             spans.append(SegmentSpan(e.seg, e.start, e.end, e.label))
             if e.seg in ("connect", "retry"):
@@ -180,6 +182,8 @@ def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
                 first = e
             if answer is None and e.channel != "reasoning":
                 answer = e.t
+    if end is None:
+        end = latest  # the latest of all (the request is one of them)
     if first is None:
         spans.append(SegmentSpan("wait", wait_from, end))
         return sorted(spans, key=lambda s: (s.start, s.end))
