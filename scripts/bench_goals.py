@@ -19,7 +19,9 @@ HERE = Path(__file__).resolve().parent
 
 def rows(quick: bool) -> dict[str, list[list[str]]]:
     """Each row's name and the script runs that measure it."""
-    n = (lambda full, short: str(short if quick else full))  # noqa: E731
+    def n(full: int, short: int) -> str:
+        return str(short if quick else full)
+
     return {
         "first": [["bench_first_request.py", "--runs", n(15, 6)]],
         "screen": [["bench_first_request.py", "--screen", "--rates", "750", "--runs", n(10, 4)]],
