@@ -1,7 +1,8 @@
 """The race screen: a prompt bar, the lanes side by side (stacked when narrow), the shared timeline, the summary.
 
 One timer samples the live model at frame rate and hands each widget what it needs; no event ever touches a
-widget. Text repaints each frame, gauges and figures four times a second, the timeline ten.
+widget. Text repaints every other frame, gauges and figures four times a second, the timeline ten;
+nothing repaints while nothing moves.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ FRAME_HZ = 30
 SLOW_EVERY = 8
 """Gauges and figures repaint every 8th frame (under 4 Hz)."""
 TIMELINE_EVERY = 3
+TEXT_EVERY = 2
+"""The streaming text repaints every 2nd frame (15 Hz): re-wrapping a lane's visible tail is most of a frame's work,
+and text moving 15 times a second reads as smoothly as 30."""
 IDLE_HZ = 2
 """The frame rate once nothing has changed for ``IDLE_AFTER`` frames (a finished race, a paused replay): enough to
 notice what changes next without a key press (a problem to report), at a fifteenth of the work."""
@@ -214,8 +218,9 @@ class RaceScreen(Screen[None]):
         self._frame += 1
         slow = force or self._frame % SLOW_EVERY == 0
         scale = self._scale(now) if slow else nice_scale(self._peak)
+        text = force or self._frame % TEXT_EVERY == 0
         for view in self.views:
-            view.sample(now, scale, slow)
+            view.sample(now, scale, slow, text)
         if self.voice.on:
             self._sample_voice(now, slow)
         if force or self._frame % TIMELINE_EVERY == 0:
