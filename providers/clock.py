@@ -140,6 +140,9 @@ class RealClock:
         return now
 
 
+SETTLE_PASSES: Final[int] = 8
+"""Loop passes ``advance_to`` lets go by at least after each deadline (what a screen under test needs to catch up)."""
+
 SETTLE_MAX_PASSES: Final[int] = 1000
 """A task that keeps yielding without ever sleeping on the virtual clock cannot hold time still for longer."""
 
@@ -197,18 +200,13 @@ class VirtualClock:
         """The earliest pending wake-up, if any."""
         return self._sleepers.next_deadline
 
-    async def _settle(self) -> None:
-        """Until every task that can run now has run (each woken lane has stamped its event and gone back to
-        sleep on this clock): the event loop's ready queue is empty. One loop pass per event when lanes take
-        turns, where a fixed number of passes cost eight."""
+    async def _settle(self, least: int = SETTLE_PASSES) -> None:
+        """Let ``least`` loop passes go by, then more until every task that can run now has run (each woken lane
+        has stamped its event and gone back to sleep on this clock): the event loop's ready queue is empty.
+        ``drive`` asks for one pass: one per event when lanes take turns."""
         ready = getattr(asyncio.get_running_loop(), "_ready", None)
-        if ready is None:  # an event loop without CPython's ready queue: a fixed number of passes
-            for _ in range(8):
-                await asyncio.sleep(0)
-            return
-        await asyncio.sleep(0)
-        passes = 1
-        while ready and passes < SETTLE_MAX_PASSES:
+        passes = 0
+        while passes < least or (ready and passes < SETTLE_MAX_PASSES):
             await asyncio.sleep(0)
             passes += 1
 
@@ -230,7 +228,7 @@ class VirtualClock:
         task = asyncio.ensure_future(awaitable)
         sleepers = self._sleepers
         while not task.done():
-            await self._settle()
+            await self._settle(1)
             if task.done():
                 break
             deadline = sleepers.next_deadline
