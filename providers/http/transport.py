@@ -100,6 +100,9 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self._reads: deque[tuple[bytes, float] | OSError] = deque()
         self._pending: list[bytes] = []
         """Bytes written but not yet sent: the rest of the request is on its way (see :meth:`write`)."""
+        self._wake_due = False
+        """A wake-up of the loop is scheduled and has not run: reads handed over meanwhile need no other (at
+        thousands of packets a second, one self-pipe write and one callback per frame's worth, not per packet)."""
         self._pending_size = 0
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
@@ -132,10 +135,14 @@ class StampedStream(httpcore.AsyncNetworkStream):
 
     def _hand_over(self, item: tuple[bytes, float] | OSError) -> None:
         self._reads.append(item)
+        if self._wake_due:  # the loop has not run the last wake-up yet: it will find this read too
+            return
+        self._wake_due = True
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is reading any more
             self.loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
+        self._wake_due = False  # before looking: a read handed over from now on wakes the loop again
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
