@@ -239,6 +239,7 @@ class HTTPProvider(Provider):
         self._client: httpx.AsyncClient | None = None
         self._stamped = False
         self._backend: StampedBackend | None = None
+        self._url: httpx.URL | None = None
         """Whether the client writes through the socket-time transport (each write one blocking ``sendall``)."""
         self._key = ""
         self._drains: set[asyncio.Task[None]] = set()
@@ -288,6 +289,7 @@ class HTTPProvider(Provider):
                 headers={"user-agent": "tokrace", "accept": "text/event-stream"},
             )
             await first_use(self.base_url, backend if self._stamped else None)
+        self._url = httpx.URL(self.endpoint())  # parsed once, not on every request's way out
         if warm:
             await self._warm()
 
@@ -343,7 +345,7 @@ class HTTPProvider(Provider):
         retries = 0
         while True:
             attempt = clock.now()
-            req = client.build_request("POST", url, json=payload, headers=headers)
+            req = client.build_request("POST", self._url or url, json=payload, headers=headers)
             marks = _Marks(clock, len(req.content), exact_writes=self._stamped)
             req.extensions["trace"] = marks.trace
             sending = asyncio.ensure_future(client.send(req, stream=True))
