@@ -14,6 +14,11 @@ from typing import Any, Final
 
 from .clock import Clock
 from .events import Event
+from .masking import mask_url, redact
+
+MAX_TOKENS_LIMIT: Final[int] = 200_000
+"""The most output tokens a turn may ask for (``max_tokens`` in a config, a scenario or ``--max-tokens``): above
+every model's own output limit, and small enough that a lane's events stay a few hundred MB at most."""
 
 
 class TokraceError(Exception):
@@ -74,7 +79,7 @@ class TierSpec:
         for key in ("base_url", "api_key_env", "service_tier", "preset", "max_tokens"):
             value = getattr(self, key)
             if value is not None:
-                out[key] = value
+                out[key] = mask_url(value) if key == "base_url" else value
         if self.price is not None:
             out["price"] = {k: v for k, v in (("input", self.price.input), ("output", self.price.output),
                                               ("cached_input", self.price.cached_input)) if v is not None}
@@ -95,11 +100,14 @@ def _looks_secret(key: str) -> bool:
 
 
 def _public(value: Any) -> Any:
-    """A setting with every secret-named entry left out, however deeply nested (headers, extra bodies)."""
+    """A setting with every secret-named entry left out, however deeply nested (headers, extra bodies), and every
+    value shaped like a key masked (``extra_body = { user = "sk-..." }``)."""
     if isinstance(value, dict):
         return {k: _public(v) for k, v in value.items() if not (isinstance(k, str) and _looks_secret(k))}
     if isinstance(value, list):
         return [_public(v) for v in value]
+    if isinstance(value, str):
+        return redact(value, ())
     return value
 
 

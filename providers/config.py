@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .base import PRICE_KEYS, ConfigError, Price, TierSpec
+from .base import MAX_TOKENS_LIMIT, PRICE_KEYS, ConfigError, Price, TierSpec
 from .demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
 from .registry import known_providers, provider_options
 from .validate import NUMBER, Locator, expected, fail, type_ok
@@ -38,6 +38,26 @@ TIER_KEYS: Final[dict[str, tuple[type, ...]]] = {
 }
 """Keys every tier may have, whatever its provider."""
 
+PROFILE_KEYS: Final[dict[str, tuple[type, ...]]] = {
+    "ttft_ms": NUMBER,
+    "tok_s": NUMBER,
+    "prefill_tok_s": NUMBER,
+}
+"""A tier's speed profile, which any tier may carry (DESIGN §12): a synthetic tier streams with it, and re-timing
+a trace on a tier uses it. ``ttft_ms`` is the time to first token, ``tok_s`` the decode rate, ``prefill_tok_s``
+(optional) input tokens per second added to the TTFT. ``tokrace calibrate`` measures them for HTTP tiers."""
+
+PROFILE_RANGES: Final[dict[str, tuple[float, bool, str]]] = {
+    "ttft_ms": (0.0, True, "0 or more milliseconds"),
+    "tok_s": (0.0, False, "a rate above 0 tokens per second"),
+    "prefill_tok_s": (0.0, False, "a rate above 0 input tokens per second"),
+}
+"""Each profile key's lower bound, whether the bound itself is allowed, and what to say when it is broken."""
+MAX_PRICE: Final[float] = 1_000_000.0
+"""The highest price (USD per million tokens) a tier may have: more is a typo."""
+MAX_STALL_THRESHOLD_MS: Final[float] = 3_600_000.0
+
+
 @dataclass(slots=True)
 class Defaults:
     """The ``[defaults]`` table."""
@@ -49,6 +69,16 @@ class Defaults:
     theme: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class BrokenTier:
+    """A tier of the file that did not validate: refused only when it is selected."""
+
+    index: int
+    name: str | None
+    """Its ``name`` when it has a readable one (to select it by), else ``None``."""
+    error: ConfigError
+
+
 @dataclass(slots=True)
 class Config:
     """A loaded configuration; ``source`` is ``None`` for the built-in demo."""
@@ -56,21 +86,32 @@ class Config:
     source: Path | None
     defaults: Defaults = field(default_factory=Defaults)
     tiers: list[TierSpec] = field(default_factory=demo_tiers)
+    """The tiers that validated."""
+    broken: list[BrokenTier] = field(default_factory=list)
+    """The tiers that did not, each with its error (file, line, key): one broken tier must not refuse a selection
+    that leaves it out."""
 
     @property
     def is_demo(self) -> bool:
         return self.source is None
 
     def select(self, names: str | None) -> list[TierSpec]:
-        """The tiers named in a comma-separated list (all when ``None``); an unknown name is an error."""
+        """The tiers named in a comma-separated list (all when ``None``); an unknown name is an error, and so is a
+        selected tier that did not validate (its own error)."""
         if not names:
+            if self.broken:
+                raise self.broken[0].error
             return list(self.tiers)
         by_name = {t.name.lower(): t for t in self.tiers}
+        broken = {b.name.lower(): b for b in reversed(self.broken) if b.name is not None}
         chosen = []
         for name in (n.strip() for n in names.split(",") if n.strip()):
             tier = by_name.get(name.lower())
+            if tier is None and name.lower() in broken:
+                raise broken[name.lower()].error
             if tier is None:
-                raise ConfigError(f"no tier named {name!r} (tiers: {', '.join(t.name for t in self.tiers)})")
+                listed = ", ".join([t.name for t in self.tiers] + [b.name for b in self.broken if b.name is not None])
+                raise ConfigError(f"no tier named {name!r} (tiers: {listed})")
             chosen.append(tier)
         return chosen
 
@@ -132,20 +173,34 @@ def parse_config(text: str, path: Path) -> Config:
             raise fail(path, loc.line_of(key, "defaults"), f"defaults.{key}",
                         f"expected {expected(types)}, got {value!r}")
         setattr(defaults, key, value)
-    if defaults.max_tokens < 1:
-        raise fail(path, loc.line_of("max_tokens", "defaults"), "defaults.max_tokens", "expected 1 or more")
+    if not 1 <= defaults.max_tokens <= MAX_TOKENS_LIMIT:
+        raise fail(path, loc.line_of("max_tokens", "defaults"), "defaults.max_tokens",
+                   f"expected 1 to {MAX_TOKENS_LIMIT:,} (tokrace's limit), got {defaults.max_tokens}")
+    if not 0 < defaults.stall_threshold_ms <= MAX_STALL_THRESHOLD_MS:
+        raise fail(path, loc.line_of("stall_threshold_ms", "defaults"), "defaults.stall_threshold_ms",
+                   f"expected above 0 and at most {MAX_STALL_THRESHOLD_MS:g} (an hour), got "
+                   f"{defaults.stall_threshold_ms}")
     raw_tiers = data.get("tiers")
     if raw_tiers is None:
         return Config(source=path, defaults=defaults)
     if not isinstance(raw_tiers, list) or not raw_tiers:
         raise fail(path, loc.line_of("tiers"), "tiers", "expected one or more [[tiers]] tables")
-    tiers = [_parse_tier(raw, i, path, loc) for i, raw in enumerate(raw_tiers)]
-    names = [t.name.lower() for t in tiers]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            raise fail(path, loc.line_of("name", "tiers", i), f"tiers[{i}].name",
-                        f"another tier is already named {tiers[i].name!r}; names must be unique")
-    return Config(source=path, defaults=defaults, tiers=tiers)
+    tiers: list[TierSpec] = []
+    broken: list[BrokenTier] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_tiers):
+        name = raw.get("name") if isinstance(raw, dict) else None
+        name = name if isinstance(name, str) else None
+        try:
+            if name is not None and name.lower() in seen:
+                raise fail(path, loc.line_of("name", "tiers", i), f"tiers[{i}].name",
+                           f"another tier is already named {name!r}; names must be unique")
+            tiers.append(_parse_tier(raw, i, path, loc))
+        except ConfigError as exc:
+            broken.append(BrokenTier(i, name, exc))
+        if name is not None:
+            seen.add(name.lower())
+    return Config(source=path, defaults=defaults, tiers=tiers, broken=broken)
 
 
 def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
@@ -169,9 +224,9 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
                     f"unknown provider {provider!r} (known: {', '.join(known_providers())})")
     extra = provider_options(provider)
     for key, value in raw.items():
-        types = TIER_KEYS.get(key) or extra.get(key)
+        types = TIER_KEYS.get(key) or extra.get(key) or PROFILE_KEYS.get(key)
         if types is None:
-            allowed = ", ".join([*TIER_KEYS, *extra])
+            allowed = ", ".join(dict.fromkeys([*TIER_KEYS, *extra, *PROFILE_KEYS]))
             raise fail(path, loc.line_of(key, "tiers", i), f"{where}.{key}",
                         f"unknown key for a {provider} tier (expected one of: {allowed})")
         if not type_ok(value, types):
@@ -185,12 +240,17 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
             if key not in PRICE_KEYS:
                 raise fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
                             f"unknown key (expected one of: {', '.join(PRICE_KEYS)})")
-            if not type_ok(value, NUMBER) or value < 0:
+            if not type_ok(value, NUMBER) or not 0 <= value <= MAX_PRICE:
                 raise fail(path, loc.line_of(key, "tiers", i), f"{where}.price.{key}",
                             f"expected a number of USD per million tokens, got {value!r}")
         price = Price(**raw["price"])
-    if raw.get("max_tokens", 1) < 1:
-        raise fail(path, loc.line_of("max_tokens", "tiers", i), f"{where}.max_tokens", "expected 1 or more")
+    for key, (low, inclusive, what) in PROFILE_RANGES.items():
+        value = raw.get(key)
+        if value is not None and (value < low or (value == low and not inclusive)):
+            raise fail(path, loc.line_of(key, "tiers", i), f"{where}.{key}", f"expected {what}, got {value!r}")
+    if not 1 <= raw.get("max_tokens", 1) <= MAX_TOKENS_LIMIT:
+        raise fail(path, loc.line_of("max_tokens", "tiers", i), f"{where}.max_tokens",
+                   f"expected 1 to {MAX_TOKENS_LIMIT:,} (tokrace's limit), got {raw['max_tokens']}")
     tier = TierSpec(
         name=raw["name"], provider=provider, model=raw.get("model", ""), base_url=raw.get("base_url"),
         api_key_env=raw.get("api_key_env"), service_tier=raw.get("service_tier"), preset=raw.get("preset"),

@@ -12,8 +12,8 @@ from typing import Any, Final, Literal, TypeAlias
 
 from .base import TierSpec
 from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage, is_loop_end
-from .loop.metrics import MODEL_KINDS, LoopMetrics, breakdown
-from .metrics import SegmentSpan, cost
+from .loop.metrics import LoopMetrics, breakdown, model_time
+from .metrics import SegmentSpan, cost, cut_gaps, is_stall_gap, usage_counts
 
 LaneState: TypeAlias = Literal["idle", "connecting", "waiting", "thinking", "streaming", "tool", "human",
                                "retry", "done", "error", "stopped"]
@@ -66,12 +66,15 @@ class _Turn:
     streamed_reasoning: bool = False
     usage: Usage | None = None
     tool_called: bool = False
+    gaps: list[tuple[float, float]] = field(default_factory=list)
+    """Stalls in the stream (``metrics.stream_gaps``): drawn as waits, not as the model streaming."""
 
     def tokens(self) -> int:
-        """The turn's count: the provider's usage when it sent one, else what was counted while streaming."""
-        if self.usage is not None and (self.usage.output > 0 or not self.token_events):
-            return self.usage.output
-        return self.streamed
+        """The turn's count: the provider's usage when it sent one for the whole turn (``metrics.usage_counts``),
+        else what was counted while streaming. Before any token, only an ended turn's usage counts."""
+        if self.last_token is None and self.end is None:
+            return self.streamed
+        return self.usage.output if usage_counts(self.usage, self.last_token) and self.usage else self.streamed
 
     def decode_parts(self) -> tuple[float, float] | None:
         """(tokens after the first event, seconds from first to last token), as ``metrics.decode_tok_s``."""
@@ -81,7 +84,7 @@ class _Turn:
         if span <= 0:
             return None
         hidden = 0
-        if self.usage is not None and self.usage.output > 0 and not self.streamed_reasoning:
+        if usage_counts(self.usage, self.last_token) and self.usage is not None and not self.streamed_reasoning:
             hidden = self.usage.reasoning
         visible = max(self.tokens() - hidden, self.token_events)
         return max(visible - self.first_tokens, 0), span
@@ -176,7 +179,7 @@ class LiveLane:
             if turn is not None:
                 turn.usage = event
         elif isinstance(event, Segment):
-            self.explicit.append(SegmentSpan(event.seg, event.start, event.end, event.label))
+            self.explicit.append(SegmentSpan(event.seg, event.start, event.end, event.label, event.chain))
             if turn is not None and event.seg in ("connect", "retry"):
                 turn.wait_from = max(turn.wait_from, event.end)
             if event.seg == "connect" and self.state == "connecting":
@@ -189,6 +192,8 @@ class LiveLane:
         elif isinstance(event, ToolCall):
             if turn is not None:
                 turn.tool_called = True
+            while self.pieces and self.pieces[-1][0] == "tool_args":  # the call says them once, whole
+                self._piece_chars -= len(self.pieces.pop()[1])
             self._add_piece("meta", f"\n→ {event.name}({event.arguments})\n")
             self._set_state("tool", event.name)
         elif isinstance(event, Done):
@@ -258,6 +263,10 @@ class LiveLane:
             turn.answer = t
         if channel == "reasoning":
             turn.streamed_reasoning = True
+        if turn.last_token is not None:
+            gap = t - turn.last_token
+            if is_stall_gap(gap, turn.token_events - 1, turn.last_token - (turn.first or t)):
+                turn.gaps.append((turn.last_token, t))
         turn.last_token = t
         turn.token_events += 1
         turn.streamed += inc
@@ -345,7 +354,7 @@ class LiveLane:
     def tokens_source(self) -> TokenSource:
         """Where the count comes from; the least exact source of any turn wins."""
         counted = [turn for turn in self.turns if turn.token_events]
-        if counted and all(turn.usage is not None and turn.usage.output > 0 for turn in counted):
+        if counted and all(usage_counts(turn.usage, turn.last_token) for turn in counted):
             return "usage"
         for source in ("chunks", "tokenizer", "provider"):
             if source in self._sources:
@@ -431,7 +440,7 @@ class LiveLane:
         cut = self.ended_at
         if cut is None:
             cut = now
-        spans = [s if s.end <= cut else SegmentSpan(s.kind, s.start, cut, s.label)
+        spans = [s if s.end <= cut else SegmentSpan(s.kind, s.start, cut, s.label, s.chain)
                  for s in self.explicit if s.start <= cut]
         spans += self._turn_spans(now)
         return sorted(spans, key=lambda s: (s.start, s.end))
@@ -448,11 +457,13 @@ class LiveLane:
                 spans.append(SegmentSpan("wait", turn.wait_from, end))
                 continue
             spans.append(SegmentSpan("wait", turn.wait_from, turn.first))
+            streamed: list[SegmentSpan] = []
             if turn.first_reasoning:
                 think_end = turn.answer if turn.answer is not None else end
-                spans.append(SegmentSpan("think", turn.first, think_end))
+                streamed.append(SegmentSpan("think", turn.first, think_end))
             if turn.answer is not None:
-                spans.append(SegmentSpan("model", turn.answer, end))
+                streamed.append(SegmentSpan("model", turn.answer, end))
+            spans += cut_gaps(streamed, turn.gaps)
         return spans
 
     def loop_so_far(self, now: float) -> LoopMetrics:
@@ -467,9 +478,7 @@ class LiveLane:
                         output_tokens=self.tokens, decode_tok_s=self.decode_rate(), e2e_s=end - start)
         m.segments = self.segments(now)
         m.breakdown = breakdown(m.segments, start, end)
-        for s in self._turn_spans(now):
-            if s.kind in MODEL_KINDS:
-                m.model_parts[s.kind] = m.model_parts.get(s.kind, 0.0) + (s.end - s.start)
+        m.model_parts = model_time([*self._turn_spans(now), *(s for s in m.segments if s.chain is not None)])
         m.model_s = sum(m.model_parts.values())
         e2e = end - start
         if e2e > 0:

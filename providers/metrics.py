@@ -6,6 +6,7 @@ no TTFT at all (``None``), never a zero.
 
 from __future__ import annotations
 
+import itertools
 import re
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,6 +51,15 @@ DEFINITIONS: Final[dict[str, str]] = {
 }
 """One line per metric: what it means. Shown beside every number in the details view."""
 
+WIRE_DEFINITIONS: Final[dict[str, str]] = {
+    "retries": "attempts that failed and were retried before the stream began (HTTP 429, 5xx, connection failures)",
+    "service_tier": "the service tier the request asked for (the tier's service_tier) and the one the server said "
+                    "it used",
+    "provider_timing": "the provider's own timing as it came (Groq x_groq.usage, Cerebras time_info, llama.cpp "
+                       "timings), with the decode rate each implies",
+}
+"""One line per thing a response said about itself (in ``--json`` and the details view's wire section)."""
+
 
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0–100) with linear interpolation between closest ranks."""
@@ -74,9 +84,14 @@ class SegmentSpan:
     start: float
     end: float
     label: str = ""
+    chain: str | None = None
+    """The sub-agent it belongs to (drawn on a row of its own), ``None`` for the lane's own work."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "label": self.label, "start_s": _r(self.start), "end_s": _r(self.end)}
+        out = {"kind": self.kind, "label": self.label, "start_s": _r(self.start), "end_s": _r(self.end)}
+        if self.chain is not None:
+            out["chain"] = self.chain
+        return out
 
 
 @dataclass(slots=True)
@@ -111,6 +126,8 @@ class TurnMetrics:
     service_tier: str | None = None
     segments: list[SegmentSpan] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
+    service_tier_asked: str | None = None
+    """The service tier the lane's tier asks for (set by whoever knows the tier: the events may not say)."""
 
     def to_json(self) -> dict[str, Any]:
         """The run object of the ``--json`` contract (DESIGN §8)."""
@@ -131,7 +148,26 @@ class TurnMetrics:
             "stalls": self.stalls,
             "cost_usd": _r(self.cost_usd, 8),
             "segments": [s.to_json() for s in self.segments],
+            # Beyond DESIGN §8 (new keys; README documents them): what the details view shows.
+            "retries": self.retries,
+            "service_tier": {"asked": self.tier_asked(), "got": self.tier_got()},
+            "provider_timing": {source: dict(data) for source, data in self.extras.items()
+                                if source != "service_tier" and isinstance(data, dict)},
         }
+
+    def tier_asked(self) -> str | None:
+        """The service tier the request asked for: the tier's, else as the provider recorded it (``None``: none)."""
+        if self.service_tier_asked:
+            return self.service_tier_asked
+        reported = self.extras.get("service_tier")
+        asked = reported.get("asked") if isinstance(reported, dict) else None
+        return asked if isinstance(asked, str) and asked else None
+
+    def tier_got(self) -> str | None:
+        """The service tier the server said it used: in the body (an ``extra`` event), else in a header."""
+        reported = self.extras.get("service_tier")
+        got = reported.get("got") if isinstance(reported, dict) else None
+        return got if isinstance(got, str) and got else self.service_tier
 
 
 def _r(x: float | None, digits: int = 6) -> float | None:
@@ -157,6 +193,66 @@ def _first_sentence_end(content: Iterable[tuple[float, str]], end_t: float | Non
     return None
 
 
+def usage_counts(usage: Usage | None, last_token_t: float | None) -> bool:
+    """Whether a turn's usage is the count of its output: it came with or after the last token (Anthropic's
+    ``message_start`` says 1 before any token; a stream cut off after it streamed more than that), and it counts
+    something, or nothing streamed."""
+    if usage is None:
+        return False
+    if last_token_t is None:
+        return True
+    return usage.t >= last_token_t and usage.output > 0
+
+
+STALL_LABEL: Final[str] = "stall"
+"""The label of a wait inside a stream: no token for longer than the stall threshold."""
+
+
+STALL_PACE: Final[float] = 4.0
+"""A gap is drawn as a wait only when it is this many times the stream's own pace so far: a slow model's every gap
+is it working, not waiting."""
+
+
+def is_stall_gap(gap: float, gaps_before: int, sum_before: float, threshold_s: float = STALL_THRESHOLD_S) -> bool:
+    """Whether a gap between two token events is the stream stalling (drawn as a wait): longer than the threshold
+    and than :data:`STALL_PACE` times the mean of the turn's gaps before it (a first gap has nothing to compare
+    with, and is the model's)."""
+    return gaps_before > 0 and gap > threshold_s and gap > STALL_PACE * sum_before / gaps_before
+
+
+def stream_gaps(times: Sequence[float], threshold_s: float = STALL_THRESHOLD_S) -> list[tuple[float, float]]:
+    """The stalls of a stream, as (last token, next token): see :func:`is_stall_gap`."""
+    out: list[tuple[float, float]] = []
+    count, total = 0, 0.0
+    for a, b in itertools.pairwise(times):
+        if is_stall_gap(b - a, count, total, threshold_s):
+            out.append((a, b))
+        count, total = count + 1, total + (b - a)
+    return out
+
+
+def cut_gaps(spans: Sequence[SegmentSpan], gaps: Sequence[tuple[float, float]]) -> list[SegmentSpan]:
+    """The think and model spans with each stall cut out as a ``wait`` (labelled stall): the model sent
+    nothing then, so it is drawn, and counted, as waiting."""
+    if not gaps:
+        return list(spans)
+    out: list[SegmentSpan] = []
+    for span in spans:
+        if span.kind not in ("think", "model"):
+            out.append(span)
+            continue
+        at = span.start
+        for a, b in gaps:
+            if a >= at and b <= span.end and b > a:
+                if a > at:
+                    out.append(SegmentSpan(span.kind, at, a, span.label))
+                out.append(SegmentSpan("wait", a, b, STALL_LABEL))
+                at = b
+        if span.end > at or at == span.start:
+            out.append(SegmentSpan(span.kind, at, span.end, span.label))
+    return out
+
+
 def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
     """The timeline of one turn: connect, wait, think, model; plus any explicit segments (retry, tool...)."""
     req = next((e for e in events if isinstance(e, Request)), None)
@@ -169,17 +265,25 @@ def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
     wait_from = t0
     first: Delta | None = None
     answer: float | None = None
+    gaps: list[tuple[float, float]] = []  # the stalls as stream_gaps finds them, on the way: no list of every time
+    prev, count, total = 0.0, 0, 0.0
     for e in events:
         latest = max(latest, e.t)
         if end is None and isinstance(e, Done | Error):
             end = e.t
         if isinstance(e, Segment):
-            spans.append(SegmentSpan(e.seg, e.start, e.end, e.label))
+            spans.append(SegmentSpan(e.seg, e.start, e.end, e.label, e.chain))
             if e.seg in ("connect", "retry"):
                 wait_from = max(wait_from, e.end)
         elif isinstance(e, Delta) and e.text:
             if first is None:
                 first = e
+            else:
+                gap = e.t - prev
+                if is_stall_gap(gap, count, total):
+                    gaps.append((prev, e.t))
+                count, total = count + 1, total + gap
+            prev = e.t
             if answer is None and e.channel != "reasoning":
                 answer = e.t
     if end is None:
@@ -188,10 +292,12 @@ def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
         spans.append(SegmentSpan("wait", wait_from, end))
         return sorted(spans, key=lambda s: (s.start, s.end))
     spans.append(SegmentSpan("wait", wait_from, first.t))
+    streamed: list[SegmentSpan] = []
     if first.channel == "reasoning":
-        spans.append(SegmentSpan("think", first.t, answer if answer is not None else end))
+        streamed.append(SegmentSpan("think", first.t, answer if answer is not None else end))
     if answer is not None:
-        spans.append(SegmentSpan("model", answer, end))
+        streamed.append(SegmentSpan("model", answer, end))
+    spans += cut_gaps(streamed, gaps)
     return sorted(spans, key=lambda s: (s.start, s.end))
 
 
@@ -217,6 +323,7 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
     first_answer: float | None = None
     streamed_reasoning = False
     called = False
+    all_uncounted = True  # every token-bearing delta said it carried no token
     for e in evs:
         if isinstance(e, Headers) and m.ttfb_s is None:
             m.ttfb_s = e.t - t0
@@ -230,6 +337,8 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
                 gaps.append(e.t - last_t)
             last_t = e.t
             count += 1
+            if e.tokens != 0:
+                all_uncounted = False
             if e.channel == "reasoning":
                 streamed_reasoning = True
             elif e.channel == "content" and first_answer is None and e.text.strip():
@@ -263,7 +372,11 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
     # Output tokens and their source.
     if usage is not None:
         m.input_tokens, m.reasoning_tokens = usage.input, usage.reasoning
-    if usage is not None and (usage.output > 0 or first is None):
+    # a zero in usage is believed when every piece said it carried no token (an imported trace's call without
+    # usage draws a line of text that is not model output)
+    if usage_counts(usage, last_t if first is not None else None) or (
+            usage is not None and first is not None and all_uncounted):
+        assert usage is not None
         m.output_tokens, m.tokens_source = usage.output, "usage"
     elif first is not None:
         counted = tokenizer.count("".join(d.text for d in _tokens(evs)), model)

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .base import Provider, TierSpec, TurnRequest
+from .base import Provider, TierSpec, TokraceError, TurnRequest
 from .clock import Clock, LaneClock
 from .eventlog import EventLog
 from .events import Done, Error, Event, Request, is_loop_end
+from .masking import Masker
+from .recording import secret_values
 from .registry import create_provider
+
+OFFLINE_PROVIDERS = frozenset({"synthetic", "replay"})
+"""Providers whose text never came from a server just now (and was masked when it was recorded)."""
 
 
 class Loop(Protocol):
@@ -28,6 +33,48 @@ class Loop(Protocol):
 
 Listener = Callable[[int, Event], None]
 """Called with (lane index, event) for every event as it happens; must be quick and must not raise."""
+
+
+class BrokenProvider(Provider):
+    """Stands in for a tier that could not be set up (a missing key, say): its lane fails at once, with the reason,
+    and the other lanes race on."""
+
+    name = "broken"
+
+    def __init__(self, tier: TierSpec, message: str) -> None:
+        super().__init__(tier)
+        self.message = message
+
+    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        t = clock.now()
+        yield Request(t=t, turn=request.turn, model=self.tier.model)
+        yield Error(t=t, error="setup", message=self.message)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: our own errors as they read, anything else with its type."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return text if isinstance(exc, TokraceError) and text else f"{type(exc).__name__}: {text}".rstrip(": ")
+
+
+async def prepare_providers(tiers: Sequence[TierSpec], factory: Callable[[TierSpec], Provider] = create_provider,
+                            warm: bool = False) -> list[Provider]:
+    """Build and prepare a provider per tier; a tier that cannot be built or prepared gets a
+    :class:`BrokenProvider`, so the screen and bench fail that lane alone, the same way."""
+    providers: list[Provider] = []
+    for tier in tiers:
+        try:
+            providers.append(factory(tier))
+        except Exception as exc:
+            providers.append(BrokenProvider(tier, one_line(exc)))
+    results = await asyncio.gather(*(p.prepare(warm) for p in providers), return_exceptions=True)
+    for i, result in enumerate(results):
+        if isinstance(result, Exception):
+            await providers[i].aclose()
+            providers[i] = BrokenProvider(tiers[i], one_line(result))
+        elif isinstance(result, BaseException):
+            raise result
+    return providers
 
 
 @dataclass(slots=True)
@@ -56,6 +103,8 @@ class Race:
         self.listeners: list[Listener] = list(listeners)
         self.providers: list[Provider] = list(providers) if providers is not None else []
         self.lanes = [LaneRun(i, tier) for i, tier in enumerate(self.tiers)]
+        self._masks = [Masker(secret_values([tier]), shapes=tier.provider not in OFFLINE_PROVIDERS)
+                       for tier in self.tiers]
         self.origin = 0.0
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -66,7 +115,9 @@ class Race:
         await asyncio.gather(*(p.prepare(warm) for p in self.providers))
 
     def emit(self, lane: int, event: Event) -> None:
-        """Record an event of a lane and hand it to every listener."""
+        """Record an event of a lane and hand it to every listener, its secrets masked (a server may echo a key,
+        a header or a URL's secret back into its text)."""
+        event = self._masks[lane](event)
         self.lanes[lane].events.append(event)
         for listener in self.listeners:
             listener(lane, event)
@@ -104,7 +155,7 @@ class Race:
         except asyncio.CancelledError:
             self.emit(index, Error(t=clock.now(), error="stopped", message="stopped before the end"))
         except Exception as exc:  # a failing lane must never take the race down
-            from .recording import redact, secret_values  # an unexpected message may quote a request's headers
+            from .recording import redact  # an unexpected message may quote a request's headers
 
             message = redact(f"{type(exc).__name__}: {exc}", secret_values([self.tiers[index]]))
             self.emit(index, Error(t=clock.now(), error="internal", message=message))

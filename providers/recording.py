@@ -11,37 +11,24 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import IO, Any, Final
 
 from .base import TierSpec, TokraceError
-from .events import Delta, Event, EventFormatError, event_from_dict, event_to_dict
+from .events import MAX_SECONDS, Delta, Event, EventFormatError, event_from_dict, event_to_dict, finite_json
+from .masking import MASK as MASK  # the recorder's masking is :mod:`.masking`'s, re-exported for its users
+from .masking import MIN_HEADER_SECRET_LEN, MIN_SECRET_LEN, base64_forms, url_secrets
+from .masking import redact as redact
 
 FORMAT: Final[str] = "tokrace-recording"
 VERSION: Final[int] = 1
 """The major format version this build writes and reads; a newer one is refused."""
-
-MASK: Final[str] = "[redacted]"
-
-_CREDENTIALS: Final[tuple[re.Pattern[str], ...]] = (
-    re.compile(r"(?i)((?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key)((?:\\?[\"'])?\s*[:=]\s*"
-               r"(?:\\?[\"'])?(?:(?:bearer|basic|token)\s+)?)(?=[A-Za-z._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"(?i)\b(bearer)(\s+)(?=[A-Za-z._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,}"),
-)
-"""Credentials recognisable by their shape (an Authorization or API-key header's value, a bearer token), masked
-even when no key variable names them."""
-
-_CREDENTIAL_WORDS: Final[tuple[str, ...]] = ("authorization", "api", "bearer")
-_I_LOOKALIKES: Final[tuple[str, ...]] = ("\u0130", "\u0131")
-"""A credential pattern matches only a text holding one of its words (lower-cased), or a character that
-case-insensitive matching takes for their i (İ, ı). Without either, the patterns are not run: they cost ~10 µs
-per recorded line, the rest of the line ~2 µs."""
-
 
 class RecordingError(TokraceError):
     """A file is not a recording this version can read."""
@@ -62,29 +49,24 @@ def default_path(prompt: str, now: dt.datetime | None = None) -> Path:
 
 
 def secret_values(tiers: Iterable[TierSpec]) -> list[str]:
-    """The key values the tiers could use (from their key variables), to mask wherever they might appear."""
+    """The secret values tiers could send: each key (from its key variable), every header value, and the secret
+    query parameters of its ``base_url``, each also in its base64 forms (Basic auth); longest first, so a longer
+    secret is masked before a part of it."""
     from .http.presets import DEFAULT_KEY_ENV
 
-    values = []
+    values: set[str] = set()
     for tier in tiers:
         env = tier.api_key_env or DEFAULT_KEY_ENV.get(tier.provider)
         if env:
             value = os.environ.get(env, "")
-            if len(value) >= 6:
-                values.append(value)
-    return values
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret value, and anything shaped like a credential, masked."""
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    lowered = text.lower()
-    if any(word in lowered for word in _CREDENTIAL_WORDS) or any(ch in text for ch in _I_LOOKALIKES):
-        for pattern in _CREDENTIALS:
-            text = pattern.sub(rf"\g<1>\g<2>{MASK}", text)
-    return text
+            if len(value) >= MIN_SECRET_LEN:
+                values.add(value)
+        headers = tier.options.get("headers")
+        if isinstance(headers, dict):
+            values.update(str(v) for v in headers.values() if len(str(v)) >= MIN_HEADER_SECRET_LEN)
+        values.update(url_secrets(tier.base_url))
+    values.update([form for value in list(values) for form in base64_forms(value)])
+    return sorted(values, key=len, reverse=True)
 
 
 def event_line(lane: int, run: int, event: Event) -> str:
@@ -94,8 +76,11 @@ def event_line(lane: int, run: int, event: Event) -> str:
         tokens = "" if event.tokens is None else f',"tokens":{event.tokens:d}'
         return (f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},'
                 f'"text":{encode_basestring(event.text)},"channel":{encode_basestring(event.channel)}{tokens}}}')
-    return json.dumps({"lane": lane, "run": run, **event_to_dict(event)}, ensure_ascii=False,
-                      separators=(",", ":"))
+    data = {"lane": lane, "run": run, **event_to_dict(event)}
+    try:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # a provider's own figure that is not finite: written as null, never NaN or Infinity
+        return json.dumps(finite_json(data), ensure_ascii=False, separators=(",", ":"))
 
 
 class Recorder:
@@ -111,6 +96,8 @@ class Recorder:
         """Keep events for :meth:`flush` (called by the owner every tick) instead of writing each one at once."""
         self._pending: list[tuple[int, int, Event]] = []
         self._secrets = secret_values(tiers)
+        self.problem: str | None = None
+        """Why the recording stopped early (a write failed), or ``None``."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh: IO[str] | None = path.open("w", encoding="utf-8")
@@ -128,7 +115,8 @@ class Recorder:
 
     def _put(self, lines: str) -> None:
         """Write whole lines (redacted, without the last newline) and hand them to the OS. A write that fails
-        closes the file (what it holds stays readable) and raises :class:`RecordingError`."""
+        (a full disk, a file-size limit) closes the file (what it holds stays readable), keeps the reason in
+        :attr:`problem` and raises :class:`RecordingError`; later events are dropped."""
         if self._fh is None:
             return
         try:
@@ -136,9 +124,11 @@ class Recorder:
             self._fh.flush()
         except OSError as exc:
             fh, self._fh = self._fh, None
+            self._pending = []
             with contextlib.suppress(OSError):  # closing retries the failed write; it fails the same way
                 fh.close()
-            raise RecordingError(f"{self.path}: cannot write the recording ({exc.strerror or exc})") from None
+            self.problem = f"{self.path}: cannot write the recording ({exc.strerror or exc})"
+            raise RecordingError(self.problem) from None
 
     @property
     def closed(self) -> bool:
@@ -146,12 +136,14 @@ class Recorder:
         return self._fh is None
 
     def __call__(self, lane: int, event: Event) -> None:
+        """Keep (buffered) or write one event. As a race listener it never raises: a failed write stops the
+        recording, :attr:`problem` says why, and the race goes on."""
         if self.buffered:
             if self._fh is not None:
                 self._pending.append((lane, self.run, event))
         elif self._fh is not None:
-            self._fh.write(redact(event_line(lane, self.run, event), self._secrets) + "\n")
-            self._fh.flush()
+            with contextlib.suppress(RecordingError):
+                self._put(redact(event_line(lane, self.run, event), self._secrets))
 
     def flush(self) -> None:
         """Write the events kept since the last flush as whole lines in one write (see :meth:`_put`)."""
@@ -160,13 +152,19 @@ class Recorder:
             self._put(redact("\n".join([event_line(lane, run, ev) for lane, run, ev in pending]), self._secrets))
 
     def close(self) -> None:
-        """Write what is kept (see :meth:`flush`), then close the file."""
+        """Write what is kept (see :meth:`flush`), then close the file; raises :class:`RecordingError` when that
+        last write fails."""
         try:
             self.flush()
         finally:
             if self._fh is not None:
-                self._fh.close()
-                self._fh = None
+                try:
+                    self._fh.close()
+                except OSError as exc:
+                    self.problem = f"{self.path}: cannot write the recording ({exc.strerror or exc})"
+                    raise RecordingError(self.problem) from None
+                finally:
+                    self._fh = None
 
 
 @dataclass(slots=True)
@@ -211,59 +209,173 @@ class Recording:
         return max((e.t for evs in self.events.values() for e in evs), default=0.0)
 
 
-def read_header(path: Path) -> dict[str, Any]:
-    """The header of a recording, checked: a file that is not a recording or is too new is refused."""
+MAX_LINE_BYTES: Final[int] = 16 * 1024 * 1024
+"""The longest line a recording may hold (16 MB): a longer one is refused rather than read into memory."""
+
+MAX_LANES: Final[int] = 64
+"""The most lanes a recording without tiers in its header may hold (events of other lanes are skipped)."""
+
+TAIL_BYTES: Final[int] = 1024 * 1024
+"""How much of a file's end ``tokrace recordings`` reads to find the last event (its duration)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a recording may hold")
+
+
+_DECODER: Final[json.JSONDecoder] = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+
+
+def _json(text: str) -> Any:
+    """JSON as a recording may hold it: no ``NaN``, no ``Infinity``, no number too large for a float."""
+    return _DECODER.decode(text)
+
+
+def _lines(path: Path, fh: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each line, streamed; a line over :data:`MAX_LINE_BYTES` is refused."""
+    number = 0
+    while line := fh.readline(MAX_LINE_BYTES + 1):
+        number += 1
+        if len(line) > MAX_LINE_BYTES:
+            raise RecordingError(f"{path}: line {number} is longer than {MAX_LINE_BYTES // (1024 * 1024)} MB, more "
+                                 "than one recorded event ever takes; this file is not a recording tokrace can read")
+        yield number, line
+
+
+def _open(path: Path) -> IO[bytes]:
     try:
-        with path.open("r", encoding="utf-8") as fh:
-            first = fh.readline()
+        return path.open("rb")
     except FileNotFoundError:
         raise RecordingError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordingError(f"{path}: cannot read it ({exc})") from None
-    return _check_header(path, first)
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
-def _check_header(path: Path, first: str) -> dict[str, Any]:
+def read_header(path: Path) -> dict[str, Any]:
+    """The header of a recording, checked: a file that is not a recording or is too new is refused."""
+    with _open(path) as fh:
+        for _, line in _lines(path, fh):
+            return _check_header(path, line)
+    return _check_header(path, b"")
+
+
+def _check_header(path: Path, first: bytes) -> dict[str, Any]:
     try:
-        header = json.loads(first)
-    except json.JSONDecodeError:
+        text = first.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RecordingError(f"{path}: cannot read it (it is not UTF-8 text)") from None
+    try:
+        header = _json(text)
+    except ValueError:
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise RecordingError(f"{path}: not a tokrace recording (its first line is not a tokrace header)")
     version = header.get("version")
-    if not isinstance(version, int) or version > VERSION:
-        raise RecordingError(f"{path}: recording format version {version} is newer than this tokrace reads "
+    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
+        raise RecordingError(f"{path}: recording format version {version!r:.20} is newer than this tokrace reads "
                              f"({VERSION}); upgrade tokrace to replay it")
+    tiers = header.get("tiers", [])
+    if not isinstance(tiers, list) or not all(isinstance(t, dict) and isinstance(t.get("name", ""), str)
+                                              for t in tiers):
+        raise RecordingError(f"{path}: its header's tiers are not a list of tier objects; the file is damaged")
+    if not isinstance(header.get("prompt") or "", str) or not isinstance(header.get("scenario") or "", str):
+        raise RecordingError(f"{path}: its header's prompt or scenario is not text; the file is damaged")
     return header
 
 
 def read_recording(path: Path) -> Recording:
-    """Read a whole recording. A truncated last line is dropped with a warning; damage elsewhere is refused."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecordingError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordingError(f"{path}: cannot read it ({exc})") from None
-    lines = text.split("\n")
-    rec = Recording(path, _check_header(path, lines[0]))
-    body = lines[1:]
-    last = max((i for i, line in enumerate(body) if line.strip()), default=-1)
-    for i, line in enumerate(body):
-        if not line.strip():
+    """Read a recording line by line (never the whole file at once). A truncated last line is dropped with a
+    warning; any other line that is not an event of this vocabulary (bad JSON, a wrong shape, a number out of
+    range, a lane or run out of place) is skipped, and one warning counts them. A line over 16 MB is refused."""
+    rec: Recording | None = None
+    skipped = 0
+    first_problem = ""
+    failed_last: str | None = None
+    """Why the latest line failed, while no line has come after it (a last line cut off by a crash)."""
+    cut_off = False
+    lanes = MAX_LANES
+    next_run = 0
+    with _open(path) as fh:
+        for number, raw in _lines(path, fh):
+            if rec is None:
+                rec = Recording(path, _check_header(path, raw))
+                lanes = len(rec.tiers) or MAX_LANES
+                continue
+            if not raw.strip():
+                continue
+            if failed_last is not None:
+                skipped += 1
+                first_problem = first_problem or failed_last
+                failed_last = None
+            try:
+                obj = _json(raw.decode("utf-8"))
+                if not isinstance(obj, dict):
+                    raise EventFormatError(f"{obj!r:.40} is not an event object")
+                lane, run = obj.pop("lane", None), obj.pop("run", 0)
+                for name, value, limit in (("lane", lane, lanes), ("run", run, next_run + 1)):
+                    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < limit:
+                        raise EventFormatError(f"its {name} is {value!r:.20} (expected 0 to {limit - 1})")
+                event = event_from_dict(obj)
+            except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, EventFormat
+                failed_last = f"line {number}: {_reason(exc)}"
+                cut_off = not raw.endswith(b"\n") or isinstance(exc, json.JSONDecodeError | UnicodeDecodeError)
+                continue
+            next_run = max(next_run, run + 1)
+            rec.events.setdefault((run, lane), []).append(event)
+    if rec is None:
+        _check_header(path, b"")
+    assert rec is not None
+    if failed_last is not None and not cut_off:
+        skipped += 1
+        first_problem = first_problem or failed_last
+        failed_last = None
+    if skipped:
+        rec.warnings.append(f"{path}: skipped {skipped} line{'s' if skipped != 1 else ''} that "
+                            f"{'are not recorded events' if skipped != 1 else 'is not a recorded event'} "
+                            f"(first, {first_problem}); "
+                            "replaying the rest")
+    if failed_last is not None:
+        rec.warnings.append(f"{path}: the last line is incomplete (the session was cut off); "
+                            "replaying what came before it")
+    return rec
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON ({exc.msg})"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc)[:160]
+
+
+def last_event_time(path: Path) -> float | None:
+    """The time of a recording's last readable event, from the end of the file only (``recordings``)."""
+    with _open(path) as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(0, size - TAIL_BYTES))
+        tail = fh.read(TAIL_BYTES)
+    for raw in reversed(tail.split(b"\n")[1 if size > TAIL_BYTES else 0:]):
+        if not raw.strip():
             continue
         try:
-            obj = json.loads(line)
-            lane, run = int(obj.pop("lane")), int(obj.pop("run", 0))
-            event = event_from_dict(obj)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, EventFormatError) as exc:
-            if i == last:
-                rec.warnings.append(f"{path}: the last line is incomplete (the session was cut off); "
-                                    "replaying what came before it")
-                break
-            raise RecordingError(f"{path}: line {i + 2} is not a recorded event ({exc})") from None
-        rec.events.setdefault((run, lane), []).append(event)
-    return rec
+            obj = _json(raw.decode("utf-8"))
+        except (ValueError, RecursionError):
+            continue
+        t = obj.get("t") if isinstance(obj, dict) and "format" not in obj else None
+        if isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= MAX_SECONDS:
+            return float(t)
+        if isinstance(obj, dict) and obj.get("format") == FORMAT:
+            return 0.0
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,17 +391,20 @@ class RecordingInfo:
 
 
 def list_recordings(directory: Path | None = None) -> list[RecordingInfo]:
-    """Every recording in a folder, newest first; unreadable files are listed with their problem."""
+    """Every recording in a folder, newest first, from each file's header and last line only; unreadable
+    files are listed with their problem."""
     directory = directory or recordings_dir()
     if not directory.is_dir():
         return []
     out = []
-    for path in sorted(directory.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True):
+    files = [p for p in directory.glob("*.jsonl") if p.is_file()]  # a pipe named .jsonl would never end
+    for path in sorted(files, key=lambda p: p.stat().st_mtime, reverse=True):
         try:
-            rec = read_recording(path)
+            header = read_header(path)
+            duration = last_event_time(path)
         except RecordingError as exc:
             out.append(RecordingInfo(path, "", "", [], None, str(exc)))
             continue
-        out.append(RecordingInfo(path, str(rec.header.get("created", "")), rec.prompt,
-                                 [str(t.get("name")) for t in rec.tiers], rec.duration))
+        out.append(RecordingInfo(path, str(header.get("created", "")), str(header.get("prompt") or ""),
+                                 [str(t.get("name")) for t in header.get("tiers", [])], duration))
     return out

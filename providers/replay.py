@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Final
 
 from .base import ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock
-from .events import Event, Segment
+from .events import MAX_SECONDS, Event, Segment
 from .recording import Recording, read_recording
 
 REPLAY_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
@@ -22,33 +22,92 @@ REPLAY_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
 }
 """The config keys a replay tier accepts: the recording, which lane (index or tier name) and run, and pacing."""
 
+MIN_SPEED: Final[float] = 0.001
+MAX_SPEED: Final[float] = 1_000_000.0
+"""The replay speeds a tier may ask for: beyond them a replay would stall or every wait would round to nothing."""
+
 
 class Retimer:
-    """Maps a recording's times to replay times: divided by the speed, with every gap capped at ``idle_cap``."""
+    """Maps a recording's times to the time a replay waits, and back: divided by the speed, with every stretch
+    between two consecutive ``times`` longer than ``idle_cap`` squeezed into ``idle_cap``.
+
+    The map is piecewise linear and strictly increasing, so it runs both ways: :meth:`played` says when to show a
+    recorded moment, :meth:`recorded` which recorded moment a played time stands for (inside a squeezed stretch,
+    recorded time runs faster). Only the waiting changes: what is measured stays the recorded time."""
 
     def __init__(self, times: list[float], speed: float = 1.0, idle_cap: float | None = None) -> None:
         self.speed = speed
         self.idle_cap = idle_cap
-        self._orig = sorted(times)
-        self._new: list[float] = []
-        acc = prev = 0.0
-        for t in self._orig:
-            acc += self._gap(t - prev)
-            prev = t
-            self._new.append(acc)
+        self._orig = [0.0]
+        self._new = [0.0]
+        for t in sorted(set(times)):
+            if t <= self._orig[-1]:
+                continue
+            gap = t - self._orig[-1]
+            self._new.append(self._new[-1] + (min(gap, idle_cap) if idle_cap is not None else gap) / speed)
+            self._orig.append(t)
 
-    def _gap(self, gap: float) -> float:
-        if self.idle_cap is not None:
-            gap = min(gap, self.idle_cap)
-        return gap / self.speed
+    @property
+    def squeezes(self) -> bool:
+        """Whether some stretch is shorter on replay than recorded (beyond the speed)."""
+        return self.idle_cap is not None and any(
+            b - a > self.idle_cap for a, b in zip(self._orig, self._orig[1:], strict=False))
 
     def __call__(self, t: float) -> float:
-        if self.idle_cap is None:
-            return t / self.speed if self.speed != 1.0 else t
-        i = bisect.bisect_right(self._orig, t) - 1
+        return self.played(t)
+
+    def played(self, t: float) -> float:
+        """When the recorded moment ``t`` is shown (seconds from the start)."""
+        return self._map(t, self._orig, self._new, 1.0 / self.speed)
+
+    def recorded(self, p: float) -> float:
+        """The recorded moment shown at played time ``p``."""
+        return self._map(p, self._new, self._orig, self.speed)
+
+    @staticmethod
+    def _map(x: float, xs: list[float], ys: list[float], slope: float) -> float:
+        i = bisect.bisect_right(xs, x) - 1
         if i < 0:
-            return self._gap(t)
-        return self._new[i] + self._gap(t - self._orig[i])
+            return x * slope
+        if i >= len(xs) - 1:
+            return ys[-1] + (x - xs[-1]) * slope
+        span = xs[i + 1] - xs[i]
+        return ys[i] + (x - xs[i]) * (ys[i + 1] - ys[i]) / span
+
+
+class PacedClock:
+    """A replay's clock: it waits on ``base`` for the played time, and reads and stamps the recorded time.
+
+    Every lane of a replay shares it, so a stretch is squeezed only where no lane has anything to play, and every
+    event keeps its recorded time: the metrics of a sped-up or capped replay are the recording's."""
+
+    virtual = True
+    """Stamps are the recorded times asked for, whatever the base clock's wake-up latency."""
+
+    def __init__(self, base: Clock, retimer: Retimer) -> None:
+        self.base = base
+        self.retimer = retimer
+        self._origin = base.now()
+
+    def now(self) -> float:
+        return self.retimer.recorded(self.base.now() - self._origin)
+
+    async def sleep_until(self, t: float) -> float:
+        await self.base.sleep_until(self._origin + self.retimer.played(t))
+        return t
+
+
+def recorded_times(recording: Recording, run: int) -> list[float]:
+    """Every moment something happens in ``run`` of the recording, on any lane (segment edges included)."""
+    times: list[float] = []
+    for (r, _lane), events in recording.events.items():
+        if r != run:
+            continue
+        for event in events:
+            times.append(event.t)
+            if isinstance(event, Segment):
+                times += [event.start, event.end]
+    return times
 
 
 class ReplayProvider(Provider):
@@ -68,10 +127,11 @@ class ReplayProvider(Provider):
         """The recorded run to play; ``None`` plays run 0, 1, 2... on successive turns of successive races."""
         self.speed = float(opts.get("speed", 1.0))
         self.idle_cap: float | None = float(opts["idle_cap"]) if "idle_cap" in opts else None
-        if self.speed <= 0:
-            raise ConfigError(f"tier {tier.name!r}: speed must be above 0", key="speed")
-        if self.idle_cap is not None and self.idle_cap <= 0:
-            raise ConfigError(f"tier {tier.name!r}: idle_cap must be above 0 seconds", key="idle_cap")
+        if not MIN_SPEED <= self.speed <= MAX_SPEED:
+            raise ConfigError(f"tier {tier.name!r}: speed must be from {MIN_SPEED:g} to {MAX_SPEED:g}", key="speed")
+        if self.idle_cap is not None and not 0 < self.idle_cap <= MAX_SECONDS:
+            raise ConfigError(f"tier {tier.name!r}: idle_cap must be above 0 seconds and at most {MAX_SECONDS:g}",
+                              key="idle_cap")
         self.recording = recording
         self.index = 0
         self.warnings: list[str] = []
@@ -95,21 +155,30 @@ class ReplayProvider(Provider):
         run = self.run if self.run is not None else self._plays % self.recording.runs
         self._plays += 1
         events = self.recording.lane_events(self.index, run)
-        retime = Retimer([e.t for e in events], self.speed, self.idle_cap)
-        offsets = [retime(e.t) for e in events]
         start = clock.now()  # taken after the preparation above, so it does not delay the first events
-        for event, offset in zip(events, offsets, strict=True):
-            stamp = await clock.sleep_until(start + offset)
-            if isinstance(event, Segment):
-                yield dataclasses.replace(event, t=stamp, start=start + retime(event.start),
-                                          end=start + retime(event.end))
-            else:
-                yield dataclasses.replace(event, t=stamp)
+        if self.speed == 1.0 and self.idle_cap is None:
+            for event in events:
+                stamp = start + event.t  # the recorded moment, not when a busy loop woke this lane
+                await clock.sleep_until(stamp)
+                yield self._placed(event, stamp, start)
+            return
+        # A tier's own speed or idle cap shortens the waits; the lane still reports the recorded times.
+        retime = Retimer(recorded_times(self.recording, run), self.speed, self.idle_cap)
+        for event in events:
+            await clock.sleep_until(start + retime.played(event.t))
+            yield self._placed(event, start + event.t, start)
+
+    @staticmethod
+    def _placed(event: Event, stamp: float, start: float) -> Event:
+        """The recorded event at its place on this race's clock."""
+        if isinstance(event, Segment):
+            return dataclasses.replace(event, t=stamp, start=start + event.start, end=start + event.end)
+        return dataclasses.replace(event, t=stamp)
 
 
 def replay_tiers(recording: Recording, speed: float = 1.0, idle_cap: float | None = None,
                  run: int | None = None) -> list[TierSpec]:
-    """One replay tier per recorded lane, named and priced like the original."""
+    """One replay tier per recorded lane, named and priced like the original, with the service tier it asked for."""
     tiers = []
     count = 1 + max((ln for _, ln in recording.events), default=0)
     lanes = recording.tiers or [{"name": f"lane {i}"} for i in range(count)]
@@ -121,5 +190,19 @@ def replay_tiers(recording: Recording, speed: float = 1.0, idle_cap: float | Non
         if idle_cap is not None:
             options["idle_cap"] = idle_cap
         tiers.append(TierSpec(name=original.name, provider="replay", model=original.model, price=original.price,
-                              options=options))
+                              service_tier=original.service_tier, options=options))
     return tiers
+
+
+def replay_pace(recording: Recording, speed: float = 1.0, idle_cap: float | None = None,
+                run: int | None = None) -> Callable[[int, Clock], Clock] | None:
+    """What ``run_session`` wraps each run's clock in to replay ``recording`` faster or with idle pauses capped
+    (``None`` when neither): run ``i`` of the session plays recorded run ``run`` if given, else run ``i``."""
+    if speed == 1.0 and idle_cap is None:
+        return None
+
+    def pace(index: int, clock: Clock) -> Clock:
+        played = run if run is not None else index % max(recording.runs, 1)
+        return PacedClock(clock, Retimer(recorded_times(recording, played), speed, idle_cap))
+
+    return pace

@@ -14,10 +14,11 @@ from typing import Any
 from . import __version__
 from .base import ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock, RealClock, VirtualClock
+from .events import finite_json as finite_json  # the JSON's rule, re-exported for its users
 from .loop.metrics import loop_metrics
 from .loop.scenario import Scenario
 from .metrics import STALL_THRESHOLD_S, TurnMetrics, summarize, turn_metrics
-from .race import LaneRun, Listener, Race
+from .race import LaneRun, Listener, Race, prepare_providers
 from .registry import create_provider
 from .voice.lens import VoiceMetrics, VoiceSettings, conversation_verdict, lane_voice
 
@@ -47,7 +48,11 @@ class SessionResult:
 def lane_metrics(run: LaneRun, stall_threshold_s: float = STALL_THRESHOLD_S, loop: bool = False) -> TurnMetrics:
     """The metrics of one lane's run; with ``loop``, the loop metrics of a scenario lane (``LoopMetrics``)."""
     measure = loop_metrics if loop else turn_metrics
-    return measure(run.events, run.tier.price, run.tier.model, stall_threshold_s)
+    m = measure(run.events, run.tier.price, run.tier.model, stall_threshold_s)
+    if run.tier.service_tier:  # asked in every request of the lane, whether or not the server said what it used
+        for one in [m, *getattr(m, "turns", [])]:
+            one.service_tier_asked = run.tier.service_tier
+    return m
 
 
 def check_fast_forward(tiers: Sequence[TierSpec]) -> None:
@@ -64,18 +69,22 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
                       on_run_end: Callable[[int], None] | None = None,
                       providers: Sequence[Provider] | None = None, warm: bool = False,
                       stall_threshold_s: float = STALL_THRESHOLD_S, scenario: Scenario | None = None,
-                      loop: bool = False) -> SessionResult:
+                      loop: bool = False, pace: Callable[[int, Clock], Clock] | None = None) -> SessionResult:
     """Race the tiers ``runs`` times, one run after the other, and compute every lane's metrics.
 
     With ``scenario`` every lane plays that agent loop; ``loop`` asks for loop metrics without one (replaying
-    a scenario's recording)."""
+    a scenario's recording). ``pace`` wraps each run's clock (run index, clock): a replay's speed and idle cap."""
     loop = loop or scenario is not None
     if fast_forward:
         check_fast_forward(tiers)
-    provs = list(providers) if providers is not None else [create_provider(t) for t in tiers]
     result = SessionResult(list(tiers), metrics=[[] for _ in tiers])
+    provs: list[Provider] = []
     try:
-        await asyncio.gather(*(p.prepare(warm) for p in provs))
+        if providers is not None:
+            provs = list(providers)
+            await asyncio.gather(*(p.prepare(warm) for p in provs))
+        else:  # as on the screen: a tier that cannot be set up (a missing key) fails its own lane
+            provs = await prepare_providers(tiers, create_provider, warm)
         for p in provs:  # lanes replaying one file would repeat its warning: say it once
             result.warnings.extend(w for w in getattr(p, "warnings", []) if w not in result.warnings)
         settle_heap()
@@ -83,7 +92,8 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
             if on_run_start is not None:
                 on_run_start(run)
             clock: Clock = VirtualClock() if fast_forward else RealClock()
-            race = Race(tiers, request, clock, listeners, providers=provs, scenario=scenario)
+            race = Race(tiers, request, pace(run, clock) if pace is not None else clock, listeners,
+                        providers=provs, scenario=scenario)
             lanes = await (clock.drive(race.run()) if isinstance(clock, VirtualClock) else race.run())
             result.runs.append(lanes)
             for lane in lanes:
@@ -106,7 +116,7 @@ def settle_heap() -> None:
 
 def report(result: SessionResult, voice: VoiceSettings | None = None) -> dict[str, Any]:
     """The ``--json`` object: the keys of DESIGN §8; with ``voice``, a ``voice`` object on each run and the
-    tier's conversation verdict."""
+    tier's conversation verdict. A number that is not finite is ``null`` (see :func:`finite_json`)."""
     out: dict[str, Any] = {
         "tool": "tokrace",
         "version": __version__,
@@ -123,4 +133,4 @@ def report(result: SessionResult, voice: VoiceSettings | None = None) -> dict[st
                 run["voice"] = v.to_json()
             holds, why = conversation_verdict(lane)
             tier["voice"] = {"holds_conversation": holds, "reason": why}
-    return out
+    return finite_json(out)  # type: ignore[no-any-return]

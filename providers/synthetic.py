@@ -5,13 +5,14 @@ Same profile and seed give the same events, byte for byte; the offline demo and 
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, overload
+from typing import Any, Final
 
-from .base import ConfigError, Provider, TierSpec, TurnRequest
+from .base import MAX_TOKENS_LIMIT, ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock
 from .events import Delta, Done, Error, Event, Headers, Request, ToolCall, Usage
 
@@ -47,35 +48,25 @@ def pieces(text: str) -> list[str]:
     return _PIECE.findall(text)
 
 
-class _Cycle(Sequence[str]):
-    """The first ``n`` pieces of a text repeated as often as needed, without a list of them all (a million-token
-    answer is a million references otherwise)."""
-
-    def __init__(self, base: list[str], n: int) -> None:
-        self.base = base
-        self.n = n if base else 0
-
-    def __len__(self) -> int:
-        return self.n
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        base = self.base
-        if isinstance(index, slice):
-            return [base[j % len(base)] for j in range(*index.indices(self.n))]
-        if not -self.n <= index < self.n:
-            raise IndexError("piece index out of range")
-        return base[(index % self.n) % len(base)]
+def _cycle(text: str, n: int) -> Iterator[str]:
+    """The first ``n`` pieces of ``text`` repeated as often as needed (``text`` is one of the built-in ones),
+    generated as they are needed: a schedule of a million tokens never exists whole."""
+    return itertools.islice(itertools.cycle(pieces(text)), n)
 
 
-def _cycle(text: str, n: int) -> _Cycle:
-    """The first ``n`` pieces of ``text`` repeated as often as needed (``text`` is one of the built-in ones)."""
-    return _Cycle(pieces(text), n)
+MIN_RATE: Final[float] = 0.01
+MAX_RATE: Final[float] = 10_000_000.0
+"""The token rates a profile may have: slower than a token every 100 s or faster than ten million a second is a
+typo, and would stall a clock or flood the screen."""
+MAX_DELAY_MS: Final[float] = 3_600_000.0
+"""The longest time to first byte or token a profile may have (an hour)."""
+
+
+def _batched(items: Iterable[str], k: int) -> Iterator[tuple[str, ...]]:
+    """``items`` in tuples of ``k`` (the last may be shorter), lazily (``itertools.batched`` is Python 3.12's)."""
+    it = iter(items)
+    while chunk := tuple(itertools.islice(it, k)):
+        yield chunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +89,16 @@ class Profile:
     def from_options(cls, options: dict[str, Any]) -> Profile:
         profile = cls(**{k: v for k, v in options.items() if k in SYNTHETIC_OPTIONS})
         for key, ok, expected in (
-            ("tok_s", profile.tok_s > 0, "above 0"),
-            ("ttft_ms", profile.ttft_ms >= 0, "0 or more"),
+            ("tok_s", MIN_RATE <= profile.tok_s <= MAX_RATE, f"from {MIN_RATE:g} to {MAX_RATE:g} tokens a second"),
+            ("ttft_ms", 0 <= profile.ttft_ms <= MAX_DELAY_MS, f"from 0 to {MAX_DELAY_MS:g} ms (an hour)"),
             ("jitter", 0 <= profile.jitter < 1, "at least 0 and below 1 (it is relative: 0.15 means ±15 %)"),
-            ("tokens_per_event", profile.tokens_per_event >= 1, "1 or more"),
-            ("ttfb_ms", profile.ttfb_ms is None or profile.ttfb_ms >= 0, "0 or more"),
-            ("thinking_tokens", profile.thinking_tokens >= 0, "0 or more"),
-            ("thinking_tok_s", profile.thinking_tok_s is None or profile.thinking_tok_s > 0, "above 0"),
+            ("tokens_per_event", 1 <= profile.tokens_per_event <= MAX_TOKENS_LIMIT,
+             f"from 1 to {MAX_TOKENS_LIMIT}"),
+            ("ttfb_ms", profile.ttfb_ms is None or 0 <= profile.ttfb_ms <= MAX_DELAY_MS,
+             f"from 0 to {MAX_DELAY_MS:g} ms (an hour)"),
+            ("thinking_tokens", 0 <= profile.thinking_tokens <= MAX_TOKENS_LIMIT, f"from 0 to {MAX_TOKENS_LIMIT}"),
+            ("thinking_tok_s", profile.thinking_tok_s is None or MIN_RATE <= profile.thinking_tok_s <= MAX_RATE,
+             f"from {MIN_RATE:g} to {MAX_RATE:g} tokens a second"),
             ("fail_after_tokens", profile.fail_after_tokens is None or profile.fail_after_tokens >= 0,
              "0 or more"),
             ("text", profile.text is None or bool(profile.text.strip()), "some words to stream"),
@@ -157,10 +151,10 @@ def schedule(profile: Profile, max_tokens: int, turn: int = 0,
     drift = wobble(base)
     k = profile.tokens_per_event
     thinking = min(profile.thinking_tokens, max_tokens)
-    answer = (_cycle(PASSAGE, max_tokens - thinking) if profile.text is None
-              else pieces(profile.text)[: max_tokens - thinking])
-    reasoning = _cycle(THINKING, thinking) if thinking else []
-    phases: list[tuple[str, Sequence[str], float, int | None]] = [
+    answer: Iterable[str] = (_cycle(PASSAGE, max_tokens - thinking) if profile.text is None
+                             else pieces(profile.text)[: max_tokens - thinking])
+    reasoning: Iterable[str] = _cycle(THINKING, thinking)
+    phases: list[tuple[str, Iterable[str], float, int | None]] = [
         ("reasoning", reasoning, profile.thinking_tok_s or profile.tok_s, None)]
     if tool_args:
         phases.extend(("tool_args", pieces(args), profile.tok_s, n) for n, args in enumerate(tool_args))
@@ -170,8 +164,7 @@ def schedule(profile: Profile, max_tokens: int, turn: int = 0,
     for channel, toks, rate, call in phases:
         counted = 0
         t = base
-        for i in range(0, len(toks), k):
-            chunk = toks[i : i + k]
+        for chunk in _batched(toks, k):
             if not first:
                 counted += len(chunk)
                 drift += wobble(len(chunk) / rate)
@@ -201,19 +194,24 @@ class SyntheticProvider(Provider):
         yield Request(t=start, turn=request.turn, model=self.tier.model or "synthetic", endpoint="synthetic")
         calls = request.scripted_tool_calls
         args = [str(c["arguments"]) for c in calls]
-        steps = schedule(profile, request.max_tokens, request.turn, args)  # made as it goes, never all kept
+        steps = schedule(profile, request.max_tokens, request.turn, args)
         step = next(steps, None)
         ttfb = profile.ttfb_ms / 1000.0 if profile.ttfb_ms is not None else min(0.02, profile.ttft_ms / 1000.0)
         if step is not None:
             ttfb = min(ttfb, step.t)
-        yield Headers(t=await clock.sleep_until(start + ttfb), status=200, request_id=f"synthetic-{request.turn}")
+        # Each event is stamped with the moment the profile produces it, not with when a busy loop got round to
+        # waking this lane: the profile is this server's clock, as the socket is an HTTP server's, so a lane drawn
+        # on the screen and the same lane in bench give the same figures (a late wake-up delays only the drawing).
+        await clock.sleep_until(start + ttfb)
+        yield Headers(t=start + ttfb, status=200, request_id=f"synthetic-{request.turn}")
         input_tokens = sum(len(pieces(m.content)) for m in request.conversation())
         produced = reasoning = answer = 0
         last = start + ttfb
         called = 0
         while step is not None:
             following = next(steps, None)
-            last = await clock.sleep_until(start + step.t)
+            last = start + step.t
+            await clock.sleep_until(last)
             yield Delta(t=last, text=step.text, channel=step.channel, tokens=step.tokens)  # type: ignore[arg-type]
             produced += step.tokens
             if step.channel == "reasoning":

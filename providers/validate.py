@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Final
@@ -21,7 +22,10 @@ def expected(types: tuple[type, ...]) -> str:
 
 
 def type_ok(value: Any, types: tuple[type, ...]) -> bool:
+    """Whether a TOML value has one of ``types``; ``inf`` and ``nan`` (which TOML allows) are never a number."""
     if isinstance(value, bool) and bool not in types:
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
         return False
     return isinstance(value, types)
 

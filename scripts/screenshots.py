@@ -38,10 +38,14 @@ def failing_demo() -> list[TierSpec]:
     return tiers
 
 
+TRACE = Path(__file__).resolve().parent.parent / "tests" / "traces" / "fixtures" / "claude-code" / "session-a.jsonl"
+"""A hand-written Claude Code session (a sub-agent, a retry, a failed tool, a person away for an hour)."""
+
+
 @dataclass(frozen=True)
 class Shot:
     """One screenshot: which tiers, the terminal size, the moment of the race, then keys to press; the theme,
-    and a scenario to race instead of the demo prompt."""
+    a scenario to race instead of the demo prompt, the finish line, and the presenter's view."""
 
     name: str
     size: tuple[int, int]
@@ -50,17 +54,26 @@ class Shot:
     tiers: list[TierSpec] = field(default_factory=demo_tiers)
     theme: str = DEFAULT_THEME
     scenario: str | None = None
+    trace: Path | None = None
+    """An agent trace to replay (paused at ``at``) instead of racing tiers."""
+    podium: bool = False
+    present: bool = False
 
 
 SHOTS = [
     Shot("race-mid", (160, 45), 2.0),
     Shot("race-finished", (160, 45), 10.0),
+    Shot("podium", (160, 45), 10.0, podium=True),
+    Shot("podium-narrow", (80, 24), 10.0, podium=True),
+    Shot("present", (160, 45), 2.0, theme="projector", present=True),
     Shot("race-narrow", (80, 24), 2.0),
     Shot("lane-error", (160, 45), 3.0, tiers=failing_demo()),
     Shot("details", (160, 45), 10.0, ("3", "d")),
     Shot("help", (100, 40), 1.0, ("question_mark",)),
     Shot("voice", (160, 45), 36.0, ("v",), tiers=voice_demo()),
     Shot("bottlenecks", (160, 45), 200.0, ("b",), scenario="coding-loop"),
+    Shot("trace-replay", (160, 45), 21.0, trace=TRACE),
+    Shot("trace-bottlenecks", (160, 45), 700.0, ("b",), trace=TRACE),
     # One per built-in theme, on an agent loop so the timeline shows waits, model, tool and human segments.
     *(Shot(f"theme-{name}", (160, 45), 12.0, theme=name, scenario="incident") for name in builtin_theme_names()),
 ]
@@ -79,14 +92,43 @@ def builtin_themes(scratch: Path, theme: str = DEFAULT_THEME) -> AppThemes:
                      requested=theme)
 
 
+async def render_trace(shot: Shot, trace: Path, out: Path) -> Path:
+    """An agent trace replayed on the race screen, paused at ``shot.at``."""
+    from providers.recording import read_recording
+    from providers.replay import replay_tiers
+    from providers.traces.playable import write_recording
+    from providers.traces.read import read_file
+    from tui.replay_control import ReplayControl, replay_duration
+
+    base = VirtualClock()
+    with tempfile.TemporaryDirectory() as scratch:
+        themes = builtin_themes(Path(scratch), shot.theme)
+        path = write_recording(list(read_file(trace).traces), Path(scratch) / f"{trace.stem}.jsonl")
+        recording = read_recording(path)
+        control = ReplayControl(path, replay_duration(recording), base=lambda: base)
+        app = build_app(replay_tiers(recording), TurnRequest(recording.prompt), replay=control, animate=False,
+                        freeze_gc=False, themes=themes)
+        async with app.run_test(size=shot.size) as pilot:
+            await app.runner.wait_started()
+            await base.advance_to(shot.at)
+            await pilot.press("space", *shot.keys)
+            await pilot.pause()
+            target = out / f"{shot.name}.svg"
+            target.write_text(keep_spaces(app.export_screenshot(title="tokrace")), encoding="utf-8")
+    return target
+
+
 async def render(shot: Shot, out: Path) -> Path:
+    if shot.trace is not None:
+        return await render_trace(shot, shot.trace, out)
     clock = VirtualClock()
     with tempfile.TemporaryDirectory() as scratch:
         themes = builtin_themes(Path(scratch), shot.theme)
     scenario = None if shot.scenario is None else load_scenario(shot.scenario)
     prompt = DEMO_PROMPT if scenario is None else scenario.first_prompt()
     app = build_app(shot.tiers, TurnRequest(prompt, DEMO_MAX_TOKENS), clock_factory=lambda: clock,
-                    animate=False, freeze_gc=False, themes=themes, scenario=scenario)
+                    animate=False, freeze_gc=False, themes=themes, scenario=scenario, podium=shot.podium,
+                    present=shot.present)
     async with app.run_test(size=shot.size) as pilot:
         await app.runner.wait_started()
         race = app.runner.race
@@ -100,15 +142,59 @@ async def render(shot: Shot, out: Path) -> Path:
     return path
 
 
+TRACE_SHOTS = {"trace-on": (Path(__file__).resolve().parent.parent / "examples" / "traces" / "add-endpoint.json",
+                             "Sol standard,Sol ultrafast", (160, 45), 900.0)}
+"""The replay of a trace racing its re-timed lanes: the file, the tiers, the terminal size, the moment."""
+
+
+async def render_trace_on(name: str, out: Path) -> Path:
+    """``tokrace replay TRACE --on TIERS`` on the demo tiers, at a fixed moment of virtual time."""
+    import argparse as _argparse
+
+    from providers.config import Config
+    from providers.recording import read_recording
+    from providers.replay import replay_tiers
+    from providers.traces.read import read_file
+    from tui.replay_control import ReplayControl, replay_duration
+    from tui.traces_compare import build_comparison, write_race
+
+    file, on, size, at = TRACE_SHOTS[name]
+    trace = read_file(file).traces[0]
+    args = _argparse.Namespace(on=on, original_price=None, seed=None, config=None)
+    config = Config(source=None)
+    cmp = build_comparison([trace], args, config, 600.0)
+    price = next((t.price for t in config.tiers if t.model in cmp.rows[0].original.models and t.price), None)
+    base = VirtualClock()
+    with tempfile.TemporaryDirectory() as scratch:
+        themes = builtin_themes(Path(scratch))
+        path = write_race(read_file(file).traces[0], cmp, price, Path(scratch) / f"{file.stem}-on.jsonl", 600.0)
+        recording = read_recording(path)
+        control = ReplayControl(path, replay_duration(recording), base=lambda: base, caption=cmp.verdict)
+        app = build_app(replay_tiers(recording), TurnRequest(recording.prompt), replay=control, animate=False,
+                        freeze_gc=False, themes=themes)
+        async with app.run_test(size=size) as pilot:
+            await app.runner.wait_started()
+            await base.advance_to(at)
+            app.screen.sample(force=True)
+            await pilot.pause()
+            target = out / f"{name}.svg"
+            target.write_text(keep_spaces(app.export_screenshot(title="tokrace")), encoding="utf-8")
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Render the README's screenshots to SVG.")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "screenshots")
-    parser.add_argument("--only", metavar="NAME", help=f"one of: {', '.join(s.name for s in SHOTS)}")
+    parser.add_argument("--only", metavar="NAME",
+                        help=f"one of: {', '.join([*(s.name for s in SHOTS), *TRACE_SHOTS])}")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for shot in SHOTS:
         if args.only is None or shot.name == args.only:
             print(asyncio.run(render(shot, args.out)))
+    for name in TRACE_SHOTS:
+        if args.only is None or name == args.only:
+            print(asyncio.run(render_trace_on(name, args.out)))
 
 
 if __name__ == "__main__":

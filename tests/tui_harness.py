@@ -49,13 +49,30 @@ def factory(tier: TierSpec) -> Provider:
     return create_provider(tier)
 
 
+class LateClock(VirtualClock):
+    """Virtual time whose sleepers wake ``late_s`` after their moment every ``every``-th time, as a loop busy
+    drawing frames wakes them on the real clock."""
+
+    def __init__(self, late_s: float = 0.03, every: int = 7) -> None:
+        super().__init__()
+        self.late_s, self.every, self._sleeps = late_s, every, 0
+
+    async def sleep_until(self, t: float) -> float:
+        woke = await super().sleep_until(t)
+        self._sleeps += 1
+        if self._sleeps % self.every == 0:
+            woke = await super().sleep_until(woke + self.late_s)
+        return woke
+
+
 def demo_app(tiers: Sequence[TierSpec] | None = None, prompt: str = DEMO_PROMPT,
-             max_tokens: int = DEMO_MAX_TOKENS, scenario: str | None = None) -> tuple[TokraceApp, VirtualClock]:
+             max_tokens: int = DEMO_MAX_TOKENS, scenario: str | None = None,
+             clock: VirtualClock | None = None) -> tuple[TokraceApp, VirtualClock]:
     """The app on a virtual clock: nothing moves until the test advances time. With ``scenario`` (a built-in's
     name) every lane plays that loop."""
     from providers.loop.scenario_file import load_scenario
 
-    clock = VirtualClock()
+    clock = clock if clock is not None else VirtualClock()
     loop = load_scenario(scenario) if scenario is not None else None
     if loop is not None:
         prompt = loop.first_prompt()

@@ -168,9 +168,11 @@ def textual_variables() -> Mapping[str, str]:
     return ColorSystem(primary="#0178D4").generate()
 
 
-def _variables(raw: Any, text: str, base: Mapping[str, str]) -> dict[str, str]:
+def _variables(raw: Any, text: str, base: Mapping[str, str], errors: list[str]) -> dict[str, str]:
+    """The app and Textual variables of ``[variables]`` over ``base``; each bad one adds to ``errors``."""
     if not isinstance(raw, dict):
-        raise _fail(text, "variables", "expected a table [variables]")
+        errors.append(str(_fail(text, "variables", "expected a table [variables]")))
+        return {key: base[key] for key in APP_VARIABLES if key in base}
     textual = textual_variables()
     out = {key: base[key] for key in APP_VARIABLES if key in base}
     for key, value in raw.items():
@@ -178,23 +180,26 @@ def _variables(raw: Any, text: str, base: Mapping[str, str]) -> dict[str, str]:
             try:
                 out[key] = _colour(value).hex
             except ThemeError as exc:
-                raise _fail(text, key, str(exc)) from None
+                errors.append(str(_fail(text, key, str(exc))))
         elif key in NUMBER_VARIABLES:
             allowed = NUMBER_VARIABLES[key]
             if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
-                raise _fail(text, key, f"expected a whole number from {allowed[0]} to {allowed[-1]}, "
-                                       f"got {value!r}")
-            out[key] = str(value)
+                errors.append(str(_fail(text, key, f"expected a whole number from {allowed[0]} to {allowed[-1]}, "
+                                                   f"got {value!r}")))
+            else:
+                out[key] = str(value)
         elif key in textual:
             if not isinstance(value, str):
-                raise _fail(text, key, f"expected a string, got {value!r}")
-            if not key.endswith("style") and not _css_colour_ok(value):
-                raise _fail(text, key, f"expected a colour like '#4FA8FF' or '#4FA8FF 50%', got {value!r}")
-            out[key] = value
+                errors.append(str(_fail(text, key, f"expected a string, got {value!r}")))
+            elif not key.endswith("style") and not _css_colour_ok(value):
+                errors.append(str(_fail(text, key, f"expected a colour like '#4FA8FF' or '#4FA8FF 50%', "
+                                                   f"got {value!r}")))
+            else:
+                out[key] = value
         else:
             close = difflib.get_close_matches(key, [*APP_VARIABLES, *textual], n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise _fail(text, key, f"unknown variable{hint}")
+            errors.append(str(_fail(text, key, f"unknown variable{hint}")))
     return out
 
 
@@ -208,49 +213,56 @@ def parse_theme(text: str, base: Mapping[str, str] | None = None) -> Theme:
     """Validate a theme file's text and build the Textual theme.
 
     ``base`` supplies the app variables the file leaves out; by default they come from the built-in of the
-    same darkness (:data:`BASE_THEMES`). Raises :class:`ThemeError` with a one-line message.
+    same darkness (:data:`BASE_THEMES`). Raises :class:`ThemeError` with a one-line message naming every problem
+    of the file (joined by " · "), not only the first.
     """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ThemeError(f"not valid TOML: {exc}") from None
+    errors: list[str] = []  # every problem of the file, so one round of fixes is enough
     for key in data:
         if key not in TOP_KEYS:
             close = difflib.get_close_matches(key, TOP_KEYS, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(TOP_KEYS)}"
-            raise _fail(text, key, f"unknown key; {hint}")
+            errors.append(str(_fail(text, key, f"unknown key; {hint}")))
     name = data.get("name")
     if name is None:
-        raise ThemeError("name: missing; every theme needs a name")
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise _fail(text, "name", f"expected letters, digits, '-', '_' or '.', without spaces, got {name!r}")
+        errors.append("name: missing; every theme needs a name")
+    elif not isinstance(name, str) or not _NAME.fullmatch(name):
+        errors.append(str(_fail(text, "name", f"expected letters, digits, '-', '_' or '.', without spaces, "
+                                              f"got {name!r}")))
     if "primary" not in data:
-        raise ThemeError("primary: missing; every theme needs a primary colour")
+        errors.append("primary: missing; every theme needs a primary colour")
     colours: dict[str, str] = {}
     for key in COLOUR_KEYS:
         if key in data:
             try:
                 colours[key] = _colour(data[key]).hex
             except ThemeError as exc:
-                raise _fail(text, key, str(exc)) from None
+                errors.append(str(_fail(text, key, str(exc))))
     numbers: dict[str, float] = {}
     for key, (low, high) in NUMBER_KEYS.items():
         if key in data:
             value = data[key]
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-                raise _fail(text, key, f"expected a number from {low:g} to {high:g}, got {value!r}")
-            numbers[key] = float(value)
+                errors.append(str(_fail(text, key, f"expected a number from {low:g} to {high:g}, got {value!r}")))
+            else:
+                numbers[key] = float(value)
     dark = data.get("dark")
     if dark is None:
         # A theme that only sets a background is dark when that background is.
         dark = Color.parse(colours["background"]).brightness < 0.5 if "background" in colours else True
     elif not isinstance(dark, bool):
-        raise _fail(text, "dark", f"expected true or false, got {dark!r}")
+        errors.append(str(_fail(text, "dark", f"expected true or false, got {dark!r}")))
+        dark = True
     if base is None:
         base = builtin_variables(BASE_THEMES[dark])
-    variables = _variables(data.get("variables", {}), text, base)
+    variables = _variables(data.get("variables", {}), text, base, errors)
+    if errors:
+        raise ThemeError(" · ".join(errors))
     fields: dict[str, Any] = {**colours, **numbers}
-    return Theme(name=name, dark=dark, variables=variables, **fields)
+    return Theme(name=str(name), dark=dark, variables=variables, **fields)
 
 
 def load_theme_file(path: Path, base: Mapping[str, str] | None = None) -> Theme:

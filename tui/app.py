@@ -6,10 +6,11 @@ Kept thin on purpose: the screen composes the widgets, the runner runs races, th
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
+from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
@@ -20,6 +21,7 @@ from .record import RecordPlan
 from .replay_control import ReplayControl
 from .runner import ClockFactory, ProviderFactory, RaceRunner
 from .screens.race import RaceScreen
+from .signals import install as install_signals
 from .theming import AppThemes
 from .widgets.palette import APP_COLOURS
 
@@ -34,11 +36,19 @@ class TokraceApp(App[int]):
     """Races (or replays) the tiers on one screen."""
 
     TITLE = "tokrace"
+    CSS = """
+    ToastRack { display: none; }
+    """
+    """No toast ever covers the lanes or the summary: the race screen shows every notice on its notice line."""
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, *, animate: bool = True,
                  freeze_gc: bool = True, themes: AppThemes | None = None, voice: LiveVoice | None = None,
-                 speaker: Speaker | None = None) -> None:
+                 speaker: Speaker | None = None, podium: bool = False, present: bool = False) -> None:
         super().__init__()
+        self.podium = podium
+        """Show the finish line (ranking, times, speed-up in large type) when a race ends."""
+        self.present = present
+        """``--present``: gauges and timeline only, taller bars, final times, no notices, no footer."""
         self.runner = runner
         self.replay = replay
         self.voice = voice
@@ -48,22 +58,36 @@ class TokraceApp(App[int]):
         self.animated = animate
         """Off in tests and screenshots: no cursor blink, nothing that moves on its own."""
         self.freeze_gc = freeze_gc
+        self.notice: tuple[str, str, SeverityLevel] | None = None
+        """The latest notification (message, title, severity): the race screen's notice line shows it."""
         self.themes = AppThemes() if themes is None else themes
         """tokrace's themes (built-in and the user's), the one to start with, and where choices are kept."""
         self.themes.install(self)
+        self._forget_signals: Callable[[], None] | None = None
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_COLOURS)
 
     def on_mount(self) -> None:
         self.runner.notify = self._notify
+        if not self.is_headless:  # a signal quits like q does: the race stops, the recording is written
+            self._forget_signals = install_signals(lambda code: self.exit(None, code))
         self.push_screen(RaceScreen(self.runner, self.replay, animate=self.animated,
-                                    freeze_gc=self.freeze_gc, voice=self.voice, speaker=self.speaker))
+                                    freeze_gc=self.freeze_gc, voice=self.voice, speaker=self.speaker,
+                                    podium=self.podium, present=self.present))
         self.themes.mount(self)
         if self.freeze_gc:
             # A full collection over the mounted widget tree pauses the loop for ~100 ms about once a second;
             # what exists now lives for the whole run, so take it out of the collector's way.
             self.call_after_refresh(self._freeze)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Keep the notification (as Textual does) and put it on the race screen's notice line, where it hides
+        nothing, instead of a toast over the lanes or the summary."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        plain = message if not markup else Content.from_markup(message).plain
+        self.notice = (plain, title, severity)
 
     def _notify(self, message: str, title: str, severity: SeverityLevel) -> None:
         if self.is_running:  # a race stopped by quitting still says where it went: on stderr (see launch)
@@ -75,6 +99,8 @@ class TokraceApp(App[int]):
 
     async def on_unmount(self) -> None:
         await self.runner.aclose()
+        if self._forget_signals is not None:
+            self._forget_signals()
         if self.speaker is not None:
             await self.speaker.aclose()
         if self.freeze_gc:
@@ -91,10 +117,12 @@ def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory:
               provider_factory: ProviderFactory | None = None, replay: ReplayControl | None = None,
               scenario: Scenario | None = None, animate: bool = True, freeze_gc: bool = True,
               themes: AppThemes | None = None, record: RecordPlan | None = None,
-              voice: VoiceSettings | None = None, speaker: Speaker | None = None, warm: bool = False) -> TokraceApp:
+              voice: VoiceSettings | None = None, speaker: Speaker | None = None, warm: bool = False,
+              podium: bool = False, present: bool = False) -> TokraceApp:
     """The app racing ``tiers`` on ``request`` (or a whole ``scenario``): on real time, or on the replay's
     playback clock. With ``record`` every race (never a replay) is recorded to its own file. With ``voice`` the
-    voice lens is on from the start; ``speaker`` speaks one lane aloud; with ``warm`` connections open first."""
+    voice lens is on from the start; ``speaker`` speaks one lane aloud; with ``warm`` connections open first.
+    With ``podium`` the finish line shows when a race ends; ``present`` is the presenter's view."""
     factory: ClockFactory
     if replay is not None:
         factory = replay.make_clock
@@ -111,4 +139,4 @@ def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory:
 
     lens = LiveVoice(voice, on=voice is not None)
     return TokraceApp(runner, replay, animate=animate, freeze_gc=freeze_gc, themes=themes, voice=lens,
-                      speaker=speaker)
+                      speaker=speaker, podium=podium, present=present)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from providers import __version__
 from providers.base import TierSpec, TokraceError, TurnRequest
+
+from .signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 
 if TYPE_CHECKING:
     from providers.config import Config
@@ -25,6 +28,10 @@ if TYPE_CHECKING:
     from .record import RecordPlan
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+MAX_RUNS = 10_000
+"""The most runs ``--runs`` takes (every run's events are kept for the report)."""
+MAX_NUMBER = 1e7
+"""The largest number an option takes (speeds, seconds, rates): anything above is a typo."""
 
 
 class UsageError(TokraceError):
@@ -41,21 +48,41 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+def _max_tokens(text: str) -> int:
+    from providers.base import MAX_TOKENS_LIMIT
+
+    value = _positive_int(text)
+    if value > MAX_TOKENS_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TOKENS_LIMIT:,} (tokrace's limit), got {value:,}")
+    return value
+
+
+def _runs(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_RUNS:,} runs, got {value:,}")
+    return value
+
+
+def _finite(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        raise argparse.ArgumentTypeError(f"expected a number up to {MAX_NUMBER:g}, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _finite(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number above 0, got {value}")
     return value
 
 
 def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _finite(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
     return value
@@ -124,7 +151,7 @@ def _add_race_options(p: argparse.ArgumentParser) -> None:
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", metavar="TEXT", help="the prompt to race (default: the config's)")
     prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="read the prompt from a file")
-    p.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output token limit per turn")
+    p.add_argument("--max-tokens", type=_max_tokens, metavar="N", help="output token limit per turn (at most 200,000)")
     p.add_argument("--scenario", metavar="NAME|FILE",
                    help="race a whole agent loop instead of one prompt: a built-in (see tokrace scenarios) "
                         "or a scenario TOML file")
@@ -133,6 +160,16 @@ def _add_race_options(p: argparse.ArgumentParser) -> None:
 def _add_warm_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warm", action="store_true",
                    help="open each HTTP tier's connection before the start, so no lane pays for its connect")
+
+
+def _add_presenter_options(p: argparse.ArgumentParser) -> None:
+    show = p.add_argument_group("presenting", "for a room reading the screen from the back")
+    show.add_argument("--present", action="store_true",
+                      help="the presenter's view: gauges and timeline only (no answer text), taller bars, each "
+                           "lane's final time, no notices, no footer; the projector theme unless --theme says")
+    show.add_argument("--no-podium", action="store_true",
+                      help="no finish line when a race ends (by default a podium with the ranking, the times and "
+                           "the speed-up shows over the lanes until any key)")
 
 
 def _add_theme_option(p: argparse.ArgumentParser) -> None:
@@ -162,8 +199,13 @@ def _record_plan(args: argparse.Namespace) -> RecordPlan | None:
     return None if getattr(args, "no_record", False) else RecordPlan(getattr(args, "record", None))
 
 
+def _add_wide_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wide", action="store_true", help="tables at their full width even in a terminal (as when "
+                   "piped): nothing wraps; in a terminal too narrow for a table, each row is printed as a block")
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--runs", type=_runs, default=1, metavar="N",
                    help="race N times one after the other and report p50/p90 (default 1)")
     p.add_argument("--json", metavar="FILE|-", dest="json_target",
                    help="write the results as JSON to FILE, or to stdout with -")
@@ -202,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_race_options(parser)
     _add_warm_option(parser)
     _add_theme_option(parser)
+    _add_presenter_options(parser)
     _add_record_options(parser, screen=True)
     _add_voice_options(parser)
     parser.register("action", "parsers", _Commands)
@@ -213,10 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo_prompt = demo.add_mutually_exclusive_group()
     demo_prompt.add_argument("--prompt", metavar="TEXT", help="the prompt to race (default: the demo's)")
     demo_prompt.add_argument("--prompt-file", type=Path, metavar="FILE", help="read the prompt from a file")
-    demo.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output token limit per turn")
+    demo.add_argument("--max-tokens", type=_max_tokens, metavar="N",
+                      help="output token limit per turn (at most 200,000)")
     demo.add_argument("--scenario", metavar="NAME|FILE", help="race a whole agent loop on the demo tiers")
     demo.add_argument("--tiers", metavar="NAME,NAME", help="race only these demo tiers")
     _add_theme_option(demo)
+    _add_presenter_options(demo)
     _add_record_options(demo, screen=True)
     _add_voice_options(demo)
 
@@ -225,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "Exit 0 when every run succeeded, 1 when one failed, 2 on bad usage.")
     _add_race_options(bench)
     _add_output_options(bench)
+    _add_wide_option(bench)
     _add_record_options(bench, screen=False)
     _add_warm_option(bench)
     bench.add_argument("--what-if", type=_positive_float, default=14.0, metavar="N", dest="what_if",
@@ -232,37 +278,51 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default 14)")
     _add_voice_options(bench)
 
-    replay = sub.add_parser("replay", help="replay a recording with its original timing",
+    replay = sub.add_parser("replay", help="replay a recording or an agent trace with its original timing",
                             description="Replay every lane of a recording with its original timing: in a "
                                         "terminal on the race screen (pause, step, faster, slower, restart; a "
                                         "replay is never recorded again), else (or with --headless) as bench's "
-                                        "table or JSON.")
-    replay.add_argument("file", type=Path, metavar="FILE", help="a recording (.jsonl)")
+                                        "table or JSON. An agent trace (see `tokrace traces`) plays as a lane "
+                                        "per trace in the file, its idle cap (default 600 s) cutting away time.")
+    replay.add_argument("file", type=Path, metavar="FILE|NAME",
+                        help="a recording (.jsonl) or an agent trace, or the name of a recording in the "
+                             "recordings folder (see `tokrace recordings`), or the start of that name when only "
+                             "one begins so")
     replay.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
-                        help="play X times faster (default 1)")
+                        help="play X times faster (default 1); only the waiting changes, every figure stays the "
+                             "recording's")
     replay.add_argument("--idle-cap", type=_positive_float, metavar="S",
-                        help="shorten every pause longer than S seconds to S")
+                        help="play every pause longer than S seconds (where no lane has anything to show) in S "
+                             "seconds; only the waiting changes, every figure stays the recording's")
     replay.add_argument("--headless", action="store_true", help="no screen: print bench-style output (also "
                         "when stdout is not a terminal)")
     replay.add_argument("--run", type=int, metavar="N", help="replay only run N of a multi-run recording")
     replay.add_argument("--json", metavar="FILE|-", dest="json_target", help="with --headless: JSON output")
     replay.add_argument("--fast-forward", action="store_true", help="with --headless: virtual time, no waiting")
+    _add_wide_option(replay)
     _add_voice_options(replay)
     _add_theme_option(replay)
+    _add_presenter_options(replay)
+    from .traces_compare import add_replay_on_options
+
+    add_replay_on_options(replay)
 
     recordings = sub.add_parser("recordings", help="list recordings", description="List recordings, newest first.")
     recordings.add_argument("--dir", type=Path, metavar="DIR", help="folder to list (default: the recordings "
                             "folder in the user data dir)")
+    _add_wide_option(recordings)
 
     tiers = sub.add_parser("tiers", help="list the configured tiers and presets",
                            description="The configured tiers with their endpoints and whether each key "
                                        "variable is set (never the key), then the presets.")
     tiers.add_argument("--config", type=Path, metavar="FILE", help="config file (default: ./tokrace.toml, then "
                        "the user config dir; the built-in offline demo when there is none)")
+    _add_wide_option(tiers)
 
-    sub.add_parser("scenarios", help="list the built-in scenarios (agent loops)",
-                   description="The built-in scenarios for --scenario NAME: model requests, tools and people. "
-                               "--scenario FILE takes your own (the format is in the README).")
+    scenarios = sub.add_parser("scenarios", help="list the built-in scenarios (agent loops)",
+                               description="The built-in scenarios for --scenario NAME: model requests, tools and "
+                                           "people. --scenario FILE takes your own (the format is in the README).")
+    _add_wide_option(scenarios)
 
     sub.add_parser("themes", help="list the themes and any broken theme files",
                    description="One line per theme: its name and where it comes from (built-in or a file in "
@@ -271,9 +331,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .locate import add_locate_parser
     from .serve_cmd import add_serve_parser
+    from .traces_cmd import add_traces_parser
 
     add_serve_parser(sub)
     add_locate_parser(sub)
+    add_traces_parser(sub)
+    from .calibrate_cmd import add_calibrate_parser
+
+    add_calibrate_parser(sub, _positive_int)
     return parser
 
 
@@ -333,53 +398,87 @@ def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from providers.recording import read_recording
-    from providers.replay import replay_tiers
+    if getattr(args, "on", None) is not None:
+        from .traces_compare import replay_on
 
-    recording = read_recording(args.file)
+        return replay_on(args, _replay)
+    from providers.recording import recordings_dir
+
+    from .find_recording import find_recording
+    from .traces_cmd import replayable
+
+    args.file = find_recording(args.file, recordings_dir())
+    # an agent trace (Claude Code, Codex, OTLP, WEKA) plays as a recording made from it; its idle cap is spent
+    # cutting away time, so the replay itself runs uncapped
+    with replayable(args.file, args.idle_cap) as (file, converted):
+        if converted:
+            args.idle_cap = None
+        return _replay(args, file)
+
+
+def _replay(args: argparse.Namespace, file: Path, caption: str | None = None) -> int:
+    from providers.recording import read_recording
+    from providers.replay import replay_pace, replay_tiers
+
+    recording = read_recording(file)
     if args.run is not None and not 0 <= args.run < recording.runs:
         raise UsageError(f"{args.file}: no run {args.run} (it has {recording.runs})")
     if not args.headless and sys.stdout.isatty():
         from .launch import run_replay
 
-        # The screen's playback clock applies the speed (and the user changes it), so the lanes play at 1×.
-        tiers = replay_tiers(recording, 1.0, args.idle_cap, run=args.run)
+        # The screen's playback clock applies the speed (the user changes it) and the idle cap; the lanes play the
+        # recorded times, so every figure is the recording's.
+        tiers = replay_tiers(recording, run=args.run)
         return run_replay(recording, tiers, args.speed, args.idle_cap, args.run, theme=args.theme,
-                          voice=_voice(args), speaker=_speaker(args, tiers))
+                          voice=_voice(args), speaker=_speaker(args, tiers), caption=caption,
+                          podium=not args.no_podium, present=args.present)
     from .headless import run_headless
 
     runs = recording.runs if args.run is None else 1
-    tiers = replay_tiers(recording, args.speed, args.idle_cap, run=args.run)
+    tiers = replay_tiers(recording, run=args.run)
     scenario = recording.header.get("scenario")
+    if caption is not None and args.json_target != "-":
+        print(caption)
     return run_headless(tiers, TurnRequest(prompt=recording.prompt), runs=runs, fast_forward=args.fast_forward,
                         record=None, prompt=recording.prompt, json_target=args.json_target,
                         voice=_voice(args), speaker=_speaker(args, tiers),
-                        loop=str(scenario) if scenario else None)
+                        loop=str(scenario) if scenario else None,
+                        pace=replay_pace(recording, args.speed, args.idle_cap, args.run),
+                        paced=_paced_note(args.speed, args.idle_cap))
+
+
+def _paced_note(speed: float, idle_cap: float | None) -> str | None:
+    """What a headless replay says about its pacing: it waited less, and every figure is still the recording's."""
+    parts = ([f"played ×{speed:g}"] if speed != 1.0 else []) + (
+        [f"idle pauses over {idle_cap:g} s played in {idle_cap:g} s"] if idle_cap is not None else [])
+    return f"replay {', '.join(parts)}: only the waiting changed, every figure is the recording's" if parts else None
 
 
 def cmd_recordings(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from providers.recording import list_recordings, recordings_dir
 
+    from . import tables
+
     folder = args.dir or recordings_dir()
     infos = list_recordings(folder)
-    console = Console()
+    console = tables.console()
     if not infos:
         console.print(f"no recordings in {folder}", highlight=False)
         return EXIT_OK
     table = Table(title=f"recordings in {folder}", title_justify="left")
-    for col in ("when", "prompt", "tiers", "duration", "file"):
-        table.add_column(col, overflow="fold" if col == "file" else "ellipsis")
-    for info in infos:
+    for col in ("when", "prompt", "tiers", "duration", "file"):  # the prompt may be cut, with an ellipsis
+        table.add_column(col, no_wrap=col in ("when", "duration", "file"))
+    for info in infos:  # every cell comes from a file: drawn as it is, never read as markup
         if info.problem:
-            table.add_row("?", f"[red]{info.problem}[/]", "", "", info.path.name)
+            table.add_row("?", f"[red]{escape(info.problem)}[/]", "", "", escape(info.path.name))
             continue
         prompt = info.prompt if len(info.prompt) <= 60 else info.prompt[:59] + "…"
-        table.add_row(info.created.replace("T", " ")[:19], prompt, ", ".join(info.tiers),
-                      f"{info.duration:.1f} s" if info.duration is not None else "", info.path.name)
-    console.print(table)
+        table.add_row(escape(info.created.replace("T", " ")[:19]), escape(prompt), escape(", ".join(info.tiers)),
+                      f"{info.duration:.1f} s" if info.duration is not None else "", escape(info.path.name))
+    tables.print_table(console, table)
     return EXIT_OK
 
 
@@ -387,17 +486,21 @@ def cmd_tiers(args: argparse.Namespace) -> int:
     import os
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from providers.config import load_config
     from providers.http.presets import PRESETS
+    from providers.masking import mask_url, redact
+
+    from . import tables
 
     config = load_config(args.config)
-    console = Console()
+    console = tables.console()
     source = "built-in offline demo (no config found)" if config.source is None else str(config.source)
     table = Table(title=f"tiers from {source}", title_justify="left")
     for col in ("name", "provider", "model", "endpoint", "key"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "key")
     for tier in config.tiers:
         if tier.provider in ("synthetic", "replay"):
             endpoint, key = ("offline", "not needed")
@@ -407,36 +510,41 @@ def cmd_tiers(args: argparse.Namespace) -> int:
 
             provider = create_provider(tier)  # an HTTP provider knows its endpoint and its default key variable
             http = provider if isinstance(provider, HTTPProvider) else None
-            endpoint = http.endpoint() if http is not None else tier.base_url or ""
+            endpoint = mask_url(http.endpoint() if http is not None else tier.base_url or "")
             key_env = http.key_env if http is not None else tier.api_key_env
             present = "set" if key_env and os.environ.get(key_env) else "[red]not set[/]"
             key = f"{key_env} {present}" if key_env else "not needed"
-        table.add_row(tier.name, tier.provider, tier.model, endpoint, key)
-    console.print(table)
+        table.add_row(escape(tier.name), escape(tier.provider), escape(tier.model), escape(endpoint), key)
+    tables.print_table(console, table)
+    for broken in config.broken:  # the others still race (with --tiers); these are refused when selected
+        # the error may echo a misplaced key back (a key given where a table belongs)
+        Console(stderr=True).print(f"tokrace: {redact(str(broken.error), ())}", style="red", markup=False,
+                                   highlight=False)
     presets = Table(title="presets (use preset = \"name\" in a tier)", title_justify="left")
     for col in ("preset", "protocol", "base URL", "key variable"):
-        presets.add_column(col)
+        presets.add_column(col, no_wrap=True)
     for name, preset in PRESETS.items():
         presets.add_row(name, preset.provider, preset.base_url, preset.api_key_env or "none")
-    console.print(presets)
-    return EXIT_OK
+    tables.print_table(console, presets)
+    return EXIT_USAGE if config.broken else EXIT_OK
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from providers.loop.scenario import HumanStep
     from providers.loop.scenario_file import builtin_scenarios
 
+    from . import tables
+
     table = Table(title="built-in scenarios (--scenario NAME)", title_justify="left")
     for col, justify in (("name", "left"), ("what happens", "left"), ("model requests", "right"),
                          ("tools", "left"), ("people", "right")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, no_wrap=col in ("name", "model requests", "people"))  # type: ignore[arg-type]
     for sc in builtin_scenarios():
         people = sum(1 for step in sc.steps if isinstance(step, HumanStep))
         table.add_row(sc.name, sc.description, str(sc.model_steps), ", ".join(sc.tools), str(people))
-    Console().print(table)
+    tables.print_table(tables.console(), table)
     return EXIT_OK
 
 
@@ -474,7 +582,8 @@ def cmd_race(args: argparse.Namespace) -> int:
     config, tiers, scenario, request = _configured_race(args)
     return run_race(tiers, request, scenario, theme=getattr(args, "theme", None),
                     configured_theme=config.defaults.theme, record=_record_plan(args), voice=_voice(args),
-                    speaker=_speaker(args, tiers), warm=bool(args.warm))
+                    speaker=_speaker(args, tiers), warm=bool(args.warm), podium=not getattr(args, "no_podium", False),
+                    present=bool(getattr(args, "present", False)))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -499,7 +608,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .launch import run_race
 
     return run_race(tiers, request, scenario, theme=args.theme, record=_record_plan(args), voice=_voice(args),
-                    speaker=_speaker(args, tiers))
+                    speaker=_speaker(args, tiers), podium=not args.no_podium, present=args.present)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -508,10 +617,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(args)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .calibrate_cmd import cmd_calibrate as calibrate
+
+    return calibrate(args)
+
+
 def cmd_locate(args: argparse.Namespace) -> int:
     from .locate import cmd_locate as locate
 
     return locate(args)
+
+
+def cmd_traces(args: argparse.Namespace) -> int:
+    from .traces_cmd import cmd_traces as traces
+
+    return traces(args)
 
 
 COMMANDS = {
@@ -524,20 +645,30 @@ COMMANDS = {
     "themes": cmd_themes,
     "serve": cmd_serve,
     "locate": cmd_locate,
+    "traces": cmd_traces,
+    "calibrate": cmd_calibrate,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from . import tables
+
+    tables.set_wide(bool(getattr(args, "wide", False)))
     try:
         return COMMANDS[args.command](args) if args.command else cmd_race(args)
     except TokraceError as exc:
-        print(f"tokrace: {exc}", file=sys.stderr)
+        from providers.masking import redact
+
+        print(f"tokrace: {redact(str(exc), ())}", file=sys.stderr)  # a value echoed back may be a misplaced key
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("tokrace: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print("tokrace: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
 
 
 if __name__ == "__main__":

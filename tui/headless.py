@@ -1,31 +1,38 @@
 """Headless output for ``tokrace bench`` and ``tokrace replay --headless``: a Rich table for people, JSON for
-machines, a progress display for repeated runs."""
+machines, a progress line on a terminal's stderr while racing."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from providers.base import TierSpec, TokraceError, TurnRequest
+from providers.clock import Clock
 from providers.live import SOURCE_MARK
 from providers.loop.metrics import WHAT_IF_FACTOR
 from providers.loop.scenario import Scenario
 from providers.metrics import TurnMetrics, percentile
 from providers.race import Listener
-from providers.recording import Recorder
+from providers.recording import Recorder, RecordingError
 from providers.session import SessionResult, report, run_session
 from providers.voice.lens import CONVERSATION_GAP_S, VoiceSettings, conversation_verdict
 from providers.voice.speak import Speaker
 
+from . import tables
 from .loop_report import bottleneck_table, speedup_line
+from .progress import BenchProgress
+from .signals import Terminated
+from .tables import print_table
 
 
 def _fmt(x: float | None, unit: str = "", digits: int = 2) -> str:
@@ -43,7 +50,7 @@ def results_table(result: SessionResult, runs: int) -> Table:
     table = Table(title=title, title_justify="left")
     for col, justify in (("tier", "left"), ("model", "left"), ("TTFT", "right"), ("decode tok/s", "right"),
                          ("e2e", "right"), ("tokens", "right"), ("cost", "right"), ("result", "left")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, no_wrap=col != "result")  # type: ignore[arg-type]
     fastest = min((m for lane in result.metrics for m in lane if m.ok and m.e2e_s), key=lambda m: m.e2e_s or 0,
                   default=None)
     for tier, ms in zip(result.tiers, result.metrics, strict=True):
@@ -70,9 +77,11 @@ def voice_table(result: SessionResult, settings: VoiceSettings, runs: int) -> Ta
     title = (f"voice at {settings.wpm:g} wpm, TTS delay {settings.tts_delay_s * 1000:.0f} ms"
              + (f" — p50 of {runs} runs" if runs > 1 else ""))
     table = Table(title=title, title_justify="left")
-    for col, justify in (("tier", "left"), ("TTFS", "right"), ("1st audio", "right"), ("stalls", "right"),
+    several = runs > 1 or any(len(v.turns) > 1 for lane in result.voice(settings) for v in lane)
+    audio = "slowest 1st audio" if several else "1st audio"  # the figure the verdict judges, named for what it is
+    for col, justify in (("tier", "left"), ("TTFS", "right"), (audio, "right"), ("stalls", "right"),
                          ("silent", "right"), ("margin", "right"), ("talk", "left")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for tier, lane in zip(result.tiers, result.voice(settings), strict=True):
         holds, _ = conversation_verdict(lane)
         stalls = _p50([float(v.stalls) for v in lane])
@@ -101,7 +110,7 @@ def verdict_line(result: SessionResult, settings: VoiceSettings) -> str:
 
 def write_json(result: SessionResult, target: str, voice: VoiceSettings | None = None) -> None:
     """Write the JSON contract to a file, or stdout for ``-``; with ``voice``, the voice lens on every run."""
-    text = json.dumps(report(result, voice), indent=2, ensure_ascii=False)
+    text = json.dumps(report(result, voice), indent=2, ensure_ascii=False, allow_nan=False)
     if target == "-":
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -116,13 +125,15 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
                  record: Path | None, prompt: str, json_target: str | None, warm: bool = False,
                  stall_threshold_s: float = 0.25, header_extra: dict[str, Any] | None = None,
                  voice: VoiceSettings | None = None, speaker: Speaker | None = None,
-                 scenario: Scenario | None = None, loop: str | None = None, what_if: float = WHAT_IF_FACTOR) -> int:
+                 scenario: Scenario | None = None, loop: str | None = None, what_if: float = WHAT_IF_FACTOR,
+                 pace: Callable[[int, Clock], Clock] | None = None, paced: str | None = None) -> int:
     """Run, print, and return the exit code (0 all ok, 1 a run failed). With ``speaker``, one lane is spoken
     aloud as it streams, and the run waits for the voice to finish. With ``scenario`` every lane plays that
     agent loop (``loop`` names a recorded one being replayed) and a bottleneck table follows, with a what-if
-    for a model ``what_if``× faster."""
+    for a model ``what_if``× faster. ``pace`` wraps each run's clock (a replay's speed and idle cap) and ``paced``
+    says so on stderr."""
     loop = scenario.name if scenario is not None else loop
-    err = Console(stderr=True)
+    err = tables.console(stderr=True)
     if json_target not in (None, "-"):  # find out now, not after a long race
         folder = Path(json_target).parent
         if not folder.is_dir() or not os.access(folder, os.W_OK):
@@ -132,34 +143,42 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
     listeners: list[Listener] = [recorder] if recorder is not None else []
     if speaker is not None:
         listeners.append(speaker)
-    progress = None
-    task = None
-    if runs > 1:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        progress = Progress(TextColumn("racing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=err, transient=True)
-        task = progress.add_task("runs", total=runs)
+    progress = BenchProgress(err, runs, len(tiers), loop is not None) if BenchProgress.wanted(err) else None
+    if progress is not None:
+        listeners.append(progress)
         progress.start()
 
     def on_start(run: int) -> None:
         if recorder is not None:
             recorder.run = run
+        if progress is not None:
+            progress.run_started(run)
 
     def on_end(run: int) -> None:
-        if progress is not None and task is not None:
-            progress.update(task, completed=run + 1)
+        if progress is not None:
+            progress.run_ended(run)
+
+    terminated: list[int] = []
 
     finished: list[SessionResult] = []
 
     async def session() -> None:
         # Returns nothing: asyncio.run (3.11) puts its main task in the SIGINT handler it restores at the end, and
         # restoring it formats that handler's repr, with the task's result: every event of the session.
+        main = asyncio.current_task()
+        assert main is not None
+
+        def terminate() -> None:  # as asyncio.run does for SIGINT: every lane ends as stopped, then we exit
+            terminated.append(signal.SIGTERM)
+            main.cancel()
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
         try:
             done = await run_session(tiers, request, runs=runs, fast_forward=fast_forward,
                                      listeners=listeners, on_run_start=on_start, on_run_end=on_end,
                                      warm=warm, stall_threshold_s=stall_threshold_s, scenario=scenario,
-                                     loop=loop is not None)
+                                     loop=loop is not None, pace=pace)
             if speaker is not None:
                 await speaker.drain()
             finished.append(done)
@@ -170,30 +189,41 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
     try:
         asyncio.run(session())
         result = finished[0]
+    except asyncio.CancelledError:
+        if terminated:
+            raise Terminated() from None
+        raise
     finally:
         if progress is not None:
             progress.stop()
         if recorder is not None:
-            recorder.close()
-    for warning in [*result.warnings, *(speaker.problems if speaker is not None else [])]:
+            with contextlib.suppress(RecordingError):  # kept in recorder.problem, said once below
+                recorder.close()
+    stopped = [f"{recorder.problem}; the recording stopped there (what it holds replays), the race went on"
+               ] if recorder is not None and recorder.problem else []
+    for warning in [*result.warnings, *stopped, *(speaker.problems if speaker is not None else [])]:
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    if paced is not None:
+        err.print(paced, style="dim", highlight=False, markup=False)
     if json_target != "-":
-        Console().print(results_table(result, runs))
+        out = tables.console()
+        print_table(out, results_table(result, runs))
         if any(m.tokens_source != "usage" for lane in result.metrics for m in lane):
             encodings = sorted({m.encoding for lane in result.metrics for m in lane if m.encoding})
             by = f"tiktoken {', '.join(encodings)}" if encodings else "the tokenizer"
             err.print(f"tokens: ≈ counted by {by}, ~ counted in chunks; otherwise the provider's usage",
                       style="dim", highlight=False, markup=False)
         if loop is not None:
-            Console().print(bottleneck_table(result, what_if, loop, runs))
+            print_table(out, bottleneck_table(result, what_if, loop, runs))
             line = speedup_line(result, what_if)
             if line is not None:
-                Console().print(escape(line), highlight=False)
+                out.print(escape(line), highlight=False)
         if voice is not None:
-            Console().print(voice_table(result, voice, runs))
-            Console().print(verdict_line(result, voice), highlight=False)
+            print_table(out, voice_table(result, voice, runs))
+            out.print(verdict_line(result, voice), highlight=False)
     if json_target is not None:
         write_json(result, json_target, voice)
     if recorder is not None:
-        err.print(f"recorded to {record}", style="dim", highlight=False, markup=False)
+        what = "partly recorded" if recorder.problem else "recorded"
+        err.print(f"{what} to {record}", style="dim", highlight=False, markup=False)
     return 0 if result.all_ok else 1

@@ -10,6 +10,8 @@ from providers.events import SEGMENT_KINDS
 from providers.loop.metrics import Bottleneck, LoopMetrics, bottlenecks, representative
 from providers.session import SessionResult
 
+from .widgets.summary import finishes
+
 
 def lane_bottlenecks(result: SessionResult, factor: float) -> list[Bottleneck]:
     """One bottleneck per lane that ran a loop, from its median run."""
@@ -34,13 +36,13 @@ def bottleneck_table(result: SessionResult, factor: float, scenario: str, runs: 
     table = Table(title=title, title_justify="left", caption="model: all time waiting on the model API (to "
                   "the first token, thinking, streaming); Amdahl: the most any faster model could give",
                   caption_justify="left")
-    table.add_column("tier")
-    table.add_column("loop", justify="right")
+    table.add_column("tier", no_wrap=True)
+    table.add_column("loop", justify="right", no_wrap=True)
     for name in present:
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     compare = len(rows) > 1
     for col in ("Amdahl", f"{factor:g}× faster model", *(["speed-up e2e | tok/s"] if compare else [])):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", no_wrap=True)
     for b in rows:
         parts = {name: (s, share) for name, s, share in b.parts}
         cells = [f"{parts[n][0]:.1f} s {parts[n][1]:.0%}" if n in parts else "—" for n in present]
@@ -59,5 +61,5 @@ def speedup_line(result: SessionResult, factor: float) -> str | None:
     if base is None or best is None or best is base:
         return None
     return (f"{best.name} streams {best.token_speedup:.1f}× faster than {base.name} but finishes the loop "
-            f"{best.e2e_speedup:.2f}× sooner; even an infinitely fast model could make {base.name}'s loop at most "
+            f"{finishes(best.e2e_speedup or 0.0)}; even an infinitely fast model could make {base.name}'s loop at most "
             f"{_x(base.amdahl_max_speedup)} faster")

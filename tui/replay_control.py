@@ -12,37 +12,60 @@ from pathlib import Path
 from providers.clock import Clock
 from providers.playback import PlaybackClock
 from providers.recording import Recording
-from providers.replay import Retimer
+from providers.replay import PacedClock, Retimer, recorded_times
 
 
-def replay_duration(recording: Recording, idle_cap: float | None = None, run: int | None = None) -> float:
-    """How long the replay lasts at speed 1 (every lane of the played run, with long pauses capped)."""
-    runs = [run] if run is not None else [0]
-    longest = 0.0
-    for (r, _lane), events in recording.events.items():
-        if r in runs and events:
-            times = [e.t for e in events]
-            longest = max(longest, Retimer(times, 1.0, idle_cap)(max(times)))
-    return longest
+def replay_duration(recording: Recording, run: int | None = None) -> float:
+    """How long the replayed run lasts on the recording's own clock (the longest of its lanes)."""
+    return max(recorded_times(recording, run if run is not None else 0), default=0.0)
 
 
 class ReplayControl:
     """Makes each race's playback clock and steers the current one."""
 
     def __init__(self, path: Path, duration: float, speed: float = 1.0,
-                 base: Callable[[], Clock] | None = None) -> None:
+                 base: Callable[[], Clock] | None = None, *, recording: Recording | None = None,
+                 idle_cap: float | None = None, run: int | None = None, caption: str | None = None) -> None:
         from providers.clock import RealClock
 
         self.path = path
+        self.caption = caption
+        """A sentence shown under the replay bar (a trace re-timed on tiers: the comparison's verdict)."""
         self.duration = duration
+        """The replayed run's length on the recording's clock."""
         self.speed = speed
         self.base = base or RealClock
         self.clock: PlaybackClock | None = None
+        self.recording = recording
+        self.idle_cap = idle_cap
+        """Pauses longer than this (seconds, where no lane plays anything) are played in this long."""
+        self.run = run
+        self.stepped = False
+        """Stepped at least once since the replay (re)started: it no longer plays in real time."""
+        self._made = 0
 
-    def make_clock(self) -> PlaybackClock:
-        """A fresh clock for a (re)started replay: playing, at the chosen speed."""
+    def make_clock(self) -> Clock:
+        """A fresh clock for a (re)started replay: playing, at the chosen speed, with long pauses capped."""
         self.clock = PlaybackClock(self.base(), speed=self.speed)
-        return self.clock
+        self.stepped = False
+        played = self._made
+        self._made += 1
+        if self.idle_cap is None or self.recording is None:
+            return self.clock
+        run = self.run if self.run is not None else played % max(self.recording.runs, 1)
+        return PacedClock(self.clock, Retimer(recorded_times(self.recording, run), 1.0, self.idle_cap))
+
+    def badge(self) -> str:
+        """How this replay departs from real time, in a few words ("" when it plays as recorded): the lanes and
+        the summary carry it, so nobody takes a sped-up, stepped or capped view for a live one."""
+        parts = []
+        if self.speed != 1.0:
+            parts.append(f"×{self.speed:g}")
+        if self.stepped:
+            parts.append("stepped")
+        if self.idle_cap is not None:
+            parts.append(f"idle ≤{self.idle_cap:g} s")
+        return " ".join(parts)
 
     @property
     def playing(self) -> bool:
@@ -54,6 +77,7 @@ class ReplayControl:
 
     def step(self) -> None:
         if self.clock is not None:
+            self.stepped = True
             self.clock.step()
 
     def faster(self) -> None:
@@ -69,4 +93,6 @@ class ReplayControl:
         mark = "■ finished" if finished else ("▶ playing" if self.playing else "‖ paused")
         speed = f"×{self.speed:g}"
         position = min(now, self.duration) if not finished else self.duration
-        return f"{mark}  {speed}  {position:.2f} s / {self.duration:.2f} s  ·  {self.path.name}"
+        cap = f"  idle pauses played in ≤{self.idle_cap:g} s" if self.idle_cap is not None else ""
+        stepped = "  stepped" if self.stepped else ""
+        return f"{mark}  {speed}{stepped}{cap}  {position:.2f} s / {self.duration:.2f} s  ·  {self.path.name}"

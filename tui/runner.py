@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 from providers import tokens
-from providers.base import Provider, TierSpec, TokraceError, TurnRequest
+from providers.base import Provider, TierSpec, TurnRequest
 from providers.clock import Clock
-from providers.events import Error, Event, Request, is_loop_end
+from providers.events import Event, Request, is_loop_end
 from providers.live import LiveLane, LiveRace
-from providers.race import Listener, Race
+from providers.race import Listener, Race, one_line, prepare_providers
 from providers.recording import Recorder, RecordingError
 from providers.registry import create_provider
 
@@ -40,26 +40,6 @@ ProviderFactory = Callable[[TierSpec], Provider]
 
 Notify = Callable[[str, str, Literal["information", "warning", "error"]], None]
 """Tells the user something in one line: (message, title, severity)."""
-
-
-class BrokenProvider(Provider):
-    """Stands in for a tier that could not be set up: its lane fails at once, with the reason."""
-
-    name = "broken"
-
-    def __init__(self, tier: TierSpec, message: str) -> None:
-        super().__init__(tier)
-        self.message = message
-
-    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
-        t = clock.now()
-        yield Request(t=t, turn=request.turn, model=self.tier.model)
-        yield Error(t=t, error="setup", message=self.message)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return text if isinstance(exc, TokraceError) and text else f"{type(exc).__name__}: {text}".rstrip(": ")
 
 
 def _recorded(provider: Provider) -> list[Event] | None:
@@ -227,16 +207,13 @@ class RaceRunner:
 
     async def _prepare(self) -> list[Provider]:
         if self._providers is None:
-            providers: list[Provider] = []
-            for tier in self.tiers:
-                try:
-                    providers.append(self.provider_factory(tier))
-                except Exception as exc:
-                    providers.append(BrokenProvider(tier, _one_line(exc)))
-            results = await asyncio.gather(*(p.prepare(self.warm) for p in providers), return_exceptions=True)
-            for i, result in enumerate(results):
-                if isinstance(result, BaseException):
-                    providers[i] = BrokenProvider(self.tiers[i], _one_line(result))
+            providers = await prepare_providers(self.tiers, self.provider_factory, self.warm)
+            said: list[str] = []
+            for provider in providers:  # a recording's skipped or cut-off lines; lanes of one file say it once
+                for warning in getattr(provider, "warnings", []):
+                    if warning not in said:
+                        said.append(warning)
+                        self._tell(warning, "Recording", "warning")
             self._providers = providers
         return self._providers
 
@@ -267,7 +244,7 @@ class RaceRunner:
             self._started.set()
             await run
         except Exception as exc:  # the screen shows it as one line; never a traceback
-            self.problem = _one_line(exc)
+            self.problem = one_line(exc)
         finally:
             self._started.set()
             live.finish()

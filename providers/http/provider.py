@@ -28,7 +28,8 @@ import httpx
 from ..base import ConfigError, Provider, TierSpec, TokraceError, TurnRequest
 from ..clock import Clock
 from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
-from .sse import SSEEvent, SSEParser
+from ..masking import mask_url, url_has_userinfo
+from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
 from .transport import READERS, StampedBackend
 
 HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
@@ -37,9 +38,11 @@ HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "connect_timeout_s": (int, float),
     "read_timeout_s": (int, float),
     "max_retries": (int,),
+    "turn_timeout_s": (int, float),
 }
 """Config keys every HTTP tier accepts: extra request headers (never keys), extra JSON body fields, timeouts
-(``read_timeout_s`` bounds the silence between two chunks) and how many times to retry."""
+(``read_timeout_s`` bounds the silence between two chunks, ``turn_timeout_s`` a whole turn) and how many times
+to retry."""
 
 DEFAULT_MAX_RETRIES: Final[int] = 2
 MAX_RETRY_AFTER_S: Final[float] = 60.0
@@ -47,9 +50,26 @@ MAX_RETRY_AFTER_S: Final[float] = 60.0
 CONNECT_TIMEOUT_S: Final[float] = 5.0
 READ_TIMEOUT_S: Final[float] = 600.0
 """The official SDKs' defaults: 5 s to connect, 600 s overall (here: of silence between two chunks)."""
+TURN_TIMEOUT_S: Final[float] = 1800.0
+"""The longest one turn may stream (request to final event) before the lane ends with a timeout: a server that
+streams forever must not keep a bench running forever."""
+MAX_TIMEOUT_S: Final[float] = 86_400.0
+MAX_RETRIES: Final[int] = 10
+"""Above these a setting is a typo (a day; ten retries)."""
 
 RETRY_STATUSES: Final[frozenset[int]] = frozenset({408, 409, 429})
 """Retried before any byte of the stream, like the SDKs; every status from 500 up is retried too."""
+
+RUNAWAY_FACTOR: Final[int] = 4
+RUNAWAY_SLACK: Final[int] = 256
+"""A turn that streams more text chunks than 4 × max_tokens + 256 is ended: a token is at least a chunk on every
+server seen, so that is a server ignoring the limit, never a long answer."""
+
+_OPENING: Final[int] = 2048
+"""How much of a body is kept to say what it was when it held no event."""
+
+_NOT_STREAMS: Final[tuple[str, ...]] = ("json", "html", "xml")
+"""Content types of a response that cannot be an event stream (an error body, a web page)."""
 
 _SECRET_HEADERS: Final[frozenset[str]] = frozenset(
     {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"})
@@ -133,6 +153,45 @@ class StreamDecoder(ABC):
         return [Extra(t=t, source="service_tier", data={"asked": self.asked_tier or "", "got": got})]
 
 
+def decode(decoder: StreamDecoder, sse: SSEEvent, t: float) -> list[Event]:
+    """``decoder.feed``, where a chunk of a shape the decoder does not expect (a number where a list belongs, a
+    list where an object does) is a :class:`StreamProblem` quoting it, never a Python error."""
+    try:
+        return decoder.feed(sse, t)
+    except StreamProblem:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError):
+        raise StreamProblem("protocol", f"the server sent a chunk tokrace cannot read: {excerpt(sse.data, 120)!r}; "
+                                        "is base_url an endpoint of this tier's protocol? try again") from None
+
+
+class _TurnLimits:
+    """What ends a turn that will not end by itself: its deadline (``turn_timeout_s``), and text far past
+    ``max_tokens`` (more text chunks than :data:`RUNAWAY_FACTOR` × ``max_tokens`` + :data:`RUNAWAY_SLACK`)."""
+
+    __slots__ = ("deadline", "max_chunks", "max_tokens")
+
+    def __init__(self, deadline: float, max_tokens: int) -> None:
+        self.deadline = deadline
+        self.max_tokens = max_tokens
+        self.max_chunks = RUNAWAY_FACTOR * max_tokens + RUNAWAY_SLACK
+
+    def late(self, provider: HTTPProvider, t: float, now: float, deltas: int) -> Error | None:
+        """The error for a turn past its deadline at ``now`` (checked as each chunk of bytes arrives)."""
+        if now <= self.deadline:
+            return None
+        return Error(t=t, error="timeout", message=(
+            f"the turn was still streaming after {provider.turn_timeout:g} s ({deltas} text chunks); ended "
+            "it there: raise turn_timeout_s for longer answers"))
+
+    def runaway(self, t: float, deltas: int) -> Error:
+        """The error for a turn past :attr:`max_chunks`."""
+        return Error(t=t, error="runaway", message=(
+            f"the server kept streaming far past max_tokens ({deltas} text chunks for max_tokens "
+            f"{self.max_tokens}); ended the lane there: the server ignores the limit, check the model and "
+            "its max_tokens_field"))
+
+
 def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float | None:
     """The wait a response asks for: ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date)."""
     raw_ms = headers.get("retry-after-ms")
@@ -198,6 +257,24 @@ def error_body(raw: bytes) -> tuple[str, str]:
     return str(kind), excerpt(str(message))
 
 
+def _sse_like(opening: bytes) -> bool:
+    """Whether a body's first bytes could be an event stream (or are nothing at all)."""
+    start = opening.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return not start or start.startswith((b"data", b"event", b":", b"id", b"retry"))
+
+
+def check_base_url(tier: str, url: str) -> None:
+    """Refuse a base URL that is not http(s), or that carries a key as ``user:password@`` (httpx would send it as
+    Basic auth, and the URL is shown and recorded): the key belongs in the variable ``api_key_env`` names."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"tier {tier!r}: base_url must start with http:// or https:// (got {mask_url(url)!r})",
+                          key="base_url")
+    if url_has_userinfo(url):
+        raise ConfigError(f"tier {tier!r}: base_url carries a user name or key before the host "
+                          f"({mask_url(url)}); keys never go in the URL: put the key in an environment variable "
+                          "and name it with api_key_env", key="base_url")
+
+
 class HTTPProvider(Provider):
     """An adapter that streams from an HTTP API; subclasses give the protocol: request shape, stream decoder.
 
@@ -215,9 +292,7 @@ class HTTPProvider(Provider):
         super().__init__(tier)
         opts = tier.options
         self.base_url = (tier.base_url or self.default_base_url).rstrip("/")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"tier {tier.name!r}: base_url must start with http:// or https:// "
-                              f"(got {self.base_url!r})", key="base_url")
+        check_base_url(tier.name, self.base_url)
         self.key_env = tier.api_key_env or (self.default_key_env if tier.base_url is None else None)
         headers = dict(opts.get("headers", {}))
         self.extra_headers: dict[str, str] = {str(k): str(v) for k, v in headers.items()}
@@ -230,10 +305,13 @@ class HTTPProvider(Provider):
         self.max_retries = int(opts.get("max_retries", DEFAULT_MAX_RETRIES))
         self.connect_timeout = float(opts.get("connect_timeout_s", CONNECT_TIMEOUT_S))
         self.read_timeout = float(opts.get("read_timeout_s", READ_TIMEOUT_S))
-        for key, value in (("max_retries", self.max_retries), ("connect_timeout_s", self.connect_timeout),
-                           ("read_timeout_s", self.read_timeout)):
-            if value < 0 or (value == 0 and key != "max_retries"):
-                raise ConfigError(f"tier {tier.name!r}: {key} must be above 0", key=key)
+        self.turn_timeout = float(opts.get("turn_timeout_s", TURN_TIMEOUT_S))
+        for key, value, most in (("max_retries", self.max_retries, MAX_RETRIES),
+                                 ("connect_timeout_s", self.connect_timeout, MAX_TIMEOUT_S),
+                                 ("read_timeout_s", self.read_timeout, MAX_TIMEOUT_S),
+                                 ("turn_timeout_s", self.turn_timeout, MAX_TIMEOUT_S)):
+            if value < 0 or (value == 0 and key != "max_retries") or value > most:
+                raise ConfigError(f"tier {tier.name!r}: {key} must be above 0 and at most {most:g}", key=key)
         self._transport = transport
         self._backoff = backoff
         self._client: httpx.AsyncClient | None = None
@@ -385,7 +463,12 @@ class HTTPProvider(Provider):
             if not connected:
                 yield marks.connect_segment(attempt)
             yield self._headers_event(response, head)
-            async for event in self._read(response, clock, stream, head):
+            unread = await self._not_a_stream(response, head)
+            if unread is not None:
+                yield unread
+                return
+            async for event in self._read(response, clock, stream, head,
+                                          _TurnLimits(start + self.turn_timeout, self.max_tokens(request))):
                 yield event
             return
 
@@ -401,8 +484,29 @@ class HTTPProvider(Provider):
         rid = response.headers.get("x-request-id") or response.headers.get("request-id") or ""
         return Headers(t=t, status=response.status_code, request_id=rid)
 
+    async def _not_a_stream(self, response: httpx.Response, t: float) -> Error | None:
+        """The error for a response that is not an event stream (a redirect, which is never followed; an HTML page
+        or a JSON body under status 200), saying what came instead; ``None`` for an event stream."""
+        status = response.status_code
+        if 300 <= status < 400:
+            await response.aclose()
+            target = response.headers.get("location")
+            where = f" to {mask_url(target)}" if target else ""
+            return Error(t=t, error="http", status=status, message=self.clean(
+                f"HTTP {status} from {self.host}: redirected{where}, and tokrace does not follow redirects (a "
+                "redirect would drop the request body or the key); set base_url to the address it names"))
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if not kind or "event-stream" in kind or not any(word in kind for word in _NOT_STREAMS):
+            return None
+        raw = await _read_error_body(response)
+        _, said = error_body(raw) if "json" in kind else ("", "")
+        what = f": {said}" if said else ""
+        return Error(t=t, error="protocol", status=status, message=self.clean(
+            f"HTTP {status} from {self.host} sent {kind} instead of an event stream{what}; check base_url (is it "
+            "the API's address, not a web page?) and that the server streams"))
+
     async def _read(self, response: httpx.Response, clock: Clock, stream: Any, head: float,
-                    ) -> AsyncIterator[Event]:
+                    limits: _TurnLimits | None = None) -> AsyncIterator[Event]:
         """Decode the stream, stamping every event with the moment its bytes reached the socket (never before
         the event ahead of it: two conversions of the same moment may differ by a few nanoseconds)."""
         decoder = self.decoder()
@@ -412,19 +516,36 @@ class HTTPProvider(Provider):
         stamped = stream is not None and hasattr(stream, "read_at") and not clock.virtual
         t = head
         final: list[Event] = []
+        opening, seen = b"", False  # the first bytes (to say what came if it was no event stream); any event?
         try:
             async for chunk in chunks:
                 t = max(t, at_socket(clock, stream.read_at) if stamped else clock.now())
-                for sse in parser.feed(chunk):
+                if limits is not None and (late := limits.late(self, t, clock.now(), decoder.deltas)) is not None:
+                    final = [late]
+                    break
+                if len(opening) < _OPENING:
+                    opening += chunk[: _OPENING - len(opening)]
+                try:
+                    sses = parser.feed(chunk)
+                    seen = seen or bool(sses)
+                except EventTooLarge:
+                    final = [Error(t=t, error="protocol", message=(
+                        f"the server sent one event larger than {MAX_EVENT_BYTES // (1024 * 1024)} MB after "
+                        f"{decoder.deltas} text chunks (a line that never ends?); the stream is garbled, try "
+                        "again"))]
+                    break
+                for sse in sses:
                     if not sse.valid_utf8:
                         final = [Error(t=t, error="encoding", message=self.clean(
                             f"the server sent bytes that are not UTF-8 after {decoder.deltas} text chunks; "
                             "the stream is garbled, try again"))]
                         break
                     try:
-                        events = decoder.feed(sse, t)
+                        events = decode(decoder, sse, t)
                     except StreamProblem as problem:
                         events = [Error(t=t, error=problem.kind, message=problem.message)]
+                    if limits is not None and decoder.deltas > limits.max_chunks:
+                        events = [limits.runaway(t, decoder.deltas)]
                     if events and isinstance(events[-1], Done | Error):
                         final = events
                         break
@@ -433,7 +554,7 @@ class HTTPProvider(Provider):
                 if final:
                     break
             else:
-                final = decoder.end(t)
+                final = (decoder.end(t) if seen or _sse_like(opening) else [self._no_events(response, opening, t)])
         except httpx.TransportError as exc:
             final = [self._stream_error(exc, clock.now(), decoder.deltas)]
         finally:
@@ -446,6 +567,15 @@ class HTTPProvider(Provider):
                 event = Error(t=event.t, error=event.error, message=self.clean(event.message),
                               status=event.status, retry_after=event.retry_after)
             yield event
+
+    def _no_events(self, response: httpx.Response, opening: bytes, t: float) -> Error:
+        """A body that ended without one event: what it began with (and a JSON error's message) instead of "the
+        stream ended without its final event"."""
+        _, said = error_body(opening)
+        kind = response.headers.get("content-type") or "no content type"
+        return Error(t=t, error="protocol", status=response.status_code, message=self.clean(
+            f"HTTP {response.status_code} from {self.host} ({kind}) was not an event stream: {said}; check "
+            "base_url and that the server streams"))
 
     def _drain(self, response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:
         """Read what follows the final event (the chunked-encoding end) in the background, so the connection

@@ -25,17 +25,34 @@ class SSEEvent:
     """False when some of its bytes were not UTF-8 (they decode to U+FFFD, as the spec says)."""
 
 
+MAX_EVENT_BYTES: Final[int] = 16 * 1024 * 1024
+"""The largest one event may grow (its lines and data together): a server sending a line that never ends, or data
+lines without the blank line that dispatches them, is stopped there instead of filling memory."""
+
+
+class EventTooLarge(Exception):
+    """One event grew past :data:`MAX_EVENT_BYTES` without being dispatched."""
+
+
 class SSEParser:
     """Feed it chunks of bytes as they arrive; it returns the events each chunk completes.
 
-    An event without its terminating blank line is never dispatched, even at the end of the stream
-    (``pending`` tells whether one was cut off).
+    Linear in the bytes fed, however they are split: only the new chunk is searched for line endings, and the
+    start of an unfinished line waits in a list of pieces. An event without its terminating blank line is never
+    dispatched, even at the end of the stream (``pending`` tells whether one was cut off).
     """
 
-    __slots__ = ("_bad", "_buf", "_data", "_event", "_skip_lf", "_started", "last_id", "retry_ms")
+    __slots__ = ("_bad", "_data", "_event", "_limit", "_line_parts", "_pending", "_size", "_skip_lf", "_started",
+                 "last_id", "retry_ms")
 
-    def __init__(self) -> None:
-        self._buf = b""
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._line_parts: list[bytes] = []
+        """The unfinished line's bytes so far, one piece per chunk."""
+        self._size = 0
+        """Bytes of data held for the current event."""
+        self._pending = 0
+        """Bytes of the unfinished line."""
+        self._limit = max_event_bytes
         self._started = False
         self._skip_lf = False
         self._data: list[str] = []
@@ -49,35 +66,47 @@ class SSEParser:
     @property
     def pending(self) -> bool:
         """Whether bytes or fields of an undispatched event are waiting (at the end of a stream: lost)."""
-        return bool(self._buf or self._data or self._event)
+        return bool(self._line_parts or self._data or self._event)
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        """The events completed by ``chunk``."""
+        """The events completed by ``chunk``; :class:`EventTooLarge` when one grows past the limit."""
         if not chunk:
             return []
         if self._skip_lf:
             self._skip_lf = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
-        buf = self._buf + chunk if self._buf else chunk
         if not self._started:
+            buf = b"".join(self._line_parts) + chunk
             if len(buf) < len(_BOM) and _BOM.startswith(buf):
-                self._buf = buf
+                self._line_parts = [buf]
+                self._pending = len(buf)
                 return []
             self._started = True
-            if buf.startswith(_BOM):
-                buf = buf[len(_BOM):]
+            self._line_parts = []
+            self._pending = 0
+            chunk = buf[len(_BOM):] if buf.startswith(_BOM) else buf
         events: list[SSEEvent] = []
         pos = 0
-        for m in _EOL.finditer(buf):
-            event = self._line(buf[pos : m.start()])
+        for m in _EOL.finditer(chunk):
+            piece = chunk[pos : m.start()]
+            if self._line_parts:
+                self._line_parts.append(piece)
+                piece = b"".join(self._line_parts)
+                self._line_parts = []
+                self._pending = 0
+            event = self._line(piece)
             pos = m.end()
             if event is not None:
                 events.append(event)
         # A CR ending the chunk ended its line now (no waiting on the next chunk); an LF starting the next
         # chunk is the rest of that CRLF, not a blank line.
-        self._skip_lf = pos == len(buf) and buf.endswith(b"\r")
-        self._buf = buf[pos:]
+        self._skip_lf = pos == len(chunk) and chunk.endswith(b"\r")
+        if pos < len(chunk):
+            self._line_parts.append(chunk[pos:])
+            self._pending += len(chunk) - pos
+        if self._size + self._pending > self._limit:
+            raise EventTooLarge(self._limit)
         return events
 
     def _line(self, raw: bytes) -> SSEEvent | None:
@@ -95,6 +124,7 @@ class SSEParser:
             value = value[1:]
         if name == "data":
             self._data.append(value)
+            self._size += len(raw)
         elif name == "event":
             self._event = value
         elif name == "id":
@@ -105,6 +135,7 @@ class SSEParser:
         return None
 
     def _dispatch(self) -> SSEEvent | None:
+        self._size = 0
         if not self._data:
             self._event = ""
             self._bad = False

@@ -64,6 +64,7 @@ class LoopMetrics(TurnMetrics):
         """The run object of the JSON contract with the loop keys of DESIGN §6."""
         out = TurnMetrics.to_json(self)
         out["turns"] = [t.to_json() for t in self.turns]
+        out["provider_timing"] = None  # each turn has its own, under turns
         out["breakdown"] = {k: round(v, 6) for k, v in self.breakdown.items()}
         out["model_share"] = None if self.model_share is None else round(self.model_share, 6)
         amdahl = self.amdahl_max_speedup
@@ -125,6 +126,29 @@ def breakdown(spans: Sequence[SegmentSpan], start: float, end: float) -> dict[st
     return {k: totals[k] for k in sorted(totals, key=lambda k: order.get(k, len(order)))}
 
 
+def model_time(spans: Iterable[SegmentSpan]) -> dict[str, float]:
+    """Seconds spent on the model by kind (wait, think, model), each instant counted once: the requests' own
+    spans, and model spans of a sub-agent running beside them (an imported trace's). Where they overlap, the
+    instant goes to the kind first in :data:`PRIORITY`; spans that never overlap (a scenario's turns) simply add
+    up."""
+    marks: list[tuple[float, int, str]] = []
+    for s in spans:
+        if s.end > s.start and s.kind in MODEL_KINDS and (s.chain is None or s.kind != "wait"):
+            marks += [(s.start, 1, s.kind), (s.end, -1, s.kind)]
+    marks.sort(key=lambda m: m[0])
+    active = dict.fromkeys(MODEL_KINDS, 0)
+    out: dict[str, float] = {}
+    previous = None
+    for at, step, kind in marks:
+        if previous is not None and at > previous:
+            top = next((k for k in PRIORITY if active.get(k, 0) > 0), None)
+            if top is not None:
+                out[top] = out.get(top, 0.0) + (at - previous)
+        active[kind] += step
+        previous = at
+    return out
+
+
 def loop_metrics(events: Iterable[Event], price: Price | None = None, model: str = "",
                  stall_threshold_s: float = STALL_THRESHOLD_S) -> LoopMetrics:
     """All metrics of a scenario lane from its events alone."""
@@ -184,12 +208,11 @@ def loop_metrics(events: Iterable[Event], price: Price | None = None, model: str
         m.e2e_tok_s = m.output_tokens / m.e2e_s
 
     turn_spans = [s for chunk in split.turns for s in turn_segments(chunk)]
-    step_spans = [SegmentSpan(s.seg, s.start, min(s.end, end), s.label) for s in split.steps if s.start < end]
+    step_spans = [SegmentSpan(s.seg, s.start, min(s.end, end), s.label, s.chain) for s in split.steps
+                  if s.start < end]
     m.segments = sorted(turn_spans + step_spans, key=lambda s: (s.start, s.end))
     m.breakdown = breakdown(m.segments, start, end)
-    for s in turn_spans:
-        if s.kind in MODEL_KINDS:
-            m.model_parts[s.kind] = m.model_parts.get(s.kind, 0.0) + (s.end - s.start)
+    m.model_parts = model_time([*turn_spans, *(s for s in step_spans if s.chain is not None)])
     m.model_s = sum(m.model_parts.values())
     if m.e2e_s > 0:
         m.model_share = m.model_s / m.e2e_s

@@ -10,7 +10,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-from ..base import ConfigError
+from ..base import MAX_TOKENS_LIMIT, ConfigError
+from ..events import MAX_SECONDS
 from ..validate import NUMBER, Locator, expected, fail, type_ok
 from .scenario import (
     DEFAULT_MAX_TURNS,
@@ -24,6 +25,11 @@ from .scenario import (
     ToolStep,
     WaitStep,
 )
+
+MAX_TURNS: Final[int] = 10_000
+"""The most model requests a scenario may allow per lane."""
+MAX_SIGMA: Final[float] = 5.0
+"""The widest lognormal latency (a sigma of 5 already spans a factor of 10^4 either side of the median)."""
 
 TOOL_NAME: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What every protocol accepts as a function name."""
@@ -115,8 +121,8 @@ class _Checker:
     def latency(self, value: Any, where: str, table: str, index: int) -> Latency:
         key = "latency_s"
         if not isinstance(value, dict):
-            if value < 0:
-                raise self.fail(key, where, f"expected 0 seconds or more, got {value!r}", table, index)
+            if not 0 <= value <= MAX_SECONDS:
+                raise self.fail(key, where, f"expected 0 to {MAX_SECONDS:g} seconds, got {value!r}", table, index)
             return Latency("fixed", float(value))
         dist = value.get("dist")
         if dist not in DISTRIBUTIONS:
@@ -131,8 +137,9 @@ class _Checker:
             v = value.get(k)
             if v is None:
                 raise self.fail(key, where, f"a {dist} latency needs {', '.join(params)}", table, index)
-            if not type_ok(v, NUMBER) or v < 0:
-                raise self.fail(key, f"{where}.{k}", f"expected a number of 0 or more, got {v!r}", table,
+            most = MAX_SIGMA if k == "sigma" else MAX_SECONDS
+            if not type_ok(v, NUMBER) or not 0 <= v <= most:
+                raise self.fail(key, f"{where}.{k}", f"expected a number from 0 to {most:g}, got {v!r}", table,
                                 index)
         a, b = float(value[params[0]]), float(value[params[1]])
         if dist == "uniform" and b < a:
@@ -162,9 +169,9 @@ def parse_scenario(text: str, path: Path, source: str | None = None) -> Scenario
     if not any(isinstance(s, ModelStep) for s in steps):
         raise ck.fail("steps", "steps", "a scenario needs at least one model step (kind = \"model\")")
     _check_follow_ups(steps, ck)
-    for key in ("max_turns", "max_tokens"):
-        if key in data and data[key] < 1:
-            raise ck.fail(key, key, "expected 1 or more")
+    for key, most in (("max_turns", MAX_TURNS), ("max_tokens", MAX_TOKENS_LIMIT)):
+        if key in data and not 1 <= data[key] <= most:
+            raise ck.fail(key, key, f"expected 1 to {most:,}, got {data[key]}")
     return Scenario(
         name=data.get("name", path.stem), steps=steps, tools=tools, description=data.get("description", ""),
         seed=data.get("seed", 0), max_turns=data.get("max_turns", DEFAULT_MAX_TURNS),
@@ -217,8 +224,8 @@ def _parse_step(raw: Any, i: int, ck: _Checker, tools: dict[str, Tool]) -> Step:
     ck.keys(raw, STEP_KEYS[kind], f"{where}.", "steps", i, f"a {kind} step")
     label = raw.get("label", "")
     if kind == "model":
-        if raw.get("max_tokens", 1) < 1:
-            raise ck.fail("max_tokens", f"{where}.max_tokens", "expected 1 or more", "steps", i)
+        if not 1 <= raw.get("max_tokens", 1) <= MAX_TOKENS_LIMIT:
+            raise ck.fail("max_tokens", f"{where}.max_tokens", f"expected 1 to {MAX_TOKENS_LIMIT:,}", "steps", i)
         calls = tuple(_parse_call(c, f"{where}.calls[{j}]", i, ck, tools)
                       for j, c in enumerate(raw.get("calls", [])))
         return ModelStep(prompt=raw.get("prompt"), max_tokens=raw.get("max_tokens"), calls=calls, label=label)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, SupportsIndex
 
-from ..base import ConfigError, TokraceError
+from ..base import MAX_TOKENS_LIMIT, ConfigError, TokraceError
 from ..clock import Clock, RealClock
 from ..events import Delta, Done, Error, Headers, Request, Segment, ToolCall, Usage
 from ..metrics import split_turns
@@ -35,7 +35,8 @@ FAULT_KINDS: Final[dict[str, str]] = {
     "truncate": "end the stream cleanly but without its final event",
     "malformed": "send a frame whose JSON is cut off",
     "non-utf8": "send a frame with bytes that are not UTF-8",
-    "stall": "stop sending mid-stream: for stall=S seconds, or until the client gives up",
+    "stall": "stop sending mid-stream: pause for stall=S seconds and go on with the answer, or (no S) until the "
+             "client gives up",
 }
 """The faults ``--fault`` can inject, with what each does."""
 
@@ -269,7 +270,7 @@ def _max_tokens(body: dict[str, Any], default: int) -> int:
     for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
         value = body.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
+            return min(value, MAX_TOKENS_LIMIT)  # a client asking for a billion tokens gets the cap's worth
     return default
 
 
@@ -491,9 +492,16 @@ class ServeServer:
         record.head = clock.now()
         await writer.drain()
         timing = Timing(start)
+        paused = False
         for piece in plan.pieces:
-            if fault is not None and fault.kind != "http" and record.pieces >= fault.after:
-                return await self._inject(reader, writer, wire, plan, fault)
+            if fault is not None and fault.kind != "http" and record.pieces >= fault.after and not paused:
+                if fault.kind != "stall" or fault.stall_s is None:
+                    return await self._inject(reader, writer, wire, plan, fault)
+                # A timed stall is a pause: the rest of the answer follows, each piece as much later.
+                await writer.drain()
+                await clock.sleep_until(clock.now() + fault.stall_s)
+                start += fault.stall_s
+                paused = True
             await clock.sleep_until(start + piece.t / speed)
             writer.write(_chunk(wire.piece(plan, piece)))
             now = clock.now()
@@ -504,7 +512,7 @@ class ServeServer:
                 record.pieces += 1
                 record.tokens += piece.tokens
             await writer.drain()
-        if fault is not None and fault.kind != "http":
+        if fault is not None and fault.kind != "http" and not paused:
             return await self._inject(reader, writer, wire, plan, fault)
         await clock.sleep_until(start + plan.end_t / speed)
         if plan.error is not None:

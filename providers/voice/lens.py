@@ -46,8 +46,10 @@ _WORD: Final[re.Pattern[str]] = re.compile(r"\S+")
 
 VOICE_DEFINITIONS: Final[dict[str, str]] = {
     "ttfs_s": "request start → end of the answer's first sentence (the same as the run's ttfs_s)",
-    "first_audio_s": "ttfs_s + the TTS delay: when the voice starts speaking",
-    "first_audio_max_s": "the latest first audio over the turns (one turn: first_audio_s)",
+    "first_audio_s": "ttfs_s + the TTS delay: when the voice starts speaking (a loop: its first turn's; every "
+                     "turn has its own under turns)",
+    "first_audio_max_s": "the slowest first audio of any turn, each from its own request: what the conversation "
+                         "verdict judges (one turn: first_audio_s)",
     "stalls": "times the voice finished a sentence before the next one could be spoken",
     "stall_s": "total silence after speech began, before the answer was fully spoken",
     "min_margin_s": "the smallest lead of speakable text over the voice, in speech seconds; 0 if it stalled",
@@ -455,13 +457,15 @@ def conversation_verdict(runs: Sequence[VoiceMetrics], gap_s: float = CONVERSATI
     if not runs or not all(r.spoke for r in runs):
         return False, "never spoke"
     worst = max(r.first_audio_max_s or 0.0 for r in runs)
+    # Over several turns or runs the figure judged is the slowest first audio, and says so.
+    label = "slowest first audio" if len(runs) > 1 or any(len(r.turns) > 1 for r in runs) else "first audio"
     stalls = max(runs, key=lambda r: (r.stalls, r.stall_s))
     problems = []
     if worst > gap_s:
-        problems.append(f"first audio {worst:.2f} s")
+        problems.append(f"{label} {worst:.2f} s")
     if stalls.stalls:
         plural = "s" if stalls.stalls != 1 else ""
         problems.append(f"{stalls.stalls} stall{plural}, {stalls.stall_s:.1f} s silent")
     if problems:
         return False, ", ".join(problems)
-    return True, f"first audio {worst:.2f} s, no stalls"
+    return True, f"{label} {worst:.2f} s, no stalls"

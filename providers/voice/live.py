@@ -45,11 +45,17 @@ class VoiceNow:
     ttfs_s: float | None
     """The voiced turn's time to first sentence, from its request."""
     first_audio_s: float | None
+    """The voiced turn's own first audio, from its request (a per-turn figure when the lane has several turns)."""
     stalls: int
     """Silences so far, over the lane (one going on counts)."""
     silent_s: float
     margin_s: float | None
     """The smallest lead of the text over the voice so far, in speech seconds (0 once it stalled)."""
+    turns: int = 1
+    """Turns voiced so far: with more than one, ``first_audio_s`` is a turn's and ``slowest_audio_s`` the run's."""
+    slowest_audio_s: float | None = None
+    """The latest first audio of any turn so far: the run's figure, the one the verdict judges
+    (``first_audio_max_s``)."""
 
 
 _NOTHING = VoiceNow("waiting", "", 0, 0, 0.0, 0, None, None, 0, 0.0, None)
@@ -64,8 +70,10 @@ class VoiceLane:
         self.fed = 0
         """Events fed so far."""
         self._words: tuple[VoiceTrack | None, int, int] = (None, 0, 0)
-        self._figures: tuple[object, float | None, float | None, float | None] = (None, None, None, None)
-        """(key, TTFS, first audio, margin) of the last frame that asked: they change only with the sentences."""
+        self._figures: tuple[object, float | None, float | None, float | None, float | None] = (
+            None, None, None, None, None)
+        """(key, TTFS, first audio, margin, slowest first audio) of the last frame that asked: they change only
+        with the sentences."""
 
     def catch_up(self) -> bool:
         """Feed the events recorded since the last call; whether there were any."""
@@ -109,13 +117,14 @@ class VoiceLane:
         last = self.voice.tracks[-1]
         key = (turn, len(self.voice.tracks), len(last.sentences), last.ended, wpm)
         if self._figures[0] != key:
-            m = track.metrics()
-            self._figures = (key, m.ttfs_s, m.first_audio_s, self.voice.metrics().min_margin_s)
-        _, ttfs, first_audio, margin = self._figures
+            m, run = track.metrics(), self.voice.metrics()
+            self._figures = (key, m.ttfs_s, m.first_audio_s, run.min_margin_s, run.first_audio_max_s)
+        _, ttfs, first_audio, margin, slowest = self._figures
         if silences:  # a silence going on is not in the numbers yet, and it leaves no margin
             margin = 0.0
         return VoiceNow(state, track.text, playhead.chars, ready, ahead, turn, ttfs, first_audio,
-                        len(silences), sum(s.end - s.start for s in silences), margin)
+                        len(silences), sum(s.end - s.start for s in silences), margin, len(self.voice.tracks),
+                        slowest)
 
     def stall_spans(self, t: float) -> list[SegmentSpan]:
         """The silences up to ``t`` (one going on included), as ``stall`` spans of the timeline."""

@@ -43,7 +43,7 @@ speed = 2
 def error_for(write_config: WriteConfig, text: str) -> str:
     path = write_config(text)
     with pytest.raises(ConfigError) as caught:
-        load_config(path)
+        load_config(path).select(None)  # a tier's error is raised when it is selected (all are, here)
     message = str(caught.value)
     assert message.startswith(f"{path}")
     assert "\n" not in message
@@ -199,3 +199,44 @@ def test_the_demo_is_modelled_on_the_launch_figures() -> None:
     assert ultrafast.options["tok_s"] == 750 and ultrafast.options["ttft_ms"] < 300
     assert standard.price == Price(input=5.0, output=30.0)
     assert priority.price is None and ultrafast.price is None
+
+
+def test_any_tier_may_carry_a_speed_profile_for_re_timing(write_config: WriteConfig) -> None:
+    config = load_config(write_config('[[tiers]]\nname = "real"\nprovider = "openai"\nmodel = "m"\n'
+                                      'ttft_ms = 420\ntok_s = 88.5\nprefill_tok_s = 9000\n'))
+    assert config.tiers[0].options == {"ttft_ms": 420, "tok_s": 88.5, "prefill_tok_s": 9000}
+
+
+def test_a_prefill_rate_of_zero_names_its_key_and_line(write_config: WriteConfig) -> None:
+    message = error_for(write_config, '[[tiers]]\nname = "a"\nprovider = "synthetic"\nprefill_tok_s = 0\n')
+    assert message == ", line 4: tiers[0].prefill_tok_s: expected a rate above 0 input tokens per second, got 0"
+
+
+def test_a_negative_measured_ttft_on_an_http_tier_is_refused(write_config: WriteConfig) -> None:
+    message = error_for(write_config, '[[tiers]]\nname = "a"\nprovider = "anthropic"\nmodel = "m"\nttft_ms = -1\n')
+    assert message == ", line 5: tiers[0].ttft_ms: expected 0 or more milliseconds, got -1"
+
+
+ONE_BROKEN = ('[[tiers]]\nname = "good"\nprovider = "synthetic"\ntok_s = 10\n\n'
+              '[[tiers]]\nname = "bad"\nprovider = "synthetic"\ntok_s = "slow"\n')
+
+
+def test_a_broken_tier_does_not_refuse_a_selection_without_it(write_config: WriteConfig) -> None:
+    # Reported: one broken tier refused every --tiers selection, even those that leave it out.
+    config = load_config(write_config(ONE_BROKEN))
+    assert [t.name for t in config.select("good")] == ["good"]
+
+
+def test_a_broken_tier_is_still_reported_when_selected_or_when_all_are(write_config: WriteConfig) -> None:
+    path = write_config(ONE_BROKEN)
+    config = load_config(path)
+    for names in ("bad", "good,BAD", None):
+        with pytest.raises(ConfigError) as caught:
+            config.select(names)
+        assert str(caught.value) == f"{path}, line 9: tiers[1].tok_s: expected a number, got 'slow'"
+
+
+def test_an_unknown_name_lists_the_broken_tiers_too(write_config: WriteConfig) -> None:
+    config = load_config(write_config(ONE_BROKEN))
+    with pytest.raises(ConfigError, match=r"no tier named 'nope' \(tiers: good, bad\)"):
+        config.select("nope")

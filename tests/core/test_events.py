@@ -86,3 +86,14 @@ def test_events_are_immutable() -> None:
 ])
 def test_only_a_delta_with_text_is_a_token(event: Event, expected: bool) -> None:
     assert is_token(event) is expected
+
+
+def test_every_field_of_every_event_has_a_checked_type() -> None:
+    """A field the file checks do not know would make every event carrying it unreadable (a sub-agent's chain)."""
+    from dataclasses import fields as dc_fields
+
+    from providers.events import _FIELD_TYPES, EVENT_TYPES
+
+    for cls in EVENT_TYPES.values():
+        for f in dc_fields(cls):
+            assert f.name == "kind" or f.name in _FIELD_TYPES, f"{cls.__name__}.{f.name}"

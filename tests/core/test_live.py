@@ -278,3 +278,47 @@ def test_a_single_prompt_is_a_loop_of_one_turn_all_model() -> None:
     m = feed(LiveLane(tier()), stream(100, 5)).loop_so_far(9.0)
     assert m.ok and m.breakdown == pytest.approx({"wait": 0.5, "model": 0.04})
     assert (m.model_share, m.amdahl_max_speedup) == (pytest.approx(1.0), None)
+
+
+def test_a_tool_call_shows_once_not_as_its_raw_arguments_and_then_the_call() -> None:
+    # Reported: a tool call printed twice in the lane (raw arguments, then the call).
+    args = '{"path": "app.py"}'
+    lane = feed(LiveLane(tier()), [Request(t=0.0), Delta(t=0.1, text="Let me look.", channel="content"),
+                                   Delta(t=0.2, text=args[:9], channel="tool_args"),
+                                   Delta(t=0.3, text=args[9:], channel="tool_args"),
+                                   ToolCall(t=0.3, id="c1", name="read_file", arguments=args),
+                                   Done(t=0.3, finish_reason="tool_calls")])
+    shown = "".join(text for _, text in lane.tail(10_000))
+    assert shown.count('"path"') == 1 and "→ read_file(" in shown and "Let me look." in shown
+
+
+def test_a_stall_in_the_stream_is_drawn_as_a_wait_live_and_final_alike() -> None:
+    # Reported: an HTTP stall drawn as a solid model bar (it is a wait).
+    events: list[Event] = [Request(t=0.0), Delta(t=0.2, text="a", tokens=1), Delta(t=0.25, text="b", tokens=1),
+                           Delta(t=2.25, text="c", tokens=1), Delta(t=2.3, text="d", tokens=1), Done(t=2.3)]
+    final = turn_segments(events)
+    assert [(s.kind, s.start, s.end) for s in final] == [("wait", 0.0, 0.2), ("model", 0.2, 0.25),
+                                                         ("wait", 0.25, 2.25), ("model", 2.25, 2.3)]
+    lane = feed(LiveLane(tier()), events)
+    assert lane.segments(3.0) == final
+    assert turn_metrics(events).stalls == 1
+
+
+def test_a_usage_before_the_first_token_is_not_the_answers_count() -> None:
+    # Reported: Anthropic lanes show "1 tok" before any token (message_start carries output_tokens 1).
+    lane = feed(LiveLane(tier()), [Request(t=0.0), Usage(t=0.1, input=10, output=1)])
+    assert lane.tokens == 0
+    feed(lane, [Delta(t=0.2, text="Hello", tokens=1), Delta(t=0.3, text=" there", tokens=1),
+                Delta(t=0.4, text=" friend", tokens=1)])
+    assert lane.tokens == 3  # not the 1 of the usage that came first
+    feed(lane, [Usage(t=0.5, input=10, output=4), Done(t=0.5)])
+    assert lane.tokens == 4
+
+
+def test_a_stream_cut_after_an_early_usage_counts_what_streamed() -> None:
+    events: list[Event] = [Request(t=0.0), Usage(t=0.1, input=10, output=1), Delta(t=0.2, text=" one", tokens=1),
+                           Delta(t=0.3, text=" two", tokens=1), Delta(t=0.4, text=" three", tokens=1),
+                           Error(t=0.5, error="stream", message="cut")]
+    m = turn_metrics(events)
+    assert m.output_tokens == 3 and m.tokens_source != "usage" and m.input_tokens == 10
+    assert feed(LiveLane(tier()), events).tokens == 3

@@ -10,10 +10,11 @@ import pytest
 from conftest import synthetic
 
 from providers.base import ConfigError, Price, TierSpec, TurnRequest
+from providers.clock import VirtualClock
 from providers.events import Delta, Segment
 from providers.metrics import TurnMetrics
-from providers.recording import Recorder, RecordingError, read_recording
-from providers.replay import ReplayProvider, Retimer, replay_tiers
+from providers.recording import Recorder, read_recording
+from providers.replay import ReplayProvider, Retimer, replay_pace, replay_tiers
 from providers.session import SessionResult, run_session
 
 TIERS = [
@@ -66,35 +67,50 @@ def test_replay_tiers_are_named_modelled_and_priced_like_the_originals(recorded:
     assert tiers[1].options == {"file": str(path), "lane": 1, "speed": 2.0, "idle_cap": 0.5}
 
 
-def test_a_speed_factor_divides_every_time(recorded: tuple[Path, SessionResult]) -> None:
+def test_a_speed_factor_changes_the_waiting_never_the_figures(recorded: tuple[Path, SessionResult]) -> None:
     path, live = recorded
     fast = session(replay_tiers(read_recording(path), speed=4.0))
-    original, quick = live.metrics[0][0], fast.metrics[0][0]
-    assert quick.ttft_s == pytest.approx(original.ttft_s / 4)  # type: ignore[operator]
-    assert quick.e2e_s == pytest.approx(original.e2e_s / 4)  # type: ignore[operator]
-    assert quick.decode_tok_s == pytest.approx(original.decode_tok_s * 4)  # type: ignore[operator]
-    assert quick.output_tokens == original.output_tokens
+    assert runs_json(fast) == runs_json(live)
 
 
-def test_the_idle_cap_shortens_only_the_long_pauses(tmp_path: Path) -> None:
+def test_the_idle_cap_changes_the_waiting_never_the_figures(tmp_path: Path) -> None:
     path = tmp_path / "slow.jsonl"
     live = session([synthetic("slow start", ttft_ms=5000, ttfb_ms=100, tok_s=100)], record=path, max_tokens=20)
     capped = session(replay_tiers(read_recording(path), idle_cap=0.5))
-    before, after = live.metrics[0][0], capped.metrics[0][0]
-    assert before.ttft_s == 5.0
-    assert after.ttfb_s == pytest.approx(0.1)
-    assert after.ttft_s == pytest.approx(0.6)
-    assert after.decode_tok_s == pytest.approx(before.decode_tok_s)
+    assert capped.metrics[0][0].ttft_s == live.metrics[0][0].ttft_s == 5.0
+    assert runs_json(capped) == runs_json(live)
 
 
-def test_retimer_maps_times_through_speed_and_cap() -> None:
+def test_a_paced_replay_waits_less_and_stamps_the_recorded_times(tmp_path: Path) -> None:
+    path = tmp_path / "slow.jsonl"
+    live = session([synthetic("slow start", ttft_ms=5000, ttfb_ms=100, tok_s=100)], record=path, max_tokens=20)
+    recording = read_recording(path)
+    pace = replay_pace(recording, speed=2.0, idle_cap=0.5)
+    assert pace is not None and replay_pace(recording) is None
+    base = VirtualClock()
+
+    async def play() -> SessionResult:
+        return await run_session(replay_tiers(recording), TurnRequest("Why?"), pace=lambda run, clock: pace(run, base),
+                                 providers=None)
+
+    result = asyncio.run(base.drive(play()))
+    assert runs_json(result) == runs_json(live)
+    # 5 s of silence plays in 0.5 s, and everything at twice the speed: 0.05 + 0.25 + 0.1 instead of 5.2 s.
+    assert base.now() == pytest.approx((0.1 + 0.5 + (live.metrics[0][0].e2e_s - 5.0)) / 2.0)  # type: ignore[operator]
+
+
+def test_retimer_maps_times_through_speed_and_cap_both_ways() -> None:
     retime = Retimer([0.0, 1.0, 1.1, 4.1], speed=2.0, idle_cap=1.0)
     assert [retime(t) for t in (0.0, 1.0, 1.1, 4.1)] == pytest.approx([0.0, 0.5, 0.55, 1.05])
-    assert retime(2.0) == pytest.approx(0.55 + 0.45)
+    assert retime(2.6) == pytest.approx(0.55 + 0.25)  # halfway through the squeezed pause, halfway played
+    assert retime(5.1) == pytest.approx(1.55)  # after the last moment, at the speed
+    for t in (0.0, 0.3, 1.05, 2.6, 4.1, 7.0):
+        assert retime.recorded(retime.played(t)) == pytest.approx(t)
     assert Retimer([0.0, 3.0])(3.0) == 3.0
+    assert retime.squeezes and not Retimer([0.0, 1.0, 2.0], idle_cap=1.0).squeezes
 
 
-def test_segments_are_retimed_with_the_events(tmp_path: Path) -> None:
+def test_segments_keep_their_recorded_times_when_played_faster(tmp_path: Path) -> None:
     path = tmp_path / "seg.jsonl"
     recorder = Recorder(path, "Why?", [synthetic("s")])
     from providers.events import Done, Request
@@ -105,7 +121,7 @@ def test_segments_are_retimed_with_the_events(tmp_path: Path) -> None:
     recorder.close()
     replayed = session(replay_tiers(read_recording(path), speed=2.0))
     segment = next(e for e in replayed.runs[0][0].events if isinstance(e, Segment))
-    assert (segment.t, segment.start, segment.end) == (1.0, 0.0, 1.0)
+    assert (segment.t, segment.start, segment.end) == (2.0, 0.0, 2.0)
 
 
 def test_every_recorded_run_is_replayed_in_turn(tmp_path: Path) -> None:
@@ -143,14 +159,14 @@ def test_a_lane_is_chosen_by_index_or_tier_name(recorded: tuple[Path, SessionRes
     replayed = session([tier])
     assert runs_json(replayed) == [runs_json(live)[1]]
     missing = TierSpec(name="x", provider="replay", options={"file": str(path), "lane": "nobody"})
-    with pytest.raises(RecordingError, match="no lane named 'nobody'"):
-        session([missing])
+    failed = session([missing]).metrics[0][0]  # a tier that cannot be set up fails its lane, as on the screen
+    assert not failed.ok and "no lane named 'nobody'" in (failed.error or "")
 
 
 def test_a_replay_tier_needs_a_file_and_sane_pacing() -> None:
     with pytest.raises(ConfigError, match="needs file"):
         ReplayProvider(TierSpec(name="r", provider="replay"))
-    with pytest.raises(ConfigError, match="speed must be above 0"):
+    with pytest.raises(ConfigError, match=r"speed must be from 0\.001 to"):
         ReplayProvider(TierSpec(name="r", provider="replay", options={"file": "x", "speed": 0}))
     with pytest.raises(ConfigError, match="idle_cap must be above 0"):
         ReplayProvider(TierSpec(name="r", provider="replay", options={"file": "x", "idle_cap": -1}))

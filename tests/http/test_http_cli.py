@@ -45,6 +45,30 @@ def test_bench_counts_tokens_itself_when_the_server_sends_no_usage(
     assert code == 0 and run["ok"] and run["tokens_source"] != "usage" and run["output_tokens"] > 0
 
 
+def test_bench_json_has_the_providers_own_timing_the_tier_it_reported_and_the_retries(
+        write_config: Callable[[str], Path], capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
+    # Reported: --json lacked what the details view shows.
+    with serve_in_thread(fast_source(), flavor="groq", report_tier="flex") as server:
+        text = (local_config(server.port, service_tier="priority")
+                + 'headers = { "x-tokrace-fault" = "http=429,retry_after=0.01,times=1" }\n')
+        code, report = bench_json(write_config(text), capsys, "--no-record")
+    run = report["tiers"][0]["runs"][0]
+    assert code == 0 and run["ok"]
+    assert run["retries"] == 1
+    assert run["service_tier"] == {"asked": "priority", "got": "flex"}
+    groq = run["provider_timing"]["groq"]
+    assert groq["completion_tokens"] == 12 and groq["completion_time"] > 0 and "decode_tok_s" in groq
+
+
+def test_bench_json_says_null_for_a_tier_nobody_asked_for_or_reported(
+        write_config: Callable[[str], Path], capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
+    code, report = bench_json(write_config('[defaults]\nmax_tokens = 5\n\n[[tiers]]\nname = "s"\n'
+                                           'provider = "synthetic"\n'), capsys, "--no-record", "--fast-forward")
+    run = report["tiers"][0]["runs"][0]
+    assert code == 0
+    assert (run["retries"], run["service_tier"], run["provider_timing"]) == (0, {"asked": None, "got": None}, {})
+
+
 def test_bench_exits_1_with_the_error_in_json_when_a_lane_fails(
         write_config: Callable[[str], Path], capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
     with serve_in_thread(fast_source(), fault=None) as server:

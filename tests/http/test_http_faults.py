@@ -3,6 +3,7 @@ says what happened and what to try, the text that arrived before stays, and the 
 
 from __future__ import annotations
 
+import itertools
 import socket
 from collections.abc import AsyncIterator
 
@@ -149,6 +150,19 @@ async def test_a_read_stalling_past_the_timeout_is_a_stall(server: ServeServer, 
     error = error_of(events)
     assert error.error == "stall" and "no data for 0.1 s after 3 text chunks" in error.message
     assert "read_timeout_s" in error.message
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_timed_stall_is_a_pause_and_the_answer_goes_on_after_it(server: ServeServer, protocol: str) -> None:
+    # Reported: stall=2 sent the end of the answer (finish_reason stop) after the stall, without the rest of it.
+    whole = await stream_turn(tier(server, protocol))
+    events = await stream_turn(tier(server, protocol, fault="stall=0.3,after=3"))
+    assert isinstance(events[-1], Done) and not any(isinstance(e, Error) for e in events)
+    assert text_of(events) == text_of(whole) and len(text_of(whole)) > 20
+    stamps = [e.t for e in events if isinstance(e, Delta)]
+    # The pause comes after the third chunk (whose own stamp may come late on a loaded machine: measured from the
+    # second).
+    assert stamps[3] - stamps[1] >= 0.3 and max(b - a for a, b in itertools.pairwise(stamps)) >= 0.15
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

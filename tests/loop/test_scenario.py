@@ -143,7 +143,7 @@ BAD = {
         "steps[1]: a follow-up model step needs something new to read"),
     "tool without latency": (SMALL.replace('latency_s = { dist = "lognormal", median = 2.0, sigma = 0.2 }\n', ""), 7,
                              "tools[0]: missing key 'latency_s'"),
-    "no turns allowed": (SMALL.replace("max_turns = 6", "max_turns = 0"), 4, "max_turns: expected 1 or more"),
+    "no turns allowed": (SMALL.replace("max_turns = 6", "max_turns = 0"), 4, "max_turns: expected 1 to 10,000, got 0"),
     "no steps": ('name = "x"\n', None, "steps: a scenario needs at least one [[steps]] table"),
     "no model step": ('[[steps]]\nkind = "wait"\nlatency_s = 1\n', None,
                       "a scenario needs at least one model step"),

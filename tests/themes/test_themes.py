@@ -484,7 +484,7 @@ async def test_the_race_screen_draws_with_the_themes_colours() -> None:
         assert palette(app).segment("model").color == Color.parse("#FF0000").rich_color
         app.theme = "tokrace-cb"
         await pilot.pause()
-        assert palette(app).segment("model").color == Color.parse("#56B4E9").rich_color
+        assert palette(app).segment("model").color == Color.parse("#81D5F6").rich_color
 
 
 def test_an_unknown_theme_on_the_command_line_stops_before_the_screen_opens(
@@ -578,3 +578,15 @@ async def test_choosing_a_thick_theme_while_running_grows_the_timeline_and_the_d
         await pilot.pause()
         assert timeline.size.height == 3 + 1
         assert "▀" not in "".join(lines_of(timeline))
+
+
+def test_every_problem_of_a_file_is_reported_not_only_the_first() -> None:
+    # Reported: only the first error of a theme file was reported; fixing it revealed the next, one run at a time.
+    path = write_user_theme("many.toml", 'primary = "blu"\nprimay = "#123456"\ntext_alpha = 2\n'
+                                         '[variables]\nlane0 = "#FFFFFF"\nseg-tool = "orangey"\n')
+    (problem,) = load_themes().problems
+    assert problem.path == path and "\n" not in problem.problem
+    for part in ("name: missing", "line 1: primary: failed to parse 'blu'", "line 2: primay: unknown key",
+                 "line 3: text_alpha: expected a number", "line 5: lane0: unknown variable",
+                 "line 6: seg-tool: failed to parse"):
+        assert part in problem.problem, part

@@ -50,8 +50,9 @@ fail_after_tokens = 5
 """
 
 RUN_KEYS = {"ok", "error", "connect_s", "ttfb_s", "ttft_s", "ttfa_s", "ttfs_s", "e2e_s", "output_tokens",
-            "tokens_source", "decode_tok_s", "e2e_tok_s", "itl_ms", "stalls", "cost_usd", "segments"}
-"""The keys of one run in DESIGN §8."""
+            "tokens_source", "decode_tok_s", "e2e_tok_s", "itl_ms", "stalls", "cost_usd", "segments",
+            "retries", "service_tier", "provider_timing"}
+"""The keys of one run in DESIGN §8, and the ones README adds (what the details view shows)."""
 
 
 @pytest.fixture(autouse=True)
@@ -134,6 +135,21 @@ def test_a_failed_run_exits_1_and_the_other_lane_still_reports(capsys: pytest.Ca
     steady, flaky = (t["runs"][0] for t in report["tiers"])
     assert steady["ok"] and steady["output_tokens"] == 40
     assert not flaky["ok"] and "fail_after_tokens" in flaky["error"]
+
+
+def test_a_missing_key_fails_its_lane_and_the_others_run(capsys: pytest.CaptureFixture[str],
+                                                         write_config: WriteConfig,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # Reported: bench refused the whole run for a missing key while the screen failed only that lane.
+    monkeypatch.delenv("TOKRACE_TEST_MISSING_KEY", raising=False)
+    config = write_config('[defaults]\nmax_tokens = 20\n\n[[tiers]]\nname = "steady"\nprovider = "synthetic"\n'
+                          '\n[[tiers]]\nname = "keyless"\nprovider = "openai"\nmodel = "m"\n'
+                          'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "TOKRACE_TEST_MISSING_KEY"\n')
+    code, out, err = run(capsys, "bench", "--json", "-", "--no-record", "--config", str(config))
+    assert code == 1, err
+    steady, keyless = (t["runs"][0] for t in json.loads(out)["tiers"])
+    assert steady["ok"] and steady["output_tokens"] == 20
+    assert not keyless["ok"] and "TOKRACE_TEST_MISSING_KEY is not set" in keyless["error"]
 
 
 def test_runs_n_reports_every_run_and_percentiles(capsys: pytest.CaptureFixture[str]) -> None:
@@ -245,7 +261,7 @@ def test_replaying_a_file_that_is_not_a_recording_is_refused(capsys: pytest.Capt
     path = tmp_path / "notes.txt"
     path.write_text("shopping list\n", encoding="utf-8")
     assert one_line_error(capsys, "replay", str(path), "--headless") == (
-        f"tokrace: {path}: not a tokrace recording (its first line is not a tokrace header)\n")
+        f"tokrace: {path}: neither a tokrace recording nor an agent trace tokrace reads\n")
 
 
 def test_replaying_a_newer_recording_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -291,6 +307,18 @@ def test_tiers_lists_the_tiers_their_key_variables_and_the_presets(capsys: pytes
     assert "built-in offline demo" in out
     assert all(name in out for name in ("Sol standard", "Sol priority", "Sol ultrafast"))
     assert "groq" in out and "GROQ_API_KEY" in out and "https://api.groq.com/openai/v1" in out
+
+
+def test_tiers_race_when_another_tier_of_the_config_is_broken(capsys: pytest.CaptureFixture[str],
+                                                               write_config: WriteConfig) -> None:
+    config = str(write_config('[defaults]\nmax_tokens = 5\n\n[[tiers]]\nname = "good"\nprovider = "synthetic"\n\n'
+                              '[[tiers]]\nname = "bad"\nprovider = "synthetic"\ntok_s = "fast"\n'))
+    code, report = bench_json(capsys, "--config", config, "--tiers", "good")
+    assert code == 0 and [t["name"] for t in report["tiers"]] == ["good"]
+    code, out, err = run(capsys, "bench", "--no-record", "--fast-forward", "--config", config, "--tiers", "bad")
+    assert code == 2 and err == f"tokrace: {config}, line 11: tiers[1].tok_s: expected a number, got 'fast'\n"
+    code, out, err = run(capsys, "tiers", "--config", config)
+    assert code == 2 and "good" in out and "line 11: tiers[1].tok_s" in err
 
 
 def test_a_bad_config_is_one_line_exit_2_and_never_a_traceback(write_config: WriteConfig) -> None:

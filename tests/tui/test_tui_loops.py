@@ -173,7 +173,9 @@ async def test_a_single_prompt_is_a_loop_of_one_turn_in_the_bottleneck_view() ->
         shown = text_of(bn.body)
         assert bn.final and "one prompt (a loop of one turn)" in shown
         assert all(b.ok and b.model_share == pytest.approx(1.0) and b.amdahl_max_speedup is None for b in bn.rows)
-        assert "the model is all of it" in shown and "finish this turn in" in shown
+        # Reported: "the model is 100 % of the turn; the model is all of it" (say it once, well).
+        assert "the model is all of the turn: nothing else holds it up" in shown and "finish this turn in" in shown
+        assert "the model is 100%" not in shown and "all of it" not in shown
         assert bn.rows[2].token_speedup == pytest.approx(14, rel=0.05)
 
 
@@ -222,3 +224,54 @@ async def test_a_replayed_loop_reads_its_scenario_from_the_header_and_ends_at_th
         assert bn.final and "where the time goes — incident · final" in text_of(bn.body)
         live = bottlenecks([(run.tier.name, final_loop(run.events, run.tier)) for run in raced.lanes])
         assert [(b.e2e_s, b.parts) for b in bn.rows] == [(pytest.approx(b.e2e_s), b.parts) for b in live]
+
+
+async def test_a_stopped_loop_is_not_reported_as_final_and_compares_nothing() -> None:
+    # Reported: b, then s after ~20 s of the incident: the header said "final" and the punchline "finishes the loop
+    # 1.00× sooner", with 1.00× for every lane.
+    app, clock = demo_app(scenario="incident")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 20.7)
+        await pilot.press("b")
+        await pilot.press("s")
+        await app.runner.wait_finished()
+        await at(pilot, clock, 25.0)
+        bn = view(app)
+        shown = text_of(bn.body)
+        assert "final" not in shown and "stopped at 20.7 s" in shown
+        assert [(b.ok, b.e2e_speedup, b.token_speedup) for b in bn.rows] == [(False, None, None)] * 3
+        assert "sooner" not in shown and "1.00×" not in shown
+        assert "would finish this loop" not in shown and "until it was stopped" in shown
+
+
+async def test_a_stopped_lane_is_left_out_of_the_comparison_of_those_that_finished() -> None:
+    app, clock = demo_app(scenario="coding-loop")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 100.0)  # ultrafast has finished, the others have not
+        await pilot.press("b")
+        await pilot.press("s")
+        await app.runner.wait_finished()
+        await at(pilot, clock, 101.0)
+        bn = view(app)
+        shown = text_of(bn.body)
+        standard, priority, ultrafast = bn.rows
+        assert ultrafast.ok and not standard.ok and not priority.ok
+        assert standard.e2e_speedup is None and priority.e2e_speedup is None
+        assert "stopped at 100.0 s" in shown and "final" not in shown
+        assert "finishes the loop" not in shown  # one lane finished: nothing to compare it with
+
+
+async def test_the_time_axis_of_a_finished_loop_fits_the_loop() -> None:
+    # Reported: the coding-loop time axis ran to 165 s for a 127 s loop.
+    app, clock = demo_app(scenario="coding-loop")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 400.0)
+        assert app.runner.live.finished
+        longest = max(lane.e2e or 0.0 for lane in app.runner.live.lanes)
+        span = app.screen.timeline.span
+        assert longest < span <= longest * 1.1
+        axis = app.screen.timeline.render_line(len(app.screen.timeline.lines())).text
+        last = max(int(label.rstrip("s")) for label in axis.replace("▏", " ").split() if label.endswith("s"))
+        assert last <= span
+        row = app.screen.timeline.render_line(0).text
+        assert row.rstrip().endswith(f"{app.runner.live.lanes[0].e2e:.2f}s")  # its end mark and time still fit

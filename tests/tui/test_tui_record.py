@@ -329,3 +329,19 @@ async def test_quitting_mid_race_closes_the_recording_with_what_arrived() -> Non
     recording = read_recording(path)
     assert not recording.warnings
     assert [recording.lane_events(i)[-1].kind for i in range(3)] == ["error", "error", "done"]
+
+
+async def test_the_replay_screen_says_how_many_lines_it_skipped(tmp_path: Path) -> None:
+    from tui_harness import at, replay_app
+
+    path = tmp_path / "r.jsonl"
+    header = {"format": "tokrace-recording", "version": 1, "prompt": "Why?", "tiers": [{"name": "a"}]}
+    path.write_text("\n".join([json.dumps(header), '{"lane": 0, "kind": "request", "t": 0.0}',
+                                "42", '{"lane": 0, "kind": "delta", "t": NaN}',
+                                '{"lane": 0, "kind": "delta", "t": 0.5, "text": "hi"}',
+                                '{"lane": 0, "kind": "done", "t": 0.5}']) + "\n", encoding="utf-8")
+    app, clock, _ = replay_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await at(pilot, clock, 1.0)
+        told = [n.message for n in app._notifications]
+    assert sum("skipped 2 lines that are not recorded events" in m for m in told) == 1

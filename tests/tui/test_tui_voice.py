@@ -374,3 +374,35 @@ def test_a_missing_speak_command_is_one_line_before_the_screen_opens(calls: dict
     err = capsys.readouterr().err
     assert "no command 'no-such-tts-program' found" in err and err.count("\n") == 1
     assert "race" not in calls
+
+
+async def test_a_loop_has_one_first_audio_and_the_lane_labels_a_turns_own() -> None:
+    # Reported: voice-chat with --voice: the lane read "1st audio 0.97 s" (the last turn's), the verdict
+    # "first audio 1.09 s" (the slowest turn's).
+    import re
+
+    from providers.demo import demo_tiers
+    from providers.loop.scenario_file import load_scenario
+
+    settings = VoiceSettings()
+    clock = VirtualClock()
+    loop = load_scenario("voice-chat")
+    app = build_app(demo_tiers(), TurnRequest(loop.first_prompt(), 400), clock_factory=lambda: clock,
+                    provider_factory=factory, animate=False, freeze_gc=False, voice=settings, scenario=loop)
+    async with app.run_test(size=(200, 45)) as pilot:
+        await at(pilot, clock, 600.0)
+        race = app.runner.race
+        assert race is not None and app.runner.live.finished
+        verdict = text_of(screen(app).query_one("#voice-line", Static))
+        assert "first audio" in verdict
+        for index, run in enumerate(race.lanes):
+            m = lane_voice(run.events, settings)
+            turns = len(m.turns)
+            assert turns > 1
+            bar = voice_bar(app, index)
+            last = m.turns[-1].first_audio_s
+            assert f"turn {turns} 1st audio {last:.2f} s" in bar
+            assert f"slowest 1st audio {m.first_audio_max_s:.2f} s" in bar
+            assert not re.search(r"(?<!slowest )(?<!turn \d )1st audio", bar)  # every figure says which it is
+        named = re.findall(r"first audio (\d+\.\d\d) s", verdict)
+        assert named and all(re.search(rf"slowest first audio {n} s", verdict) for n in named)

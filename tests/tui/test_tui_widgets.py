@@ -13,7 +13,7 @@ from tui.replay_control import ReplayControl
 from tui.screens.details import metric_rows
 from tui.widgets.gauge import bar, nice_scale, sparkline
 from tui.widgets.lane import figures, gauge_reading
-from tui.widgets.summary import summary_line
+from tui.widgets.summary import finishes, racing_line, summary_line
 from tui.widgets.tail import wrap
 from tui.widgets.timeline import MAX_TRACKS, axis_span, paint, tick_label, tick_step, tracks
 
@@ -108,6 +108,34 @@ def test_summary_line_never_starts_a_styled_run_with_a_space() -> None:
     runs = [seg.text for seg in summary_line(summary).render(Console(width=400))]
     assert len(runs) >= 4 and not [run for run in runs[1:] if run.startswith(" ")]
     assert "".join(runs).startswith("Sol ultrafast finished first in 0.40 s, 1.20 s ahead of Sol priority · against")
+
+
+def test_summary_line_words_a_tie_as_a_tie() -> None:
+    # Reported: "0.00 s ahead" for lanes that finished together.
+    text = summary_line(race_summary([lane("a", 0.2, 500, 101), lane("b", 0.2, 500, 101)])).plain
+    assert "ahead" not in text and "finished first" not in text
+    assert text.startswith("a and b tied at 0.40 s")
+
+
+def test_the_status_line_names_the_lane_that_finished_first_not_the_one_with_most_tokens() -> None:
+    # Reported: "most tokens: Groq" while Cerebras had finished first (with a shorter answer).
+    from providers.live import LiveRace
+
+    race = LiveRace([TierSpec(name="Cerebras", provider="synthetic"), TierSpec(name="Groq", provider="synthetic")])
+    short = lane("Cerebras", 0.1, 1000, 50)
+    running = LiveLane(TierSpec(name="Groq", provider="synthetic"))
+    for event in [Request(t=0.0), *(Delta(t=0.2 + i / 200, text=" x", tokens=1) for i in range(150))]:
+        running.on_event(event)
+    race.lanes = [short, running]
+    text = racing_line(race, 1.0).plain
+    assert "most tokens" not in text and "Cerebras finished first in 0.15 s" in text
+
+
+@pytest.mark.parametrize(("speedup", "words"), [(1.25, "1.25× sooner"), (1.0, "in the same time"),
+                                                (1.004, "in the same time"), (0.94, "later (1.06× the time)")])
+def test_a_speed_up_is_worded_for_what_it_is(speedup: float, words: str) -> None:
+    # Reported: "finishes the loop 0.94× sooner" for a lane that finished later.
+    assert finishes(speedup) == words
 
 
 def test_summary_line_names_failed_lanes() -> None:

@@ -27,7 +27,10 @@ from providers.base import TierSpec
 from providers.events import Event, Headers, Request, Segment, is_loop_end
 from providers.live import LiveLane
 from providers.loop.metrics import WHAT_IF_FACTOR, LoopMetrics, loop_metrics
+from providers.masking import mask_url
 from providers.metrics import DEFINITIONS, SegmentSpan, TurnMetrics, split_turns, turn_metrics
+
+from ..widgets.lane import worth_saying
 
 TOKEN_SOURCES: Final[dict[str, str]] = {
     "usage": "the provider's usage event (exact)",
@@ -145,7 +148,7 @@ def wire_rows(m: TurnMetrics, events: Sequence[Event], tier: TierSpec,
     reported = m.extras.get("service_tier")
     got = reported.get("got") if isinstance(reported, Mapping) else None
     got = got or next((e.service_tier for e in events if isinstance(e, Headers) and e.service_tier), None)
-    if got:
+    if got and worth_saying(asked, got):
         differs = bool(asked) and asked != got
         value = Text.assemble(f"{asked} → " if asked else "", (f"got {got}", highlight if differs else ""))
         note = "asked in the request; got: the tier the response reported"
@@ -319,7 +322,7 @@ class DetailsScreen(ModalScreen[None]):
         if tier.service_tier:
             title.append(f" · service tier {tier.service_tier}")
         if tier.base_url:
-            title.append(f" · {tier.base_url}")
+            title.append(f" · {mask_url(tier.base_url)}")
         if len(pages) > 1:
             number = min(self.turn, len(pages) - 1) + (0 if pages[0] is None else 1)
             where = "whole loop" if page is None else f"turn {number}"

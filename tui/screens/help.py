@@ -31,7 +31,10 @@ class HelpScreen(ModalScreen[None]):
     """Keys, legend and provenance, over the race."""
 
     CSS_PATH = "help.tcss"
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark,f1", "dismiss", "Close"),
+        Binding("space", "page_down", "Page down", show=False),
+    ]
 
     def __init__(self, keys: list[tuple[str, str]]) -> None:
         super().__init__()
@@ -40,14 +43,19 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="help"):
             yield Static(Text("tokrace — keys and legend", style="bold"), classes="help-title")
-            with VerticalScroll():
+            with VerticalScroll(id="help-body"):
                 yield Static(self._keys_table(), classes="help-keys")
                 yield Static(id="legend", classes="help-legend")
                 yield Static(self._notes(), classes="help-notes")
-            yield Static(Text("escape closes", style="dim"), classes="help-close")
+            yield Static(Text("↑ ↓ PgUp PgDn Home End, space or the mouse wheel scroll · escape closes",
+                              style="dim"), classes="help-close")
 
     def on_mount(self) -> None:
         self.query_one("#legend", Static).update(self._legend())
+        self.query_one("#help-body", VerticalScroll).focus()  # the arrows and page keys scroll it
+
+    def action_page_down(self) -> None:
+        self.query_one("#help-body", VerticalScroll).scroll_page_down()
 
     def _keys_table(self) -> Table:
         table = Table(show_header=False, show_edge=False, box=None, pad_edge=False)
@@ -83,6 +91,11 @@ class HelpScreen(ModalScreen[None]):
             "end to end. On the timeline, tool calls that run at the same time get a row of their own (└ parallel). "
             "A theme may draw lanes thicker (projector: two rows each) while the timeline fits in a quarter of the "
             "terminal's height; on a shorter terminal (80×24) each lane takes one row.\n"
+            "\n[bold]finish line[/]\n"
+            "When a race ends, the winner's speed-up over the slowest finisher, end to end and in tokens (the "
+            "figures of tokrace bench), and every lane's rank and time. Any key goes back to the race "
+            "(--no-podium leaves it out). A replay that is sped up, stepped or has its idle pauses capped says so "
+            "on every lane and in the summary; its figures stay the recording's.\n"
             "\n[bold]bottlenecks[/] (b)\n"
             "Where each lane's time goes, in place of the lanes: the model (all time waiting on the model API: to "
             "the first token, thinking, streaming), tools, people and waits, in seconds and shares; the Amdahl "

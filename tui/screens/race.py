@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
+from textual.content import Content
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from providers.live import LiveRace
 from providers.metrics import SegmentSpan
@@ -26,14 +27,17 @@ from providers.voice.live import WPM_STEP, LiveVoice
 from ..replay_control import ReplayControl
 from ..runner import RaceRunner
 from ..widgets.bottleneck import BottleneckView
+from ..widgets.footer import RaceFooter
 from ..widgets.gauge import nice_scale
-from ..widgets.lane import LaneView
+from ..widgets.lane import LaneView, gauge_peak
+from ..widgets.prompt import PromptInput
 from ..widgets.replay_bar import ReplayBar
-from ..widgets.summary import racing_line, summary_line
+from ..widgets.summary import racing_line, summary_line, with_pace
 from ..widgets.timeline import Timeline
 from ..widgets.voice import verdict_line, voice_status
 from .details import DetailsScreen
 from .help import HelpScreen
+from .podium import PodiumScreen, finish
 
 if TYPE_CHECKING:
     from providers.voice.speak import Speaker
@@ -99,8 +103,13 @@ class RaceScreen(Screen[None]):
     ]
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, animate: bool = True,
-                 freeze_gc: bool = True, voice: LiveVoice | None = None, speaker: Speaker | None = None) -> None:
+                 freeze_gc: bool = True, voice: LiveVoice | None = None, speaker: Speaker | None = None,
+                 podium: bool = False, present: bool = False) -> None:
         super().__init__()
+        self.podium = podium
+        """Show the finish line when a race ends (not when it is stopped)."""
+        self.present = present
+        """The presenter's view: gauges and timeline only, taller bars, final times, no notices, no footer."""
         self.runner = runner
         self.replay = replay
         self.voice = voice if voice is not None else LiveVoice()
@@ -118,12 +127,17 @@ class RaceScreen(Screen[None]):
         self.bottlenecks = BottleneckView(id="bottlenecks")
         self.summary = Static("", id="summary")
         self.voice_line = Static("", id="voice-line")
+        self.notice = Static("", id="notice", markup=False)
+        """The latest notification, on a line of its own above the footer: it never covers the lanes or the
+        summary."""
+        self._notice_shown: object = None
         self.replay_bar = ReplayBar(id="replay-bar") if replay is not None else None
         self.focused_lane = 0
         self._live: LiveRace = runner.live
         self._frame = 0
         self._peak = 0.0
         self._summarised: LiveRace | None = None
+        self._summary_pace = ""
         self._problem_shown: str | None = None
         self._drawing_problem: str | None = None
         self._timer: Timer | None = None
@@ -131,12 +145,14 @@ class RaceScreen(Screen[None]):
         self._last_key: tuple[object, ...] | None = None
         self._still = 0
         """Frames in a row in which nothing changed."""
+        self._submitted: str | None = None
+        """The prompt last submitted with Enter: leaving the bar after Enter keeps it (it is about to race)."""
 
     # -- layout -------------------------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         if self.replay is None:
-            prompt = Input(self.runner.request.prompt, placeholder="the prompt to race: Enter races it",
+            prompt = PromptInput(self.runner.request.prompt, placeholder="the prompt to race: Enter races it",
                            id="prompt", select_on_focus=False)
             prompt.cursor_blink = self.animated
             yield prompt
@@ -144,15 +160,22 @@ class RaceScreen(Screen[None]):
             assert self.replay_bar is not None
             yield self.replay_bar
             yield Static(f"prompt: {self.runner.request.prompt}", id="replay-prompt", markup=False)
+            if self.replay is not None and self.replay.caption:
+                yield Static(self.replay.caption, id="replay-verdict", markup=False)
         with Container(id="lanes"):
             yield from self.views
         yield self.bottlenecks
         yield self.timeline
         yield self.summary
         yield self.voice_line
-        yield Footer(compact=True)
+        yield self.notice
+        yield RaceFooter()
 
     def on_mount(self) -> None:
+        if self.present:
+            self.add_class("-present")
+            for view in self.views:
+                view.set_present(True)
         self.timeline.bind(self._live.lanes)
         self.timeline.overlay = self._voice_stalls
         if self.speaker is not None and self.speaker.lane < len(self.views):
@@ -213,6 +236,7 @@ class RaceScreen(Screen[None]):
             self._rebind(live)
         now = runner.now()
         if self._unchanged(now, force):
+            self._show_notice()
             self._report_problems()
             return
         self._frame += 1
@@ -227,18 +251,28 @@ class RaceScreen(Screen[None]):
             self.timeline.sample(now)
         if slow and self.bottlenecks.display:
             self.bottlenecks.sample(runner, now)
+        pace = self.replay.badge() if self.replay is not None else ""
+        if slow or force:
+            for view in self.views:
+                view.set_pace(pace)
         if live.finished and runner.races and not runner.running:
-            if self._summarised is not live:
-                self._summarised = live
-                self.summary.update(summary_line(live.summary()))
+            if self._summarised is not live or self._summary_pace != pace:
+                ended = self._summarised is not live
+                self._summarised, self._summary_pace = live, pace
+                summary = live.summary()
+                self.summary.update(with_pace(summary_line(summary), pace))
+                if ended and self.podium and not summary.stopped and runner.race is not None and self.is_current:
+                    self.app.push_screen(PodiumScreen(finish(runner.race.lanes, runner.loop_name is not None)))
                 if self.freeze_gc:  # collect what the race left while nothing streams; freeze what lives on
                     gc.unfreeze()
                     gc.collect()
                     gc.freeze()
         elif slow and runner.races:
-            self.summary.update(racing_line(live, now, "replaying" if self.replay else "racing"), layout=False)
+            doing = racing_line(live, now, "replaying" if self.replay else "racing")
+            self.summary.update(with_pace(doing, pace, first=True), layout=False)
         if slow and self.replay is not None and self.replay_bar is not None:
             self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
+        self._show_notice()
         self._report_problems()
 
     def _report_problems(self) -> None:
@@ -251,6 +285,20 @@ class RaceScreen(Screen[None]):
             for problem in self.speaker.problems[self._speak_problems:]:
                 self.notify(problem, title="cannot speak aloud", severity="error", markup=False)
             self._speak_problems = len(self.speaker.problems)
+
+    def _show_notice(self) -> None:
+        """The app's latest notification on the notice line (once per notification)."""
+        notice = getattr(self.app, "notice", None)
+        if notice is self._notice_shown:
+            return
+        self._notice_shown = notice
+        if notice is None or self.present:  # a presenter's screen shows no notices (the terminal keeps them)
+            self.notice.display = False
+            return
+        message, title, severity = notice
+        self.notice.update(Content.assemble((f"{title}: " if title else "", "bold"), message.replace("\n", "; ")))
+        self.notice.set_classes(f"-{severity}")
+        self.notice.display = True
 
     # -- the voice lens ---------------------------------------------------------------------------------------------
 
@@ -303,8 +351,7 @@ class RaceScreen(Screen[None]):
     def _scale(self, now: float) -> float:
         """One tok/s scale for every gauge: the highest rate seen this race, rounded up (never shrinks)."""
         for lane in self._live.lanes:
-            self._peak = max(self._peak, lane.rate(now), lane.decode_rate() or 0.0,
-                             *lane.history_rates(now, len(lane.history)))
+            self._peak = max(self._peak, gauge_peak(lane, now))
         return nice_scale(self._peak)
 
     def _set_focused(self, index: int) -> None:
@@ -418,7 +465,21 @@ class RaceScreen(Screen[None]):
         self.query_one("#prompt", Input).focus()
 
     def action_leave_prompt(self) -> None:
+        """Leave the prompt bar; what was typed and not raced is dropped, so the bar shows what races."""
+        self._restore_prompt()
         self.set_focus(None)
+
+    def on_input_blurred(self, event: Input.Blurred) -> None:
+        if event.input.id == "prompt" and event.value.strip() != self._submitted:
+            self._restore_prompt()
+
+    def _restore_prompt(self) -> None:
+        """The prompt bar back to the prompt the next race uses (Enter is the only way to change it)."""
+        prompt = self.query_one("#prompt", Input)
+        raced = self.runner.request.prompt
+        if prompt.value != raced:
+            prompt.value = raced
+            prompt.cursor_position = len(raced)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.key_help()))
@@ -428,6 +489,7 @@ class RaceScreen(Screen[None]):
         if not prompt:
             self.notify("type a prompt first", severity="warning")
             return
+        self._submitted = prompt
         self.set_focus(None)
         self.run_worker(self._restart(prompt), group="race", exclusive=True, exit_on_error=False)
 

@@ -21,12 +21,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from providers.base import TierSpec
-from providers.events import SEGMENT_KINDS, Event, is_loop_end
+from providers.events import SEGMENT_KINDS, Error, Event, is_loop_end
 from providers.live import LiveLane
 from providers.loop.metrics import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, bottlenecks, loop_metrics
 
 from .palette import palette
-from .summary import join_runs
+from .summary import finishes, join_runs
 
 if TYPE_CHECKING:
     from ..runner import RaceRunner
@@ -53,6 +53,16 @@ NARROW: Final[int] = 110
 """Below this width each lane's figures are a paragraph rather than a row of columns."""
 
 
+APPROVAL_MARK: Final[str] = "(+approval)"
+"""The end of a tool segment's label whose time includes a person's approval (an imported trace's)."""
+
+
+def part_names(lanes: Sequence[LiveLane]) -> dict[str, str]:
+    """What to call each part: ``tool (+approval)`` when a lane's tool time includes approvals."""
+    approvals = any(s.kind == "tool" and s.label.endswith(APPROVAL_MARK) for lane in lanes for s in lane.explicit)
+    return {"tool": f"tool {APPROVAL_MARK}"} if approvals else {}
+
+
 def step_factor(factor: float, step: int) -> float:
     """The next N up (``step`` > 0) or down the ladder of :data:`FACTORS`, staying at its ends."""
     if step > 0:
@@ -66,9 +76,18 @@ def final_loop(events: Sequence[Event], tier: TierSpec) -> LoopMetrics:
     m = loop_metrics(events, tier.price, tier.model)
     if not any(is_loop_end(e) for e in events):
         failed = next((t for t in m.turns if not t.ok), None)
-        m.error = failed.error if failed is not None else None
-        m.ok = failed is None and bool(m.turns)
+        # A loop stopped or failed between its turns (during a tool or a person) has no failed turn, but its
+        # lane's error still says it never finished.
+        lane_error = next((e for e in events if isinstance(e, Error)), None)
+        m.error = failed.error if failed is not None else lane_error.message if lane_error is not None else None
+        m.ok = m.error is None and bool(m.turns)
     return m
+
+
+def stopped_at(lanes: Sequence[LiveLane]) -> float | None:
+    """When the race was stopped (race time), if the user stopped any lane before its end."""
+    ends = [lane.ended_at for lane in lanes if lane.state == "stopped"]
+    return max((end for end in ends if end is not None), default=None)
 
 
 def _x(value: float | None) -> str:
@@ -145,8 +164,9 @@ class BottleneckView(VerticalScroll):
               started: bool) -> RenderableType:
         factor = f"{self.factor:g}×"
         what = loop_name if loop_name else "one prompt (a loop of one turn)"
-        title = join_runs([("where the time goes", "bold"), (f" — {what} · ", ""),
-                           ("final" if self.final else f"so far, {now:.1f} s in", "bold"),
+        stop = stopped_at(lanes) if self.final else None
+        when = f"stopped at {stop:.1f} s" if stop is not None else "final" if self.final else f"so far, {now:.1f} s in"
+        title = join_runs([("where the time goes", "bold"), (f" — {what} · ", ""), (when, "bold"),
                            (f" · what if the model were {factor} faster (", ""), ("< >", "bold"),
                            (" change N)", "")])
         if not started:
@@ -154,7 +174,7 @@ class BottleneckView(VerticalScroll):
         width = self.app.size.width
         table: RenderableType = (self._table(lanes, noun, factor, width) if width >= NARROW
                                  else self._paragraphs(lanes, factor))
-        return Group(title, Text(""), table, self._sentences(noun, factor))
+        return Group(title, Text(""), table, self._sentences(lanes, noun, factor))
 
     def _table(self, lanes: Sequence[LiveLane], noun: str, factor: str, width: int) -> Table:
         rows = self.rows
@@ -164,7 +184,9 @@ class BottleneckView(VerticalScroll):
         # (SVG viewers drop it, shifting the run left).
         table = Table(box=None, pad_edge=False, header_style="bold", padding=0, expand=False)
         bars = width >= WIDE
-        headers = ["lane", noun, *(["split"] if bars else []), *present, "Amdahl", f"model {factor} faster",
+        names_of = part_names(lanes)
+        headers = ["lane", noun, *(["split"] if bars else []), *(names_of.get(p, p) for p in present), "Amdahl",
+                   f"model {factor} faster",
                    f"vs {base}: e2e | tok/s" if base else "speed-up e2e | tok/s"]
         for header in headers:
             table.add_column(Text(header + GAP), no_wrap=True)  # Text: a tier's name in it is not markup
@@ -190,7 +212,8 @@ class BottleneckView(VerticalScroll):
         text = Text()
         base = baseline(self.rows) if self.final else None
         for index, (b, lane) in enumerate(zip(self.rows, lanes, strict=True)):
-            parts = " · ".join(f"{part} {s:.1f} s {share:.0%}" for part, s, share in shown(b))
+            names_of = part_names(lanes)
+            parts = " · ".join(f"{names_of.get(part, part)} {s:.1f} s {share:.0%}" for part, s, share in shown(b))
             vs = f" · vs {base}: {_x(b.e2e_speedup)} e2e, {_x(b.token_speedup)} tok/s" if base else ""
             if index:
                 text.append("\n")
@@ -215,23 +238,31 @@ class BottleneckView(VerticalScroll):
             bar.append(("━" if part in ("connect", "wait") else "█") * cells, style=pal.segment(part))
         return bar.append(GAP, style=pal.segment(parts[-1][0]) if parts else "")
 
-    def _sentences(self, noun: str, factor: str) -> Text:
+    def _sentences(self, lanes: Sequence[LiveLane], noun: str, factor: str) -> Text:
         """What the table means, a line per lane, then the gap between token speed and end-to-end speed."""
         text = Text()
-        for b in self.rows:
-            share = "—" if b.model_share is None else f"{b.model_share:.0%}"
-            amdahl = ("the model is all of it" if b.amdahl_max_speedup is None
-                      else f"no model, however fast, could make it more than {b.amdahl_max_speedup:.2f}× faster")
-            if self.final:
+        for b, lane in zip(self.rows, lanes, strict=True):
+            if self.final and b.ok:
                 what_if = (f"a model {factor} faster would finish this {noun} in {b.what_if.e2e_s:.1f} s "
                            f"({b.what_if.sooner_pct:.0f} % sooner)")
+            elif self.final:  # stopped or failed: the figures are of the part that ran, not of a whole loop
+                ended = "was stopped" if lane.state == "stopped" else "failed"
+                what_if = (f"until it {ended}, a model {factor} faster would have taken {b.what_if.e2e_s:.1f} s "
+                           f"({b.what_if.sooner_pct:.0f} % less)")
             else:
                 what_if = (f"so far, a model {factor} faster would have taken {b.what_if.e2e_s:.1f} s "
                            f"({b.what_if.sooner_pct:.0f} % less)")
             text.append("\n")
             text.append(b.name, style="bold")
-            so_far = "" if self.final else " so far"
-            text.append(f": the model is {share} of the {noun}{so_far}; {amdahl}; {what_if}.")
+            so_far = "" if self.final and b.ok else " so far"
+            if b.amdahl_max_speedup is None:  # said once: a share of 100 % and an unbounded speed-up are one fact
+                share = f"the model is all of the {noun}{so_far}: nothing else holds it up"
+            else:
+                percent = "—" if b.model_share is None else f"{b.model_share:.0%}"
+                could = "could make it" if not so_far else "could have made it"
+                share = (f"the model is {percent} of the {noun}{so_far}; no model, however fast, {could} "
+                         f"more than {b.amdahl_max_speedup:.2f}× faster")
+            text.append(f": {share}; {what_if}.")
         gap = self._gap(noun)
         if gap:
             text.append("\n\n")
@@ -249,4 +280,4 @@ class BottleneckView(VerticalScroll):
         if best is None or base is None or best.name == base:
             return None
         return (f"{best.name} streams {best.token_speedup:.1f}× faster than {base} but finishes "
-                f"the {noun} {best.e2e_speedup:.2f}× sooner.")
+                f"the {noun} {finishes(best.e2e_speedup or 0.0)}.")

@@ -55,7 +55,8 @@ def sparkline(values: Sequence[float], scale: float, width: int) -> str:
 
 
 class Gauge(Widget):
-    """The bar and label on the first line, the sparkline on the second (beside the bar when one line high)."""
+    """The bar and label on the first line, the sparkline on the second (beside the bar when one line high; a
+    taller gauge draws a taller bar)."""
 
     DEFAULT_CSS = """
     Gauge { height: 2; }
@@ -83,7 +84,15 @@ class Gauge(Widget):
         fraction = self.value / self.scale if self.scale > 0 else 0.0
         colour = base + pal.gauge(fraction)
         spark_style = base + pal.lane(self.lane_index)
-        if height >= 2:
+        if height >= 3:  # tall: the bar on every row but the last (its label on the middle one), then the sparkline
+            if y < height - 1:
+                filled, empty = bar(fraction, max(width - LABEL_WIDTH - 1, 1))
+                middle = y == (height - 2) // 2  # the track and the label on one row only
+                segments = [Segment(filled, colour), Segment(empty if middle else " " * len(empty), track),
+                            Segment(" " + (label if middle else " " * LABEL_WIDTH), base)]
+            else:
+                segments = [Segment(sparkline(self.history, self.scale, width), spark_style)]
+        elif height >= 2:
             if y == 0:
                 filled, empty = bar(fraction, max(width - LABEL_WIDTH - 1, 1))
                 segments = [Segment(filled, colour), Segment(empty, track), Segment(" " + label, base)]

@@ -23,8 +23,21 @@ from .voice import VoicePanel
 BADGE_CHARS: Final[int] = 10
 """What the badge holds (12 cells, less a space each side): a tool's name shows beside the state when it fits."""
 
+SHORT_ROWS: Final[int] = 4
+"""A lane with fewer rows than this (head, text, gauge, figures) shows no text: the figures matter more."""
+
 MARKDOWN_MAX_CHARS: Final[int] = 60_000
 """Longer answers (about 15,000 tokens) stay in the tail view: rendering them as Markdown takes a second."""
+
+
+ORDINARY_TIERS: Final[frozenset[str]] = frozenset({"default", "standard", "auto"})
+"""What servers report when nobody asked for a tier: not worth a word on a tier that asked for none."""
+
+
+def worth_saying(asked: str | None, got: str) -> bool:
+    """Whether the tier a server reported tells the reader something: always when one was asked for, else only
+    when it is not the ordinary one (a tier that asked for nothing "got default" says nothing true or new)."""
+    return bool(asked) or got.lower() not in ORDINARY_TIERS
 
 
 def describe_tier(lane: LiveLane) -> Content:
@@ -33,7 +46,7 @@ def describe_tier(lane: LiveLane) -> Content:
     tier = lane.tier
     parts = [tier.model or "(no model)", tier.provider]
     got = lane.tier_got
-    if got is None:
+    if got is None or not worth_saying(tier.service_tier, got):
         return Content(" · ".join([*parts, tier.service_tier] if tier.service_tier else parts))
     asked = tier.service_tier
     style = "bold $warning" if asked and asked != got else ""
@@ -61,6 +74,14 @@ def gauge_reading(lane: LiveLane, now: float) -> tuple[float, str]:
     return rate, f"{rate:,.0f} tok/s"
 
 
+def gauge_peak(lane: LiveLane, now: float) -> float:
+    """The highest rate the lane's gauge and sparkline draw at ``now``: its reading (the live rate, or the average
+    once ended) and its history. Never the decode rate of a running stream: over a first span of a millisecond it
+    reads thousands of tok/s, and the shared scale would empty every other bar."""
+    value, _ = gauge_reading(lane, now)
+    return max([value, *lane.history_rates(now, len(lane.history))])
+
+
 class LaneView(Vertical):
     """A lane's widgets, bound to one :class:`LiveLane` at a time (a new race rebinds them)."""
 
@@ -76,6 +97,9 @@ class LaneView(Vertical):
         """The voice lens is on: the voiced answer and its playhead instead of the tail or the final answer."""
         self.meta = Static(describe_tier(lane), classes="lane-meta", markup=False)
         self.badge = Static("", classes="badge -idle")
+        self.pace = Static("", classes="pace")
+        """How a replay departs from real time (sped up, stepped, idle pauses capped); hidden when it does not."""
+        self._pace = ""
         self.error = Static("", classes="lane-error")
         self.gauge = Gauge(index, classes="gauge")
         self.stats = Static("", classes="lane-stats")
@@ -85,12 +109,15 @@ class LaneView(Vertical):
         self._final_shown = False
         """The final answer is rendered (and shown, unless the voice lens is on)."""
         self._tier_got: str | None = None
+        self.present = False
+        """The presenter's view: no answer text; once done, the badge shows the lane's final time."""
         self.border_title = Content(lane.tier.name)  # literal: a border title is markup otherwise
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="lane-head"):
             yield Static(self.lane.tier.name, classes="lane-name", markup=False)
             yield self.meta
+            yield self.pace
             yield self.badge
         yield self.tail
         with self.final:
@@ -104,6 +131,24 @@ class LaneView(Vertical):
         self.final.display = False
         self.error.display = False
         self.voice.display = False
+        self.pace.display = False
+        self.tail.display = not self.present
+
+    def on_resize(self) -> None:
+        self.set_class(self.content_size.height < SHORT_ROWS, "-short")
+
+    def set_present(self, present: bool) -> None:
+        """The presenter's view on or off: gauges and figures only, and the final time in the badge."""
+        self.present = present
+        self._state = ""  # redraw the badge
+        self.show_voice(self.voice_on)
+
+    def set_pace(self, text: str) -> None:
+        """Show the replay's pacing beside the state ("" hides it)."""
+        if text != self._pace:
+            self._pace = text
+            self.pace.update(Content(f" {text} "))
+            self.pace.display = bool(text)
 
     def bind(self, lane: LiveLane) -> None:
         """Show a new race's lane: back to the streaming tail, no error."""
@@ -113,15 +158,15 @@ class LaneView(Vertical):
         self._tier_got = None
         self.meta.update(describe_tier(lane))
         self.final.display = False
-        self.tail.display = not self.voice_on
+        self.tail.display = not self.voice_on and not self.present
         self.error.display = False
 
     def show_voice(self, on: bool) -> None:
         """Voice mode on (the voiced answer and the playhead) or off (back to the tail, or the final answer)."""
         self.voice_on = on
         self.voice.display = on
-        self.final.display = not on and self._final_shown
-        self.tail.display = not on and not self._final_shown
+        self.final.display = not on and self._final_shown and not self.present
+        self.tail.display = not on and not self._final_shown and not self.present
 
     def focus_body(self) -> None:
         """Focus what can scroll: the final answer once shown."""
@@ -139,6 +184,8 @@ class LaneView(Vertical):
             label = f"{state}: {lane.detail}" if state in ("tool", "human") and lane.detail else state
             if len(label) > BADGE_CHARS:  # the tail names the tool or the person's step in full
                 label = state
+            if self.present and state == "done" and lane.e2e is not None:
+                label = f"✓ {lane.e2e:.2f} s"
             self.badge.update(Content(f" {label} "), layout=False)
             self.badge.set_classes(f"badge -{state}")
         if lane.version != self._version and (text or slow):
@@ -169,4 +216,4 @@ class LaneView(Vertical):
         self._final_shown = True
         if not self.voice_on:
             self.tail.display = False
-            self.final.display = True
+            self.final.display = not self.present

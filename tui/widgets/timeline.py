@@ -36,8 +36,12 @@ SPANS: Final[tuple[float, ...]] = (1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25,
 TICKS: Final[tuple[float, ...]] = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800)
 END_MARK: Final[dict[str, str]] = {"done": "✓", "error": "✗", "stopped": "■"}
 MAX_TRACKS: Final[int] = 3
+FINAL_ROOM: Final[float] = 1.2
+"""A finished race's axis is this much longer than its longest lane when too narrow to work out the room for the end
+mark and time exactly."""
 """Rows one lane may take: its own, and two for tool calls running beside another (more share the last)."""
 PARALLEL_LABEL: Final[str] = "└ parallel"
+SUBAGENT_LABEL: Final[str] = "└ sub-agent"
 WORK_GLYPHS: Final[dict[int, tuple[str, ...]]] = {1: ("█",), 2: ("█", "▀"), 3: ("█", "█", "▀")}
 """A work segment's glyph on each line of a lane ``n`` lines tall: solid, ending in an upper half block so a thick
 bar keeps half a line clear of the lane below."""
@@ -54,6 +58,14 @@ def axis_span(seconds: float) -> float:
     """A round length for the axis that holds ``seconds`` with a little room, so the axis rescales rarely."""
     want = seconds * 1.1  # room after the longest bar for its end mark and time
     return next((s for s in SPANS if s >= want), math.ceil(want / 3600) * 3600)
+
+
+def fitted_span(seconds: float, room: float = 1.08) -> float:
+    """An axis for a race that no longer grows: ``seconds`` and ``room`` for the end marks (a factor), in whole
+    tenths of a second below 10 s and whole seconds above."""
+    want = seconds * room
+    unit = 0.1 if want < 10 else 1.0
+    return math.ceil(want / unit) * unit
 
 
 def tick_step(span: float, cells: int) -> float:
@@ -74,19 +86,26 @@ def tick_label(t: float, step: float) -> str:
 
 def tracks(spans: Sequence[SegmentSpan], limit: int = MAX_TRACKS) -> list[list[SegmentSpan]]:
     """A lane's spans on rows: all on the first, except a tool call that starts while another tool call still
-    runs, which goes on the first row free at its start (``limit`` rows at most; more share the last)."""
+    runs, which goes on the first row free at its start, and a sub-agent's spans (those with a ``chain``), which
+    keep the row their sub-agent first got, under the lane's own (``limit`` rows at most; more share the last)."""
     rows: list[list[SegmentSpan]] = [[]]
-    busy = [-math.inf]  # when the last tool call on each row ends
+    busy = [-math.inf]  # when the last tool call or sub-agent span on each row ends
+    chains: dict[str, int] = {}
     for s in sorted(spans, key=lambda s: (s.start, s.end)):
-        if s.kind != "tool":
+        if s.kind != "tool" and s.chain is None:
             rows[0].append(s)
             continue
-        row = next((i for i, end in enumerate(busy) if end <= s.start + _EPS), None)
+        row = chains.get(s.chain) if s.chain is not None else None
+        if row is None:
+            first = 1 if s.chain is not None else 0
+            row = next((i for i, end in enumerate(busy) if i >= first and end <= s.start + _EPS), None)
         if row is None:
             if len(rows) < limit:
                 rows.append([])
                 busy.append(-math.inf)
             row = len(rows) - 1
+        if s.chain is not None:
+            chains[s.chain] = row
         rows[row].append(s)
         busy[row] = max(busy[row], s.end)
     return rows
@@ -194,8 +213,14 @@ class Timeline(Widget):
 
     @property
     def span(self) -> float:
-        """The seconds the axis shows."""
+        """The seconds the axis shows: a round length with room to grow while lanes run; once every lane has
+        ended, just the race and room for its end marks (a 127 s loop on a 180 s axis reads as a longer race)."""
         longest = max((lane.elapsed(self.now) for lane in self.lanes), default=self.now)
+        if self.lanes and all(lane.finished for lane in self.lanes) and longest > 0:
+            cells = max(self.size.width - LABEL_WIDTH, 1)
+            mark = 1 + max(len(f"■ {lane.e2e or 0.0:.2f}s") for lane in self.lanes)  # the end mark and time
+            room = cells / (cells - mark) if cells > 3 * mark else FINAL_ROOM
+            return fitted_span(longest, room) / self.zoom
         return axis_span(longest) / self.zoom
 
     def render_line(self, y: int) -> Strip:
@@ -220,7 +245,8 @@ class Timeline(Widget):
         if line:
             segments = [Segment(" " * LABEL_WIDTH, base)]
         elif row.track:
-            segments = [Segment(PARALLEL_LABEL.ljust(LABEL_WIDTH), base + pal.lane(index) + Style(dim=True))]
+            label = SUBAGENT_LABEL if any(s.chain is not None for s in row.spans) else PARALLEL_LABEL
+            segments = [Segment(label.ljust(LABEL_WIDTH), base + pal.lane(index) + Style(dim=True))]
         else:
             name = lane.tier.name
             label = (name if len(name) < LABEL_WIDTH - 1 else name[: LABEL_WIDTH - 2] + "…").ljust(LABEL_WIDTH)

@@ -262,10 +262,17 @@ class VoiceBar(Static):
         stalls = Text(f"{voice.stalls} stall{'' if voice.stalls == 1 else 's'}",
                       style=pal.segment("stall") if voice.stalls else "")
         first = voice.first_audio_s
-        audio = Text(f"1st audio {seconds(first)}",
-                     style="bold" if first is not None and first > CONVERSATION_GAP_S else "")
-        parts = [state, Text(f"{wpm:g} wpm"), stalls, Text(f"{voice.silent_s:.1f} s silent"), audio,
-                 Text(f"TTFS {seconds(voice.ttfs_s)}"), Text(f"margin {seconds(voice.margin_s)}")]
+        late = "bold" if first is not None and first > CONVERSATION_GAP_S else ""
+        if voice.turns > 1:  # a turn's own figure, then the run's (the one the verdict judges), each named
+            slowest = voice.slowest_audio_s
+            audio = [Text(f"turn {voice.turn + 1} 1st audio {seconds(first)}", style=late),
+                     Text(f"slowest 1st audio {seconds(slowest)}",
+                          style="bold" if slowest is not None and slowest > CONVERSATION_GAP_S else "")]
+        else:
+            audio = [Text(f"1st audio {seconds(first)}", style=late)]
+        ttfs = f"turn {voice.turn + 1} TTFS" if voice.turns > 1 else "TTFS"
+        parts = [state, Text(f"{wpm:g} wpm"), stalls, Text(f"{voice.silent_s:.1f} s silent"), *audio,
+                 Text(f"{ttfs} {seconds(voice.ttfs_s)}"), Text(f"margin {seconds(voice.margin_s)}")]
         if voice.state in ("speaking", "silent", "waiting") and voice.ready > voice.spoken:
             parts.append(Text(f"lead {voice.ahead_s:.1f} s"))
         if self.aloud:

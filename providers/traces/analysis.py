@@ -1,0 +1,275 @@
+"""Where a trace's time went (DESIGN §12): wall time, the breakdown by precedence, counts, tokens, model share,
+the Amdahl bound, TTFT and cost, as pure functions of a :class:`Trace`.
+
+Every instant between the trace's first start and its last end goes to exactly one kind, in the order
+model > tool > human > retry > wait (an instant no step covers is ``wait``), so the breakdown always sums to
+``e2e_s`` however much ran in parallel. A ``human`` step longer than the idle cap counts only up to the cap; an
+instant where nothing but that excess runs is ``away`` and is cut out of ``e2e_s``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal, TypeAlias
+
+from ..base import Price
+from ..metrics import percentile
+from .model import STEP_KINDS, Step, Trace
+
+IDLE_CAP_S: Final[float] = 600.0
+"""The default idle cap: a ``human`` gap counts up to 10 minutes; the rest is ``away_s``."""
+
+PieceKind: TypeAlias = Literal["model", "tool", "human", "retry", "wait", "away"]
+"""What an instant of a trace's wall clock is given to: a step kind, or ``away`` (a person past the idle cap)."""
+
+_RANK: Final[dict[str, int]] = {"model": 0, "tool": 1, "human": 2, "retry": 3, "away": 4, "wait": 5}
+"""Precedence when steps overlap (lower wins). ``away`` sits under every real kind: only an instant where nothing
+else runs is away."""
+
+_ORDER: Final[tuple[PieceKind, ...]] = ("model", "tool", "human", "retry", "away", "wait")
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A stretch of the trace's wall clock given to one kind (consecutive stretches of a kind are merged)."""
+
+    kind: PieceKind
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class TraceAnalysis:
+    """The figures of one trace, as ``tokrace traces`` prints them and ``--json`` writes them."""
+
+    e2e_s: float
+    """First start to last end, less ``away_s``."""
+    away_s: float
+    """Time a person was away: the part of ``human`` gaps beyond the idle cap where nothing else ran."""
+    breakdown: dict[str, float]
+    """Seconds per kind (model, tool, human, retry, wait), each instant counted once: sums to ``e2e_s``."""
+    calls: int
+    """Model calls (model steps)."""
+    tool_calls: int
+    human_steps: int
+    retries: int
+    """Retry steps (back-offs after a failed call), where the format records them."""
+    failed_tools: int
+    input_tokens: int
+    """Input tokens of all model calls, cached ones included."""
+    cached_input_tokens: int
+    """The part of ``input_tokens`` read from a cache (priced apart)."""
+    output_tokens: int
+    """Output tokens of all model calls, reasoning included."""
+    reasoning_tokens: int
+    models: tuple[str, ...]
+    """The models called, in order of first use."""
+    model_share: float | None
+    """Model time ÷ ``e2e_s`` (model time = instants where any model call runs); ``None`` for an empty trace."""
+    amdahl_max_speedup: float | None
+    """``e2e_s`` ÷ (``e2e_s`` − model time): the most any faster model could give; ``None`` when the model is
+    all of it (or the trace is empty)."""
+    ttft_p50: float | None
+    """TTFT percentiles over the model calls that record one; ``None`` where the format records none."""
+    ttft_p90: float | None
+    ttft_recorded: int
+    """How many model calls record a TTFT."""
+    cost_usd: float | None
+    """USD at the given price (cached input priced apart); ``None`` without a price or without usage."""
+    ttfts: tuple[float, ...] = field(default=(), repr=False)
+    """Every recorded TTFT (for percentiles over a set of traces)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The per-trace figures with the stable keys of DESIGN §12."""
+        return {
+            "models": list(self.models),
+            "calls": self.calls,
+            "tool_calls": self.tool_calls,
+            "human_steps": self.human_steps,
+            "retries": self.retries,
+            "failed_tools": self.failed_tools,
+            "input_tokens": self.input_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "e2e_s": _r(self.e2e_s),
+            "away_s": _r(self.away_s),
+            "breakdown": {k: _r(v) for k, v in self.breakdown.items()},
+            "model_share": _r(self.model_share),
+            "amdahl_max_speedup": _r(self.amdahl_max_speedup),
+            "ttft_s": {"p50": _r(self.ttft_p50), "p90": _r(self.ttft_p90)},
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
+        }
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _spans(steps: Iterable[Step], idle_cap_s: float) -> list[tuple[float, float, str]]:
+    """Each step as (start, end, kind), a long human step split into its capped part and its ``away`` part."""
+    out: list[tuple[float, float, str]] = []
+    for s in steps:
+        end = max(s.end, s.start)
+        if end <= s.start:
+            continue
+        if s.kind == "human" and end - s.start > idle_cap_s:
+            cap = s.start + max(idle_cap_s, 0.0)
+            if cap > s.start:
+                out.append((s.start, cap, "human"))
+            out.append((cap, end, "away"))
+        else:
+            out.append((s.start, end, s.kind))
+    return out
+
+
+def pieces(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> list[Piece]:
+    """The trace's wall clock from its first start to its last end, each instant given to one kind by
+    precedence (model > tool > human > retry > away > wait; uncovered time is ``wait``). A sweep over the
+    step boundaries: O(n log n) in the number of steps."""
+    spans = _spans(trace.steps, idle_cap_s)
+    if not trace.steps:
+        return []
+    first = min(s.start for s in trace.steps)
+    last = max(max(s.end, s.start) for s in trace.steps)
+    marks: list[tuple[float, int, str]] = []
+    for start, end, kind in spans:
+        marks.append((start, 1, kind))
+        marks.append((end, -1, kind))
+    marks.sort(key=lambda m: m[0])
+    active = dict.fromkeys(_RANK, 0)
+    out: list[Piece] = []
+    t = first
+    i = 0
+    while i < len(marks):
+        at = marks[i][0]
+        if at > t:
+            _add(out, _top(active), t, at)
+            t = at
+        while i < len(marks) and marks[i][0] == at:
+            active[marks[i][2]] += marks[i][1]
+            i += 1
+    if last > t:
+        _add(out, _top(active), t, last)
+    return out
+
+
+def _top(active: dict[str, int]) -> PieceKind:
+    for kind in _ORDER:
+        if active[kind] > 0:
+            return kind
+    return "wait"
+
+
+def _add(out: list[Piece], kind: PieceKind, start: float, end: float) -> None:
+    if out and out[-1].kind == kind and out[-1].end == start:
+        out[-1] = Piece(kind, out[-1].start, end)
+    else:
+        out.append(Piece(kind, start, end))
+
+
+def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = None) -> TraceAnalysis:
+    """The figures of DESIGN §12 for one trace: wall time less away time, the breakdown by precedence summing to
+    it, counts, tokens (cached input apart), model share, the Amdahl bound, TTFT where recorded, and cost at
+    ``price`` when one is given."""
+    parts = pieces(trace, idle_cap_s)
+    seconds = {kind: 0.0 for kind in _ORDER}
+    for p in parts:
+        seconds[p.kind] += p.end - p.start
+    away = seconds.pop("away")
+    breakdown: dict[str, float] = {kind: seconds[kind] for kind in STEP_KINDS}
+    e2e = sum(breakdown.values())
+    model_s = breakdown["model"]
+    models: dict[str, None] = {}
+    counts = dict.fromkeys(STEP_KINDS, 0)
+    tokens = {"input": 0, "cached": 0, "output": 0, "reasoning": 0}
+    ttfts: list[float] = []
+    cost = 0.0
+    priced = False
+    failed_tools = 0
+    for s in trace.steps:
+        counts[s.kind] += 1
+        if s.kind == "tool" and s.failed:
+            failed_tools += 1
+        if s.kind != "model":
+            continue
+        if s.model:
+            models.setdefault(s.model, None)
+        inp, cached = s.input_tokens or 0, min(s.cached_input_tokens or 0, s.input_tokens or 0)
+        out = s.output_tokens or 0
+        tokens["input"] += inp
+        tokens["cached"] += cached
+        tokens["output"] += out
+        tokens["reasoning"] += s.reasoning_tokens or 0
+        if s.ttft_s is not None:
+            ttfts.append(s.ttft_s)
+        step_cost = step_cost_usd(s, price)
+        if step_cost is not None:
+            cost += step_cost
+            priced = True
+    rest = e2e - model_s
+    return TraceAnalysis(
+        e2e_s=e2e, away_s=away, breakdown=breakdown, calls=counts["model"], tool_calls=counts["tool"],
+        human_steps=counts["human"], retries=counts["retry"], failed_tools=failed_tools,
+        input_tokens=tokens["input"], cached_input_tokens=tokens["cached"], output_tokens=tokens["output"],
+        reasoning_tokens=tokens["reasoning"], models=tuple(models),
+        model_share=model_s / e2e if e2e > 0 else None,
+        amdahl_max_speedup=e2e / rest if e2e > 0 and rest > 1e-9 else None,
+        ttft_p50=percentile(ttfts, 50) if ttfts else None, ttft_p90=percentile(ttfts, 90) if ttfts else None,
+        ttft_recorded=len(ttfts), cost_usd=cost if priced else None, ttfts=tuple(ttfts))
+
+
+def step_cost_usd(step: Step, price: Price | None) -> float | None:
+    """USD for one model step at ``price`` (cached input at its own price); ``None`` without a price or usage."""
+    if price is None or step.kind != "model" or (step.input_tokens is None and step.output_tokens is None):
+        return None
+    if price.output is None and price.input is None:
+        return None
+    inp = step.input_tokens or 0
+    cached = min(step.cached_input_tokens or 0, inp)
+    total = (step.output_tokens or 0) * (price.output or 0.0)
+    if price.input is not None:
+        cached_price = price.cached_input if price.cached_input is not None else price.input
+        total += (inp - cached) * price.input + cached * cached_price
+    return total / 1_000_000
+
+
+def without_away(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> Trace:
+    """The same trace with its away time cut out and its clock starting at 0: every later instant moves back by
+    the away time before it, and a long human step shrinks to the idle cap. Its analysis (at the same cap) has
+    the same ``e2e_s`` and breakdown and no away time; it is what the screen replays."""
+    away = [p for p in pieces(trace, idle_cap_s) if p.kind == "away"]
+    first = min((s.start for s in trace.steps), default=0.0)
+
+    def shift(t: float) -> float:
+        cut = 0.0
+        for p in away:
+            if p.end <= t:
+                cut += p.end - p.start
+            elif p.start < t:
+                cut += t - p.start
+        return t - cut - first
+
+    steps = [replace(s, start=shift(s.start), end=shift(max(s.end, s.start))) for s in trace.steps]
+    return replace(trace, steps=steps, notes=list(trace.notes))
+
+
+def ordered(steps: Sequence[Step]) -> list[Step]:
+    """Steps in time order (start, then end), for readers that produce them out of order."""
+    return sorted(steps, key=lambda s: (s.start, s.end))
+
+
+def merge_intervals(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of intervals as sorted, disjoint intervals (used by readers to find gaps nothing explains)."""
+    heap = [(a, b) for a, b in spans if b > a]
+    heapq.heapify(heap)
+    out: list[tuple[float, float]] = []
+    while heap:
+        a, b = heapq.heappop(heap)
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out

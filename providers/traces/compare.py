@@ -1,0 +1,323 @@
+"""The comparison (DESIGN §12): a set of traces as recorded and re-timed on every tier, the checklist a team asks
+about before paying for a faster tier, each tier's speed-up with a seeded bootstrap interval, and the one
+sentence that leads the table, built from the same figures the table prints."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..base import Price
+from ..metrics import percentile
+from .analysis import IDLE_CAP_S, TraceAnalysis, analyse, step_cost_usd
+from .model import Trace
+from .retime import TierProfile, retime_on
+
+ORIGINAL: Final[str] = "original"
+"""The column of the traces as recorded."""
+
+BOOTSTRAP_RESAMPLES: Final[int] = 2000
+"""Resamples of the traces for the 95 % interval of each speed-up."""
+
+BOOTSTRAP_SEED: Final[int] = 15
+"""The default seed: the same traces always give the same interval."""
+
+
+@dataclass(slots=True)
+class TraceRow:
+    """One trace: its analysis as recorded and on every tier (tier name → analysis of the re-timed trace)."""
+
+    trace: Trace
+    original: TraceAnalysis
+    on: dict[str, TraceAnalysis] = field(default_factory=dict)
+
+    def speedup(self, tier: str) -> float | None:
+        """The trace's recorded ``e2e_s`` ÷ its ``e2e_s`` on the tier."""
+        on = self.on[tier].e2e_s
+        return self.original.e2e_s / on if on > 0 else None
+
+
+@dataclass(slots=True)
+class Column:
+    """The checklist over the whole set, for the original or one tier."""
+
+    name: str
+    traces: int
+    total_task_s: float
+    task_p50: float | None
+    task_p90: float | None
+    total_cost_usd: float | None
+    """Sum of the traces' costs; ``None`` when a trace with model calls could not be priced."""
+    ttft_p50: float | None
+    ttft_p90: float | None
+    ttft_calls: int
+    """Model calls with a TTFT (recorded for the original, modelled on a tier)."""
+    tool_wait_s: float
+    tool_share: float | None
+    calls: int
+    retries: int
+    human_steps: int
+    human_review_s: float
+    human_share: float | None
+    model_s: float
+    model_share: float | None
+    amdahl_max_speedup: float | None
+    speedup: float | None = None
+    """Original total task time ÷ this column's (tiers only)."""
+    ci95: tuple[float, float] | None = None
+    """The 95 % percentile-bootstrap interval of ``speedup`` over the traces (tiers only)."""
+
+    @property
+    def retry_rate(self) -> float | None:
+        """Retries per model call."""
+        return self.retries / self.calls if self.calls else None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "traces": self.traces, "total_task_s": _r(self.total_task_s),
+            "task_s": {"p50": _r(self.task_p50), "p90": _r(self.task_p90)},
+            "total_cost_usd": None if self.total_cost_usd is None else round(self.total_cost_usd, 8),
+            "ttft_s": {"p50": _r(self.ttft_p50), "p90": _r(self.ttft_p90)},
+            "tool_wait_s": _r(self.tool_wait_s), "tool_share": _r(self.tool_share),
+            "retry_rate": _r(self.retry_rate), "human_steps": self.human_steps,
+            "human_review_s": _r(self.human_review_s), "human_share": _r(self.human_share),
+            "model_share": _r(self.model_share), "amdahl_max_speedup": _r(self.amdahl_max_speedup),
+        }
+        if self.name != ORIGINAL:
+            out["speedup"] = {"total": _r(self.speedup),
+                              "ci95": None if self.ci95 is None else [_r(self.ci95[0]), _r(self.ci95[1])]}
+        return out
+
+
+@dataclass(slots=True)
+class Comparison:
+    """Every trace on every tier, the columns over the set, and the verdict sentence."""
+
+    rows: list[TraceRow]
+    profiles: list[TierProfile]
+    columns: list[Column]
+    verdict: str
+    original_price: str
+    """Where the original's price came from, in words."""
+    seed: int
+    idle_cap_s: float
+    kept_calls: int = 0
+    """Model calls with no output token count: they keep their recorded duration on every tier."""
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _share(part: float, whole: float) -> float | None:
+    return part / whole if whole > 0 else None
+
+
+def original_pricer(price: Price | None, tier_prices: dict[str, Price]) -> Callable[[str | None], Price | None]:
+    """The price of an original model call: ``--original-price`` when given, else the price of a configured tier
+    with the call's model, else none."""
+    def price_of(model: str | None) -> Price | None:
+        if price is not None:
+            return price
+        return tier_prices.get(model or "")
+
+    return price_of
+
+
+def _original_cost(trace: Trace, price_of: Callable[[str | None], Price | None]) -> float | None:
+    """USD for the trace as recorded; ``None`` when a model call has no price or no usage."""
+    total = 0.0
+    for step in trace.steps:
+        if step.kind != "model":
+            continue
+        cost = step_cost_usd(step, price_of(step.model))
+        if cost is None:
+            return None
+        total += cost
+    return total
+
+
+def _ttfts(trace: Trace) -> list[float]:
+    return [s.ttft_s for s in trace.steps if s.kind == "model" and s.ttft_s is not None]
+
+
+def _column(name: str, analyses: Sequence[TraceAnalysis], ttfts: Sequence[float],
+            costs: Sequence[float | None]) -> Column:
+    total = sum(a.e2e_s for a in analyses)
+    tasks = [a.e2e_s for a in analyses]
+    model_s = sum(a.breakdown["model"] for a in analyses)
+    tool_s = sum(a.breakdown["tool"] for a in analyses)
+    human_s = sum(a.breakdown["human"] for a in analyses)
+    rest = total - model_s
+    priced_all = all(c is not None or a.calls == 0 for c, a in zip(costs, analyses, strict=True))
+    return Column(
+        name=name, traces=len(analyses), total_task_s=total,
+        task_p50=percentile(tasks, 50) if tasks else None, task_p90=percentile(tasks, 90) if tasks else None,
+        total_cost_usd=sum(c or 0.0 for c in costs) if priced_all and any(c is not None for c in costs) else None,
+        ttft_p50=percentile(ttfts, 50) if ttfts else None, ttft_p90=percentile(ttfts, 90) if ttfts else None,
+        ttft_calls=len(ttfts), tool_wait_s=tool_s, tool_share=_share(tool_s, total),
+        calls=sum(a.calls for a in analyses), retries=sum(a.retries for a in analyses),
+        human_steps=sum(a.human_steps for a in analyses), human_review_s=human_s,
+        human_share=_share(human_s, total), model_s=model_s, model_share=_share(model_s, total),
+        amdahl_max_speedup=total / rest if total > 0 and rest > 1e-9 else None)
+
+
+def bootstrap_ci(original: Sequence[float], retimed: Sequence[float], seed: int = BOOTSTRAP_SEED,
+                 resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float] | None:
+    """The 95 % percentile-bootstrap interval of the speed-up (sum of original times ÷ sum of re-timed times),
+    resampling the traces with replacement; seeded, so the same traces always give the same interval."""
+    n = len(original)
+    if n == 0 or sum(retimed) <= 0:
+        return None
+    rng = random.Random(seed)
+    indexes = range(n)
+    ratios: list[float] = []
+    for _ in range(resamples):
+        picks = rng.choices(indexes, k=n)
+        den = sum(map(retimed.__getitem__, picks))
+        if den > 0:
+            ratios.append(sum(map(original.__getitem__, picks)) / den)
+    if not ratios:
+        return None
+    return percentile(ratios, 2.5), percentile(ratios, 97.5)
+
+
+class Comparer:
+    """Builds a comparison one trace at a time: each trace is analysed as recorded and re-timed on every tier
+    when it is added, and only its figures are kept, so the caller may let its steps go (a folder of traces
+    never sits in memory). ``tier_prices`` maps a configured tier's model to its price, for the original's cost
+    when ``original_price`` is not given."""
+
+    def __init__(self, profiles: Sequence[TierProfile], *, original_price: Price | None = None,
+                 tier_prices: dict[str, Price] | None = None, idle_cap_s: float = IDLE_CAP_S,
+                 seed: int = BOOTSTRAP_SEED) -> None:
+        self.profiles = list(profiles)
+        self.original_price = original_price
+        self.tier_prices = dict(tier_prices or {})
+        self.idle_cap_s = idle_cap_s
+        self.seed = seed
+        self.rows: list[TraceRow] = []
+        self.kept_calls = 0
+        self._costs: dict[str, list[float | None]] = {ORIGINAL: [], **{p.name: [] for p in self.profiles}}
+        self._ttfts: dict[str, list[float]] = {ORIGINAL: [], **{p.name: [] for p in self.profiles}}
+        self._price_of = original_pricer(original_price, self.tier_prices)
+
+    def add(self, trace: Trace) -> TraceRow:
+        """Analyse one trace as recorded and on every tier."""
+        cost = _original_cost(trace, self._price_of)
+        self._costs[ORIGINAL].append(cost)
+        self._ttfts[ORIGINAL].extend(_ttfts(trace))
+        row = TraceRow(trace=trace, original=_with_cost(analyse(trace, self.idle_cap_s), cost))
+        for profile in self.profiles:
+            moved = retime_on(trace, profile)
+            on = analyse(moved, self.idle_cap_s, price=profile.price)
+            row.on[profile.name] = on
+            self._costs[profile.name].append(None if profile.price is None else on.cost_usd)
+            self._ttfts[profile.name].extend(_ttfts(moved))
+        self.kept_calls += sum(1 for s in trace.steps if s.kind == "model" and s.output_tokens is None)
+        self.rows.append(row)
+        return row
+
+    def finish(self) -> Comparison:
+        """The columns over every trace added, each tier's speed-up and interval, and the verdict."""
+        rows = self.rows
+        columns = [_column(ORIGINAL, [r.original for r in rows], self._ttfts[ORIGINAL], self._costs[ORIGINAL])]
+        originals = [r.original.e2e_s for r in rows]
+        for i, profile in enumerate(self.profiles):
+            on = [r.on[profile.name] for r in rows]
+            column = _column(profile.name, on, self._ttfts[profile.name], self._costs[profile.name])
+            if column.total_task_s > 0:
+                column.speedup = columns[0].total_task_s / column.total_task_s
+            column.ci95 = bootstrap_ci(originals, [a.e2e_s for a in on], seed=self.seed + i)
+            columns.append(column)
+        if self.original_price is not None:
+            source = "--original-price"
+        elif any(m in self.tier_prices for r in rows for m in r.original.models):
+            source = "the configured tier with the same model"
+        else:
+            source = "none (give --original-price IN,OUT[,CACHED])"
+        return Comparison(rows=rows, profiles=self.profiles, columns=columns, verdict=verdict(columns),
+                          original_price=source, seed=self.seed, idle_cap_s=self.idle_cap_s,
+                          kept_calls=self.kept_calls)
+
+
+def compare(traces: Sequence[Trace], profiles: Sequence[TierProfile], *, original_price: Price | None = None,
+            tier_prices: dict[str, Price] | None = None, idle_cap_s: float = IDLE_CAP_S,
+            seed: int = BOOTSTRAP_SEED) -> Comparison:
+    """Every trace as recorded and re-timed on every tier, summed up column by column (see :class:`Comparer`)."""
+    comparer = Comparer(profiles, original_price=original_price, tier_prices=tier_prices, idle_cap_s=idle_cap_s,
+                        seed=seed)
+    for trace in traces:
+        comparer.add(trace)
+    return comparer.finish()
+
+
+def _with_cost(analysis: TraceAnalysis, cost: float | None) -> TraceAnalysis:
+    from dataclasses import replace
+
+    return replace(analysis, cost_usd=cost)
+
+
+def duration_unit(seconds: float) -> tuple[float, str]:
+    """The unit a total is told in: hours from an hour up, minutes from ten minutes up, else seconds."""
+    if seconds >= 3600:
+        return 3600.0, "h"
+    if seconds >= 600:
+        return 60.0, "min"
+    return 1.0, "s"
+
+
+def amount(seconds: float, unit: tuple[float, str]) -> str:
+    value = seconds / unit[0]
+    return f"{value:.1f} {unit[1]}" if value < 100 else f"{value:.0f} {unit[1]}"
+
+
+def money(usd: float) -> str:
+    """Dollars as the table and the verdict print them (cents, or four decimals below a dollar)."""
+    return f"${usd:,.2f}" if abs(usd) >= 1 else f"${usd:.4f}"
+
+
+def percent(share: float) -> str:
+    return f"{share * 100:.0f} %"
+
+
+def verdict(columns: Sequence[Column]) -> str:
+    """The sentence that leads the table: "On these N traces, <tier> would have saved X h of Y h (Z %), for $A
+    more; the model was M % of the time; no tier could save more than B %." The tier is the one that saves
+    the most; every number is one the table prints (X and Y from the total task times, A from the total
+    costs, M the original's model share, B from its Amdahl bound)."""
+    original = columns[0]
+    n = original.traces
+    head = "On this trace" if n == 1 else f"On these {n} traces"
+    total = original.total_task_s
+    share = original.model_share
+    tail = ""
+    if share is not None:
+        bound = 1.0 - 1.0 / original.amdahl_max_speedup if original.amdahl_max_speedup else 1.0
+        tail = f"; the model was {percent(share)} of the time; no tier could save more than {percent(bound)}."
+    else:
+        tail = "."
+    tiers = list(columns[1:])
+    if not tiers or total <= 0:
+        return f"{head}, {amount(total, duration_unit(total))} of task time" + tail
+    best = max(tiers, key=lambda c: total - c.total_task_s)
+    saved = total - best.total_task_s
+    unit = duration_unit(total)
+    if saved > 0:
+        what = f"{best.name} would have saved {amount(saved, unit)} of {amount(total, unit)} " \
+               f"({percent(saved / total)})"
+    elif saved == 0:
+        what = f"{best.name} would have saved nothing of {amount(total, unit)}"
+    else:
+        what = f"no tier would have saved time: {best.name} would have taken {amount(-saved, unit)} more " \
+               f"than {amount(total, unit)} ({percent(-saved / total)})"
+    if best.total_cost_usd is None or original.total_cost_usd is None:
+        missing = best.name if best.total_cost_usd is None else "the original"
+        cost = f", at a cost not known ({missing} has no price)"
+    else:
+        diff = best.total_cost_usd - original.total_cost_usd
+        cost = ", at the same cost" if round(diff, 4) == 0 else \
+            f", for {money(abs(diff))} {'more' if diff > 0 else 'less'}"
+    return f"{head}, {what}{cost}" + tail

@@ -1,0 +1,137 @@
+"""The analysis of a trace (DESIGN §12) on hand-built traces whose figures are computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.base import Price
+from providers.traces.analysis import analyse, pieces, without_away
+from providers.traces.model import Step, Trace
+
+
+def model(id: str, start: float, end: float, **kw: object) -> Step:
+    return Step(id, "model", start, end, **kw)  # type: ignore[arg-type]
+
+
+def trace(*steps: Step) -> Trace:
+    return Trace(file="t", format="test", steps=list(steps))
+
+
+def test_sequential_steps_and_an_unexplained_gap_give_a_breakdown_summing_to_e2e() -> None:
+    t = trace(model("m1", 0, 2, input_tokens=100, cached_input_tokens=40, output_tokens=50),
+              Step("t1", "tool", 2, 5, label="bash"),
+              model("m2", 6, 7, input_tokens=200, output_tokens=20, reasoning_tokens=5))
+    a = analyse(t)
+    assert a.e2e_s == 7.0
+    assert a.breakdown == {"model": 3.0, "tool": 3.0, "human": 0.0, "retry": 0.0, "wait": 1.0}
+    assert sum(a.breakdown.values()) == a.e2e_s
+    assert (a.calls, a.tool_calls, a.human_steps, a.retries) == (2, 1, 0, 0)
+    assert (a.input_tokens, a.cached_input_tokens, a.output_tokens, a.reasoning_tokens) == (300, 40, 70, 5)
+    assert a.model_share == pytest.approx(3 / 7)
+    assert a.amdahl_max_speedup == pytest.approx(7 / 4)
+    assert a.ttft_p50 is None and a.cost_usd is None
+
+
+def test_overlaps_go_to_the_kind_first_in_precedence() -> None:
+    # a sub-agent's model call (chain "sub") runs while the main chain waits on a tool and a person
+    t = trace(Step("tool", "tool", 0, 10, label="Task"),
+              model("sub1", 2, 4, chain="sub"),
+              Step("h", "human", 8, 12),
+              Step("r", "retry", 11, 14),
+              Step("w", "wait", 13, 16))
+    a = analyse(t)
+    assert a.breakdown == {"model": 2.0, "tool": 8.0, "human": 2.0, "retry": 2.0, "wait": 2.0}
+    assert a.e2e_s == 16.0
+
+
+def test_parallel_model_calls_count_once_in_the_breakdown() -> None:
+    t = trace(model("a", 0, 4), model("b", 1, 5, chain="sub"), Step("t", "tool", 5, 6))
+    a = analyse(t)
+    assert a.breakdown["model"] == 5.0
+    assert a.e2e_s == 6.0
+    assert a.model_share == pytest.approx(5 / 6)
+    assert a.amdahl_max_speedup == pytest.approx(6.0)
+
+
+def test_a_person_away_for_an_hour_counts_only_up_to_the_idle_cap() -> None:
+    t = trace(model("m1", 0, 10), Step("h", "human", 10, 3610), model("m2", 3610, 3620))
+    a = analyse(t, idle_cap_s=600)
+    assert a.away_s == 3000.0
+    assert a.e2e_s == 620.0
+    assert a.breakdown == {"model": 20.0, "tool": 0.0, "human": 600.0, "retry": 0.0, "wait": 0.0}
+    uncapped = analyse(t, idle_cap_s=10_000)
+    assert uncapped.away_s == 0.0 and uncapped.e2e_s == 3620.0
+
+
+def test_work_running_while_the_person_is_away_is_not_away() -> None:
+    t = trace(Step("h", "human", 0, 1000), Step("t", "tool", 700, 800, chain="sub"))
+    a = analyse(t, idle_cap_s=600)
+    assert a.away_s == 300.0
+    assert a.breakdown["tool"] == 100.0 and a.breakdown["human"] == 600.0
+    assert a.e2e_s == 700.0
+
+
+def test_without_away_keeps_the_figures_and_drops_the_away_time() -> None:
+    t = trace(model("m1", 5, 15), Step("h", "human", 15, 3615), Step("t", "tool", 3615, 3620),
+              model("m2", 3620, 3630))
+    a = analyse(t, idle_cap_s=600)
+    cut = without_away(t, idle_cap_s=600)
+    b = analyse(cut, idle_cap_s=600)
+    assert (b.e2e_s, b.away_s, b.breakdown) == (a.e2e_s, 0.0, a.breakdown)
+    assert [(s.start, s.end) for s in cut.steps] == [(0, 10), (10, 610), (610, 615), (615, 625)]
+
+
+def test_ttft_percentiles_use_only_calls_that_record_one() -> None:
+    t = trace(model("a", 0, 1, ttft_s=0.2), model("b", 1, 2), model("c", 2, 3, ttft_s=0.4),
+              model("d", 3, 4, ttft_s=1.0))
+    a = analyse(t)
+    assert a.ttft_recorded == 3
+    assert a.ttft_p50 == pytest.approx(0.4)
+    assert a.ttft_p90 == pytest.approx(0.88)
+
+
+def test_cost_prices_cached_input_apart() -> None:
+    t = trace(model("a", 0, 1, input_tokens=1_000_000, cached_input_tokens=400_000, output_tokens=100_000),
+              Step("t", "tool", 1, 2))
+    a = analyse(t, price=Price(input=5.0, output=30.0, cached_input=0.5))
+    assert a.cost_usd == pytest.approx(0.6 * 5.0 + 0.4 * 0.5 + 0.1 * 30.0)
+    assert analyse(t, price=Price(input=5.0, output=30.0)).cost_usd == pytest.approx(5.0 + 3.0)
+
+
+def test_counts_retries_failed_tools_and_models_in_order() -> None:
+    t = trace(model("a", 0, 1, model="m-small", failed=True), Step("r", "retry", 1, 3),
+              model("b", 3, 4, model="m-big"), Step("t", "tool", 4, 5, failed=True),
+              model("c", 5, 6, model="m-small"))
+    a = analyse(t)
+    assert a.retries == 1 and a.failed_tools == 1 and a.calls == 3
+    assert a.models == ("m-small", "m-big")
+    assert a.breakdown["retry"] == 2.0
+
+
+def test_an_empty_trace_has_no_time_and_no_shares() -> None:
+    a = analyse(trace())
+    assert a.e2e_s == 0.0 and a.model_share is None and a.amdahl_max_speedup is None
+    assert a.to_json()["breakdown"] == {"model": 0.0, "tool": 0.0, "human": 0.0, "retry": 0.0, "wait": 0.0}
+
+
+def test_a_trace_that_is_all_model_has_no_amdahl_bound() -> None:
+    a = analyse(trace(model("a", 0, 2), model("b", 2, 3)))
+    assert a.model_share == 1.0 and a.amdahl_max_speedup is None
+
+
+def test_a_step_ending_before_it_starts_is_an_instant() -> None:
+    a = analyse(trace(model("a", 0, 2), Step("t", "tool", 3, 1)))
+    assert a.e2e_s == 3.0 and a.breakdown["wait"] == 1.0
+
+
+def test_pieces_merge_consecutive_stretches_of_a_kind() -> None:
+    t = trace(model("a", 0, 1), model("b", 1, 2), Step("t", "tool", 3, 4))
+    assert [(p.kind, p.start, p.end) for p in pieces(t)] == [("model", 0, 2), ("wait", 2, 3), ("tool", 3, 4)]
+
+
+def test_to_json_has_the_stable_keys() -> None:
+    out = analyse(trace(model("a", 0, 1, ttft_s=0.25))).to_json()
+    for key in ("calls", "tool_calls", "human_steps", "retries", "input_tokens", "cached_input_tokens",
+                "output_tokens", "e2e_s", "away_s", "breakdown", "model_share", "amdahl_max_speedup", "ttft_s"):
+        assert key in out
+    assert out["ttft_s"] == {"p50": 0.25, "p90": 0.25}

@@ -1,0 +1,55 @@
+"""The footer keeps whole keys, with "? Help" and "q Quit" always there; on a small terminal every lane stays in
+view when a race ends (issue 11)."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets._footer import FooterKey
+from tui_harness import at, demo_app
+
+from tui.widgets.footer import RaceFooter
+
+
+def footer_keys(app: object) -> list[FooterKey]:
+    footer = app.screen.query_one(RaceFooter)  # type: ignore[attr-defined]
+    return [key for key in footer.query(FooterKey) if key.display]
+
+
+@pytest.mark.parametrize("size", [(60, 20), (80, 24), (100, 30), (160, 45)])
+async def test_the_footer_shows_only_whole_keys_and_always_help_and_quit(size: tuple[int, int]) -> None:
+    app, clock = demo_app()
+    async with app.run_test(size=size) as pilot:
+        for t in (1.0, 10.0):
+            await at(pilot, clock, t)
+            await pilot.pause()
+            keys = footer_keys(app)
+            assert {"? Help", "q Quit"} <= {f"{k.key_display} {k.description}" for k in keys}
+            for key in keys:  # nothing cut off at the right edge ("p" of "p Prompt" at 60 columns)
+                assert key.region.right <= size[0], f"{key.key_display} {key.description} is cut"
+                border = 1 if key.has_class("-command-palette") else 0  # ^p palette has a rule before it
+                assert key.region.width == len(key.key_display) + 1 + len(key.description) + border
+
+
+async def test_the_wide_footer_keeps_every_key() -> None:
+    app, clock = demo_app()
+    async with app.run_test(size=(200, 45)) as pilot:
+        await at(pilot, clock, 1.0)
+        await pilot.pause()
+        described = {k.description for k in footer_keys(app)}
+        assert {"Race", "Stop", "Details", "Zoom", "Bottlenecks", "Voice", "Prompt", "Lane", "Help",
+                "Quit"} <= described
+
+
+@pytest.mark.parametrize("size", [(60, 20), (80, 24)])
+async def test_every_lane_stays_in_view_when_a_small_race_ends(size: tuple[int, int]) -> None:
+    app, clock = demo_app()
+    async with app.run_test(size=size) as pilot:
+        await at(pilot, clock, 10.0)
+        await pilot.pause()
+        lanes = app.screen.query_one("#lanes")
+        assert app.runner.live.finished
+        for view in app.screen.views:
+            assert view.region.height >= 3, view.lane.tier.name
+            assert lanes.region.contains_region(view.region), view.lane.tier.name
+            for part in (view.gauge, view.stats):  # the figures stay; the text gives way first
+                assert part.region.height >= 1 and view.region.contains_region(part.region), view.lane.tier.name
