@@ -20,6 +20,7 @@ from providers.loop.scenario_file import load_scenario
 from themes.loader import DEFAULT_THEME, load_themes
 from themes.loader import builtin_themes as builtin_theme_names
 from tui.app import build_app
+from tui.export_write import keep_spaces
 from tui.settings import Settings
 from tui.theming import AppThemes
 
@@ -78,12 +79,6 @@ SHOTS = [
     *(Shot(f"theme-{name}", (160, 45), 12.0, theme=name, scenario="incident") for name in builtin_theme_names()),
 ]
 """Every screenshot the README shows."""
-
-
-def keep_spaces(svg: str) -> str:
-    """Mark the SVG's whitespace as significant: without it some viewers (librsvg, and so many image previews)
-    drop the space a run of text starts with, shifting the run left and gluing its words to the run before."""
-    return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
 
 
 def builtin_themes(scratch: Path, theme: str = DEFAULT_THEME) -> AppThemes:

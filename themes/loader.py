@@ -22,6 +22,9 @@ from textual.color import Color, ColorParseError
 from textual.design import ColorSystem
 from textual.theme import Theme
 
+from .plain import BUILTIN_DIR as BUILTIN_DIR  # their home is themes.plain (no Textual), re-exported here
+from .plain import user_themes_dir as user_themes_dir
+
 LANE_VARIABLES: Final[tuple[str, ...]] = tuple(f"lane-{i}" for i in range(6))
 """One colour per lane, in lane order (the race has at most six lanes)."""
 
@@ -58,9 +61,6 @@ NUMBER_KEYS: Final[dict[str, tuple[float, float]]] = {"luminosity_spread": (0.0,
 
 TOP_KEYS: Final[tuple[str, ...]] = ("name", "dark", *COLOUR_KEYS, *NUMBER_KEYS, "variables")
 """Every key a theme file may have at its top level."""
-
-BUILTIN_DIR: Final[Path] = Path(__file__).with_name("builtin")
-"""Where the built-in theme files live."""
 
 DEFAULT_THEME: Final[str] = "tokrace-dark"
 """The theme used when nothing else is chosen."""
@@ -115,13 +115,6 @@ class ThemeCatalog:
         lines = [f"{count} theme file{'s' if count > 1 else ''} could not be loaded:"]
         lines += [str(problem) for problem in self.problems]
         return "\n".join(lines)
-
-
-def user_themes_dir() -> Path:
-    """The folder of user theme files: ``themes`` in tokrace's config dir (platformdirs)."""
-    from platformdirs import user_config_dir
-
-    return Path(user_config_dir("tokrace", appauthor=False)) / "themes"
 
 
 def _line_of(text: str, key: str) -> int | None:

@@ -273,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_wide_option(bench)
     _add_record_options(bench, screen=False)
     _add_warm_option(bench)
+    from .export_write import add_table_exports
+
+    add_table_exports(bench)
     bench.add_argument("--what-if", type=_positive_float, default=14.0, metavar="N", dest="what_if",
                        help="with a scenario: how long the loop would take with a model N times faster "
                             "(default 14)")
@@ -300,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", metavar="FILE|-", dest="json_target", help="with --headless: JSON output")
     replay.add_argument("--fast-forward", action="store_true", help="with --headless: virtual time, no waiting")
     _add_wide_option(replay)
+    add_table_exports(replay)
     _add_voice_options(replay)
     _add_theme_option(replay)
     _add_presenter_options(replay)
@@ -329,12 +333,14 @@ def build_parser() -> argparse.ArgumentParser:
                                "the themes folder of the user config dir), then every broken theme file with "
                                "its problem. Exit 1 when a theme file is broken.")
 
+    from .export_cmd import add_export_parser
     from .locate import add_locate_parser
     from .serve_cmd import add_serve_parser
     from .traces_cmd import add_traces_parser
 
     add_serve_parser(sub)
     add_locate_parser(sub)
+    add_export_parser(sub)
     add_traces_parser(sub)
     from .calibrate_cmd import add_calibrate_parser
 
@@ -374,6 +380,7 @@ def _configured_race(args: argparse.Namespace) -> tuple[Config, list[TierSpec], 
 def cmd_bench(args: argparse.Namespace) -> int:
     from providers.recording import default_path
 
+    from .export_write import table_exports
     from .headless import run_headless
 
     config, tiers, scenario, request = _configured_race(args)
@@ -383,7 +390,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run_headless(tiers, request, runs=args.runs, fast_forward=args.fast_forward, record=record,
                         prompt=request.prompt, json_target=args.json_target, warm=args.warm,
                         stall_threshold_s=config.defaults.stall_threshold_ms / 1000.0,
-                        voice=voice, speaker=speaker, scenario=scenario, what_if=args.what_if)
+                        voice=voice, speaker=speaker, scenario=scenario, what_if=args.what_if,
+                        exports=table_exports(args))
 
 
 def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
@@ -432,6 +440,7 @@ def _replay(args: argparse.Namespace, file: Path, caption: str | None = None) ->
         return run_replay(recording, tiers, args.speed, args.idle_cap, args.run, theme=args.theme,
                           voice=_voice(args), speaker=_speaker(args, tiers), caption=caption,
                           podium=not args.no_podium, present=args.present)
+    from .export_write import table_exports
     from .headless import run_headless
 
     runs = recording.runs if args.run is None else 1
@@ -444,7 +453,7 @@ def _replay(args: argparse.Namespace, file: Path, caption: str | None = None) ->
                         voice=_voice(args), speaker=_speaker(args, tiers),
                         loop=str(scenario) if scenario else None,
                         pace=replay_pace(recording, args.speed, args.idle_cap, args.run),
-                        paced=_paced_note(args.speed, args.idle_cap))
+                        paced=_paced_note(args.speed, args.idle_cap), exports=table_exports(args))
 
 
 def _paced_note(speed: float, idle_cap: float | None) -> str | None:
@@ -617,6 +626,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(args)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export_cmd import cmd_export as export
+
+    return export(args)
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from .calibrate_cmd import cmd_calibrate as calibrate
 
@@ -645,6 +660,7 @@ COMMANDS = {
     "themes": cmd_themes,
     "serve": cmd_serve,
     "locate": cmd_locate,
+    "export": cmd_export,
     "traces": cmd_traces,
     "calibrate": cmd_calibrate,
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -16,12 +17,11 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from providers import tables as cells
 from providers.base import TierSpec, TokraceError, TurnRequest
 from providers.clock import Clock
-from providers.live import SOURCE_MARK
 from providers.loop.metrics import WHAT_IF_FACTOR
 from providers.loop.scenario import Scenario
-from providers.metrics import TurnMetrics, percentile
 from providers.race import Listener
 from providers.recording import Recorder, RecordingError
 from providers.session import SessionResult, report, run_session
@@ -31,45 +31,14 @@ from providers.voice.speak import Speaker
 from . import tables
 from .loop_report import bottleneck_table, speedup_line
 from .progress import BenchProgress
+from .rich_tables import rich_table
 from .signals import Terminated
 from .tables import print_table
 
 
-def _fmt(x: float | None, unit: str = "", digits: int = 2) -> str:
-    return "—" if x is None else f"{x:.{digits}f}{unit}"
-
-
-def _p50(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return percentile(present, 50) if present else None
-
-
 def results_table(result: SessionResult, runs: int) -> Table:
     """One row per tier: p50 over its runs when there are several."""
-    title = "tokrace" + (f" — p50 of {runs} runs" if runs > 1 else "")
-    table = Table(title=title, title_justify="left")
-    for col, justify in (("tier", "left"), ("model", "left"), ("TTFT", "right"), ("decode tok/s", "right"),
-                         ("e2e", "right"), ("tokens", "right"), ("cost", "right"), ("result", "left")):
-        table.add_column(col, justify=justify, no_wrap=col != "result")  # type: ignore[arg-type]
-    fastest = min((m for lane in result.metrics for m in lane if m.ok and m.e2e_s), key=lambda m: m.e2e_s or 0,
-                  default=None)
-    for tier, ms in zip(result.tiers, result.metrics, strict=True):
-        ok = [m for m in ms if m.ok]
-        failed = [m for m in ms if not m.ok]
-        pick: list[TurnMetrics] = ok or ms
-        tokens = _p50([float(m.output_tokens) for m in pick])
-        source = pick[0].tokens_source if pick else "chunks"
-        cost = _p50([m.cost_usd for m in pick])
-        reason = escape(failed[0].error or "") if failed else ""
-        status = "[green]ok[/]" if not failed else f"[red]{len(failed)} failed[/]: {reason}"
-        e2e = _p50([m.e2e_s for m in pick])
-        style = "bold" if fastest is not None and fastest in ms else ""
-        table.add_row(escape(tier.name), escape(tier.model or tier.provider),
-                      _fmt(_p50([m.ttft_s for m in pick]), " s", 3),
-                      _fmt(_p50([m.decode_tok_s for m in pick]), "", 1), _fmt(e2e, " s"),
-                      "—" if tokens is None else f"{SOURCE_MARK.get(source, '')}{tokens:.0f}",
-                      "—" if cost is None else f"${cost:.4f}", status, style=style)
-    return table
+    return rich_table(cells.results_table(result, runs), status=True)
 
 
 def voice_table(result: SessionResult, settings: VoiceSettings, runs: int) -> Table:
@@ -84,12 +53,12 @@ def voice_table(result: SessionResult, settings: VoiceSettings, runs: int) -> Ta
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for tier, lane in zip(result.tiers, result.voice(settings), strict=True):
         holds, _ = conversation_verdict(lane)
-        stalls = _p50([float(v.stalls) for v in lane])
-        table.add_row(escape(tier.name), _fmt(_p50([v.ttfs_s for v in lane]), " s", 3),
-                      _fmt(_p50([v.first_audio_max_s for v in lane]), " s", 3),
+        stalls = cells.p50([float(v.stalls) for v in lane])
+        table.add_row(escape(tier.name), cells.fmt(cells.p50([v.ttfs_s for v in lane]), " s", 3),
+                      cells.fmt(cells.p50([v.first_audio_max_s for v in lane]), " s", 3),
                       "—" if stalls is None else f"{stalls:g}",
-                      _fmt(_p50([v.stall_s for v in lane]), " s", 1),
-                      _fmt(_p50([v.min_margin_s for v in lane]), " s", 1),
+                      cells.fmt(cells.p50([v.stall_s for v in lane]), " s", 1),
+                      cells.fmt(cells.p50([v.min_margin_s for v in lane]), " s", 1),
                       "[green]holds[/]" if holds else "[red]gaps[/]")
     return table
 
@@ -126,12 +95,17 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
                  stall_threshold_s: float = 0.25, header_extra: dict[str, Any] | None = None,
                  voice: VoiceSettings | None = None, speaker: Speaker | None = None,
                  scenario: Scenario | None = None, loop: str | None = None, what_if: float = WHAT_IF_FACTOR,
-                 pace: Callable[[int, Clock], Clock] | None = None, paced: str | None = None) -> int:
+                 pace: Callable[[int, Clock], Clock] | None = None, paced: str | None = None,
+                 exports: dict[str, str] | None = None) -> int:
     """Run, print, and return the exit code (0 all ok, 1 a run failed). With ``speaker``, one lane is spoken
     aloud as it streams, and the run waits for the voice to finish. With ``scenario`` every lane plays that
     agent loop (``loop`` names a recorded one being replayed) and a bottleneck table follows, with a what-if
     for a model ``what_if``× faster. ``pace`` wraps each run's clock (a replay's speed and idle cap) and ``paced``
-    says so on stderr."""
+    says so on stderr. ``exports`` maps a format (``markdown``, ``csv``) to a file, or ``-``."""
+    from .export_write import check_exports
+
+    exports = exports or {}
+    check_exports(exports, json_target)
     loop = scenario.name if scenario is not None else loop
     err = tables.console(stderr=True)
     if json_target not in (None, "-"):  # find out now, not after a long race
@@ -205,14 +179,12 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if paced is not None:
         err.print(paced, style="dim", highlight=False, markup=False)
-    if json_target != "-":
+    if json_target != "-" and "-" not in exports.values():
         out = tables.console()
         print_table(out, results_table(result, runs))
-        if any(m.tokens_source != "usage" for lane in result.metrics for m in lane):
-            encodings = sorted({m.encoding for lane in result.metrics for m in lane if m.encoding})
-            by = f"tiktoken {', '.join(encodings)}" if encodings else "the tokenizer"
-            err.print(f"tokens: ≈ counted by {by}, ~ counted in chunks; otherwise the provider's usage",
-                      style="dim", highlight=False, markup=False)
+        note = cells.tokens_note(result)
+        if note is not None:
+            err.print(note, style="dim", highlight=False, markup=False)
         if loop is not None:
             print_table(out, bottleneck_table(result, what_if, loop, runs))
             line = speedup_line(result, what_if)
@@ -223,6 +195,14 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
             out.print(verdict_line(result, voice), highlight=False)
     if json_target is not None:
         write_json(result, json_target, voice)
+    if exports:
+        from providers.export.source import ExportSource
+
+        from .export_write import write_exports
+
+        created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        write_exports(ExportSource(result, prompt, str(record) if record is not None else "", loop,
+                                   created, what_if), exports)
     if recorder is not None:
         what = "partly recorded" if recorder.problem else "recorded"
         err.print(f"{what} to {record}", style="dim", highlight=False, markup=False)

@@ -181,11 +181,16 @@ def cmd_traces(args: argparse.Namespace) -> int:
 
     if wants_compare(args):
         return cmd_compare(args)
+    from .traces_export import check_targets, write_traces_exports
+
     target: str | None = args.json_target
     if target not in (None, "-") and not Path(target).parent.is_dir():
         raise TokraceError(f"{target}: cannot write the JSON (no folder {Path(target).parent})")
+    markdown, csv_target = getattr(args, "markdown", None), getattr(args, "csv_target", None)
+    check_targets(markdown, csv_target, target)
+    piped = "-" in (target, markdown, csv_target)
     paths = list(files(args.paths))
-    out = Console(file=sys.stderr if target == "-" else sys.stdout, highlight=False)
+    out = Console(file=sys.stderr if piped else sys.stdout, highlight=False)
     err = Console(file=sys.stderr, highlight=False)
     summary = SetSummary()
     traces_out: list[dict[str, Any]] = []
@@ -226,12 +231,17 @@ def cmd_traces(args: argparse.Namespace) -> int:
         doc = {"tool": "tokrace", "version": __version__, "idle_cap_s": args.idle_cap, "traces": traces_out,
                "files": files_out, "summary": {"original": summary.to_json()}}
         _write_json(doc, target)
-    if target != "-" and rows:  # the tables, unless stdout carries the JSON
-        out.print(traces_table(rows, out.width))
+    tables = []
+    if rows:
+        tables.append(traces_table(rows, out.width))
         if len(rows) <= DETAIL_UP_TO:
-            for (trace, a), approval in zip(rows, approvals, strict=True):
-                out.print(detail_table(trace, a, approval))
-        out.print(summary_table(summary, args.idle_cap))
+            tables += [detail_table(trace, a, approval) for (trace, a), approval in zip(rows, approvals, strict=True)]
+        tables.append(summary_table(summary, args.idle_cap))
+    if not piped:  # the tables, unless stdout carries the JSON, the Markdown or the CSV
+        for table in tables:
+            out.print(table)
+    if rows:
+        write_traces_exports(markdown, csv_target, tables, traces_out)
     for trace, _ in rows:
         if trace.skipped:
             print(f"{trace.file}: skipped {trace.skipped} unreadable line(s) or span(s)", file=sys.stderr)

@@ -30,8 +30,10 @@ def add_compare_options(p: argparse.ArgumentParser) -> None:
                        help="re-time the traces on these tiers (from the config, or the demo tiers) and compare "
                             "them with the original: synthetic tiers use their profile, HTTP tiers the one "
                             "`tokrace calibrate` measured")
-    group.add_argument("--markdown", metavar="FILE|-", help="with --on: write the comparison as a GitHub table")
-    group.add_argument("--csv", metavar="FILE|-", dest="csv_target", help="with --on: write the comparison as CSV")
+    group.add_argument("--markdown", metavar="FILE|-", help="write the tables as GitHub-flavoured Markdown (with "
+                       "--on: the comparison) to FILE, or to stdout with -")
+    group.add_argument("--csv", metavar="FILE|-", dest="csv_target", help="write CSV to FILE, or to stdout with -: "
+                       "one row per trace with the --json keys as headers (with --on: the comparison)")
     group.add_argument("--config", type=Path, metavar="FILE",
                        help="config file with the tiers (default: ./tokrace.toml, then the user config dir; the "
                             "built-in demo tiers when there is none)")
@@ -209,15 +211,15 @@ def write_comparison(cmp: Comparison, args: argparse.Namespace,
 
 
 def wants_compare(args: argparse.Namespace) -> bool:
-    """Whether ``tokrace traces`` was asked for the comparison (``--on``, or an option only it takes)."""
-    return any(getattr(args, key, None) is not None for key in ("on", "markdown", "csv_target", "seed", "config"))
+    """Whether ``tokrace traces`` was asked for the comparison (``--on``, or an option only it takes; ``--markdown``
+    and ``--csv`` alone write the plain analysis)."""
+    return any(getattr(args, key, None) is not None for key in ("on", "seed", "config"))
 
 
 def check_compare_args(args: argparse.Namespace) -> None:
     """Options that only make sense with ``--on``, and outputs that cannot be written, refused up front."""
     if args.on is None:
-        for flag, value in (("--markdown", args.markdown), ("--csv", args.csv_target), ("--seed", args.seed),
-                            ("--config", args.config)):
+        for flag, value in (("--seed", args.seed), ("--config", args.config)):
             if value is not None:
                 raise TokraceError(f"{flag} needs --on TIER,TIER (the tiers to compare the traces on)")
     check_targets(getattr(args, "json_target", None), args.markdown, args.csv_target)

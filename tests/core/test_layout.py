@@ -117,3 +117,10 @@ def test_relative_imports_resolve_to_real_modules(tmp_path: Path) -> None:
     source = pkg / "sse.py"
     source.write_text("from ..events import Delta\nfrom . import provider\nimport textual.app\n")
     assert {"providers.events", "providers.http.provider", "textual.app"} <= imports_of(source, tmp_path)
+
+
+@pytest.mark.parametrize("package", ["themes"])
+def test_the_app_has_no_import_circles_either(package: str) -> None:
+    modules = {module_name(p): p for p in (ROOT / package).rglob("*.py")}
+    edges = {name: {m for m in imports_of(path) if m in modules and m != name} for name, path in modules.items()}
+    assert find_cycle(edges) is None

@@ -76,8 +76,8 @@ def test_two_outputs_on_stdout_are_refused() -> None:
 
 
 def test_compare_options_without_on_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(TokraceError, match="--markdown needs --on"):
-        check_compare_args(args(on=None, markdown="-"))
+    with pytest.raises(TokraceError, match="--seed needs --on"):
+        check_compare_args(args(on=None, seed=3))
     with pytest.raises(TokraceError, match="cannot write it"):
         check_compare_args(args(csv_target=str(tmp_path / "nope" / "x.csv")))
 
@@ -141,9 +141,12 @@ def test_traces_on_an_unknown_tier_is_one_line(capsys: pytest.CaptureFixture[str
     assert err.startswith("tokrace: no tier named 'Sol warp'") and "Traceback" not in err
 
 
-def test_markdown_without_on_is_refused(capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
-    assert main(["traces", str(EXAMPLES), "--markdown", "-"]) == 2
-    assert "--markdown needs --on" in capsys.readouterr().err
+def test_markdown_without_on_is_the_plain_analysis(capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
+    assert main(["traces", str(EXAMPLES), "--markdown", "-"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## tokrace traces") and "where the time went" in out and "speed-up" not in out
+    assert main(["traces", str(EXAMPLES), "--seed", "3"]) == 2
+    assert "--seed needs --on" in capsys.readouterr().err
 
 
 def test_traces_on_with_nothing_readable_exits_2(capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:

@@ -484,6 +484,16 @@ class RaceScreen(Screen[None]):
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.key_help()))
 
+    def action_export(self) -> None:
+        """Pick a format and write the race beside its recording (a replay: beside the file replayed)."""
+        from .export import ExportScreen, recording_of
+
+        found = recording_of(self.runner, self.replay)
+        if isinstance(found, str):
+            self.notify(found, title="Nothing to export", severity="warning", markup=False)
+            return
+        self.app.push_screen(ExportScreen(found))
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         prompt = event.value.strip()
         if not prompt:
@@ -538,6 +548,8 @@ class RaceScreen(Screen[None]):
         if self.voice.on:
             yield "Speak faster", "the voice lens speaks 15 words per minute faster", self.action_voice_faster
             yield "Speak slower", "the voice lens speaks 15 words per minute slower", self.action_voice_slower
+        yield ("Export…", "write this race beside its recording: Markdown, HTML, CSV, SVG, asciicast or "
+               "OpenTelemetry JSON", self.action_export)
         yield "Help", "keys, colours and where the numbers come from", self.action_help
 
     def _details_of(self, index: int) -> None:

@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
 from rich.text import Text
 
 from providers.live import LiveRace, RaceSummary
-
-TIE_S: Final[float] = 0.005
-"""Lanes that finished closer together than this are shown as a tie (their lead would print as 0.00 s)."""
-
-
-def finishes(e2e_speedup: float) -> str:
-    """How a lane finished against another, in words that are true: "1.25× sooner", "in the same time" (a speed-up
-    that prints as 1.00×), or "later (1.06× the time)" (never "0.94× sooner")."""
-    if round(e2e_speedup, 2) > 1.0:
-        return f"{e2e_speedup:.2f}× sooner"
-    if round(e2e_speedup, 2) == 1.0 or e2e_speedup <= 0:
-        return "in the same time"
-    return f"later ({1 / e2e_speedup:.2f}× the time)"
+from providers.tables import finishes as finishes  # the bottleneck view words comparisons the same
+from providers.tables import summary_pieces
 
 
 def racing_line(live: LiveRace, now: float, doing: str = "racing") -> Text:
@@ -41,30 +29,7 @@ def racing_line(live: LiveRace, now: float, doing: str = "racing") -> Text:
 
 def summary_line(summary: RaceSummary) -> Text:
     """The race's result in one line."""
-    pieces: list[tuple[str, str]] = []
-    if summary.first is None:
-        pieces.append(("no lane finished", "bold"))
-    else:
-        tied = summary.runner_up is not None and summary.lead_s is not None and summary.lead_s < TIE_S
-        if tied:
-            pieces += [(summary.first, "bold"), (" and ", ""), (summary.runner_up or "", "bold"),
-                       (f" tied at {summary.first_e2e or 0.0:.2f} s", "")]
-        else:
-            pieces += [(summary.first, "bold"), (f" finished first in {summary.first_e2e or 0.0:.2f} s", "")]
-        if summary.runner_up is not None and summary.lead_s is not None and not tied:
-            pieces += [(f", {summary.lead_s:.2f} s ahead of ", ""), (summary.runner_up, "bold")]
-        if summary.slowest is not None:
-            whole = "loop" if summary.loop else "turn"
-            results = [r for r in summary.results if r.name != summary.slowest]
-            speedups = ", ".join(
-                f"{r.name} {'—' if r.tokens_speedup is None else f'{r.tokens_speedup:.1f}×'} tokens "
-                f"{r.turn_speedup:.1f}× {whole}" for r in results)
-            pieces.append((f" · against {summary.slowest}: {speedups}", ""))
-    if summary.failed:
-        pieces += [(" · ", ""), ("failed:", "bold red"), (f" {', '.join(summary.failed)}", "")]
-    if summary.stopped:
-        pieces += [(" · ", ""), ("stopped:", "bold"), (f" {', '.join(summary.stopped)}", "")]
-    return join_runs(pieces)
+    return join_runs(summary_pieces(summary))
 
 
 def with_pace(line: Text, pace: str, first: bool = False) -> Text:
