@@ -35,6 +35,9 @@ class Clock(Protocol):
 MAX_LEAD_S: Final[float] = 0.001
 """The most the real clock wakes ahead of a deadline to absorb the wake-up latency (then yields to the loop)."""
 
+CATCH_UP_SLICE_S: Final[float] = 0.001
+"""A lane behind its schedule stamps its due events without yielding for up to this long at a time."""
+
 LONG_WAIT_S: Final[float] = 0.02
 """A wait longer than this wakes ``MAX_LEAD_S`` early, whatever the recent latency."""
 
@@ -105,15 +108,23 @@ class RealClock:
 
     virtual = False
 
+    def __init__(self) -> None:
+        self._yielded = 0.0
+        """When a sleeper on this clock last let the event loop run."""
+
     def now(self) -> float:
         return time.perf_counter()
 
     async def sleep_until(self, t: float) -> float:
         now = time.perf_counter()
         if t <= now:
-            # Already due: stamp now, but still let the other lanes (and the screen) run, so a lane that has
-            # fallen behind catches up without taking the loop for itself.
+            # Already due: stamp now. A lane that has fallen behind catches up in slices of CATCH_UP_SLICE_S,
+            # then lets the other lanes (and the screen) run: one loop pass per event would cap a fast lane at
+            # the loop's pace (a pass costs tens of microseconds with a screen drawing).
+            if now - self._yielded < CATCH_UP_SLICE_S:
+                return now
             await asyncio.sleep(0)
+            self._yielded = time.perf_counter()
             return now
         # After a long idle the first wake-up is the slowest (CPU idle states): wake a full lead early then.
         lead = MAX_LEAD_S if t - now > LONG_WAIT_S else _WAKER.lead
@@ -125,7 +136,15 @@ class RealClock:
         # The last stretch (about one wake-up's latency, a fraction of a millisecond) passes yielding to the loop.
         while t > (now := time.perf_counter()):
             await asyncio.sleep(0)
+        self._yielded = now
         return now
+
+
+SETTLE_PASSES: Final[int] = 8
+"""Loop passes ``advance_to`` lets go by at least after each deadline (what a screen under test needs to catch up)."""
+
+SETTLE_MAX_PASSES: Final[int] = 1000
+"""A task that keeps yielding without ever sleeping on the virtual clock cannot hold time still for longer."""
 
 
 class Sleepers:
@@ -181,9 +200,15 @@ class VirtualClock:
         """The earliest pending wake-up, if any."""
         return self._sleepers.next_deadline
 
-    async def _settle(self) -> None:
-        for _ in range(8):
+    async def _settle(self, least: int = SETTLE_PASSES) -> None:
+        """Let ``least`` loop passes go by, then more until every task that can run now has run (each woken lane
+        has stamped its event and gone back to sleep on this clock): the event loop's ready queue is empty.
+        ``drive`` asks for one pass: one per event when lanes take turns."""
+        ready = getattr(asyncio.get_running_loop(), "_ready", None)
+        passes = 0
+        while passes < least or (ready and passes < SETTLE_MAX_PASSES):
             await asyncio.sleep(0)
+            passes += 1
 
     async def advance_to(self, t: float) -> None:
         """Move time forward to ``t``, waking every sleeper on the way in deadline order."""
@@ -201,16 +226,19 @@ class VirtualClock:
     async def drive(self, awaitable: Awaitable[T]) -> T:
         """Run ``awaitable`` to completion on virtual time: whenever nothing else can run, jump to the next deadline."""
         task = asyncio.ensure_future(awaitable)
+        sleepers = self._sleepers
         while not task.done():
-            await self._settle()
+            await self._settle(1)
             if task.done():
                 break
-            deadline = self.next_deadline
+            deadline = sleepers.next_deadline
             if deadline is None:
                 # Nothing sleeps on this clock: the task waits on something real (a file, a thread); let it.
                 await asyncio.wait({task}, timeout=0.001)
                 continue
-            await self.advance_to(deadline)
+            if deadline > self._now:
+                self._now = deadline
+            sleepers.wake_until(self._now)
         return task.result()
 
 

@@ -42,6 +42,12 @@ STEP_KINDS: Final[frozenset[str]] = frozenset({"tool", "human", "wait"})
 
 _MAX_WINDOW_SAMPLES: Final[int] = 4096
 
+TAIL_KEEP: Final[int] = 64 * 1024
+"""Characters of a lane's latest text kept for its visible tail (a screen shows a few thousand at most)."""
+
+ANSWER_KEEP: Final[int] = 256 * 1024
+"""Characters of a lane's answer kept for its final Markdown; the recording has all of it."""
+
 
 @dataclass(slots=True)
 class _Turn:
@@ -104,8 +110,15 @@ class LiveLane:
         """No more events will come: render the final answer."""
         self.version = 0
         """Bumped on every change, so the screen redraws only what moved."""
-        self.pieces: list[tuple[str, str]] = []
-        """Everything shown in the lane, in order, as (channel, text); ``meta`` marks tool calls and turns."""
+        self.pieces: deque[tuple[str, str]] = deque()
+        """The lane's latest text, in order, as (channel, text); ``meta`` marks tool calls and turns. Only the last
+        ``TAIL_KEEP`` characters or so are kept: the screen draws the tail, and the recording has the rest."""
+        self._piece_chars = 0
+        self._answer: deque[str] = deque()
+        """The visible answer of every turn (content, and turn breaks), its last ``ANSWER_KEEP`` characters."""
+        self._answer_chars = 0
+        self.answer_cut = 0
+        """Characters of the answer that are no longer kept (the recording has them)."""
         self.ttft: float | None = None
         self.turns: list[_Turn] = []
         self.explicit: list[SegmentSpan] = []
@@ -150,7 +163,7 @@ class LiveLane:
         turn = self.turns[-1] if self.turns else None
         if isinstance(event, Request):
             if self.turns:
-                self.pieces.append(("meta", "\n\n"))
+                self._add_piece("meta", "\n\n")
             self.turns.append(_Turn(start=t, wait_from=t))
             self._set_state("connecting")
         elif isinstance(event, Headers):
@@ -175,13 +188,13 @@ class LiveLane:
                 self._on_span(event)
             if event.seg in ("tool", "human"):
                 label = f" {event.label}" if event.label else ""
-                self.pieces.append(("meta", f"\n[{event.seg}{label}: {event.end - event.start:.2f} s]\n"))
+                self._add_piece("meta", f"\n[{event.seg}{label}: {event.end - event.start:.2f} s]\n")
         elif isinstance(event, ToolCall):
             if turn is not None:
                 turn.tool_called = True
             while self.pieces and self.pieces[-1][0] == "tool_args":  # the call says them once, whole
-                self.pieces.pop()
-            self.pieces.append(("meta", f"\n→ {event.name}({event.arguments})\n"))
+                self._piece_chars -= len(self.pieces.pop()[1])
+            self._add_piece("meta", f"\n→ {event.name}({event.arguments})\n")
             self._set_state("tool", event.name)
         elif isinstance(event, Done):
             if turn is not None and turn.end is None:
@@ -224,7 +237,7 @@ class LiveLane:
             turn = _Turn(start=0.0, wait_from=0.0)
             self.turns.append(turn)
         channel = delta.channel
-        self.pieces.append((channel, delta.text))
+        self._add_piece(channel, delta.text)
         if delta.tokens is not None:
             inc = delta.tokens
             self._sources.add("provider")
@@ -270,6 +283,23 @@ class LiveLane:
         state: LaneState = "thinking" if channel == "reasoning" else "streaming"
         if self.state != state:
             self._set_state(state)
+
+    def _add_piece(self, channel: str, text: str) -> None:
+        """Keep a piece of the lane's text: in the tail, and in the answer when it is answer text (or a turn's
+        break); the oldest pieces go once more than the limit is kept. Constant time per piece."""
+        pieces = self.pieces
+        pieces.append((channel, text))
+        self._piece_chars += len(text)
+        while self._piece_chars > TAIL_KEEP and len(pieces) > 1:
+            self._piece_chars -= len(pieces.popleft()[1])
+        if channel == "content" or (channel == "meta" and text == "\n\n"):
+            answer = self._answer
+            answer.append(text)
+            self._answer_chars += len(text)
+            while self._answer_chars > ANSWER_KEEP and len(answer) > 1:
+                gone = len(answer.popleft())
+                self._answer_chars -= gone
+                self.answer_cut += gone
 
     def _set_state(self, state: LaneState, detail: str = "") -> None:
         self.state = state
@@ -461,28 +491,23 @@ class LiveLane:
         """The last pieces holding at least ``chars`` characters (the first one cut), for the visible tail."""
         out: list[tuple[str, str]] = []
         need = chars
-        pieces = self.pieces
-        i = len(pieces) - 1
-        while i >= 0 and need > 0:
-            channel, text = pieces[i]
+        for channel, text in reversed(self.pieces):
+            if need <= 0:
+                break
             if len(text) > need:
                 text = text[-need:]
             out.append((channel, text))
             need -= len(text)
-            i -= 1
         out.reverse()
         return out
 
     def answer_text(self) -> str:
-        """The visible answer of every turn (content only), for the final Markdown."""
-        parts = []
-        for channel, text in self.pieces:
-            if channel == "content" or (channel == "meta" and text == "\n\n"):  # answers, and turn breaks
-                parts.append(text)
-        return "".join(parts).strip()
-
-    def channel_text(self, channel: str) -> str:
-        return "".join(text for ch, text in self.pieces if ch == channel)
+        """The visible answer of every turn (content only), for the final Markdown: its last ``ANSWER_KEEP``
+        characters, after a line that says so when it is longer."""
+        text = "".join(self._answer).strip()
+        if self.answer_cut:
+            return f"*… the first {self.answer_cut:,} characters are in the recording*\n\n{text}"
+        return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from . import tokens as tokenizer
 from .base import Price
+from .eventlog import as_sequence
 from .events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
 
 STALL_THRESHOLD_S: Final[float] = 0.25
@@ -63,7 +65,11 @@ def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0–100) with linear interpolation between closest ranks."""
     if not values:
         raise ValueError("percentile of nothing")
-    ordered = sorted(values)
+    return _percentile_sorted(sorted(values), q)
+
+
+def _percentile_sorted(ordered: Sequence[float], q: float) -> float:
+    """:func:`percentile` of values already in order."""
     pos = (len(ordered) - 1) * q / 100.0
     lo = int(pos)
     hi = min(lo + 1, len(ordered) - 1)
@@ -168,7 +174,8 @@ def _r(x: float | None, digits: int = 6) -> float | None:
     return None if x is None else round(x, digits)
 
 
-def _first_sentence_end(content: list[tuple[float, str]], end_t: float | None, finished: bool) -> float | None:
+def _first_sentence_end(content: Iterable[tuple[float, str]], end_t: float | None,
+                        finished: bool) -> float | None:
     """When the answer's first sentence was complete: the delta that brings the whitespace after its end mark,
     or the end of the turn when the whole answer is one sentence."""
     tail, words = "", False
@@ -252,43 +259,71 @@ def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
     if req is None:
         return []
     t0 = req.t
-    end = next((e.t for e in events if isinstance(e, Done | Error)), None)
-    if end is None:
-        end = max(e.t for e in events)
+    end: float | None = None
+    latest = t0
     spans: list[SegmentSpan] = []
     wait_from = t0
+    first: Delta | None = None
+    answer: float | None = None
+    gaps: list[tuple[float, float]] = []  # the stalls as stream_gaps finds them, on the way: no list of every time
+    prev, count, total = 0.0, 0, 0.0
     for e in events:
+        latest = max(latest, e.t)
+        if end is None and isinstance(e, Done | Error):
+            end = e.t
         if isinstance(e, Segment):
             spans.append(SegmentSpan(e.seg, e.start, e.end, e.label, e.chain))
             if e.seg in ("connect", "retry"):
                 wait_from = max(wait_from, e.end)
-    toks = [e for e in events if isinstance(e, Delta) and e.text]
-    if not toks:
+        elif isinstance(e, Delta) and e.text:
+            if first is None:
+                first = e
+            else:
+                gap = e.t - prev
+                if is_stall_gap(gap, count, total):
+                    gaps.append((prev, e.t))
+                count, total = count + 1, total + gap
+            prev = e.t
+            if answer is None and e.channel != "reasoning":
+                answer = e.t
+    if end is None:
+        end = latest  # the latest of all (the request is one of them)
+    if first is None:
         spans.append(SegmentSpan("wait", wait_from, end))
         return sorted(spans, key=lambda s: (s.start, s.end))
-    first = toks[0].t
-    spans.append(SegmentSpan("wait", wait_from, first))
-    answer = next((e.t for e in toks if e.channel != "reasoning"), None)
+    spans.append(SegmentSpan("wait", wait_from, first.t))
     streamed: list[SegmentSpan] = []
-    if toks[0].channel == "reasoning":
-        streamed.append(SegmentSpan("think", first, answer if answer is not None else end))
+    if first.channel == "reasoning":
+        streamed.append(SegmentSpan("think", first.t, answer if answer is not None else end))
     if answer is not None:
         streamed.append(SegmentSpan("model", answer, end))
-    spans += cut_gaps(streamed, stream_gaps([e.t for e in toks]))
+    spans += cut_gaps(streamed, gaps)
     return sorted(spans, key=lambda s: (s.start, s.end))
+
+
+def _tokens(events: Sequence[Event]) -> Iterator[Delta]:
+    """The token-bearing deltas of a turn, read again from its events (nothing is kept per event)."""
+    return (e for e in events if isinstance(e, Delta) and e.text)
 
 
 def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str = "",
                  stall_threshold_s: float = STALL_THRESHOLD_S) -> TurnMetrics:
-    """All metrics of one turn from its events alone."""
-    evs = list(events)
+    """All metrics of one turn from its events alone, in a few passes over them that keep one number per token
+    event at most (the gaps between them, for the percentiles), never the events."""
+    evs = as_sequence(events)
     req = next((e for e in evs if isinstance(e, Request)), None)
     t0 = req.t if req is not None else 0.0
     m = TurnMetrics(ok=False, start=t0)
     usage: Usage | None = None
     end: Done | Error | None = None
-    toks: list[Delta] = []
-    content: list[tuple[float, str]] = []
+    first: Delta | None = None
+    last_t = 0.0
+    count = 0
+    gaps = array("d")
+    first_answer: float | None = None
+    streamed_reasoning = False
+    called = False
+    all_uncounted = True  # every token-bearing delta said it carried no token
     for e in evs:
         if isinstance(e, Headers) and m.ttfb_s is None:
             m.ttfb_s = e.t - t0
@@ -296,67 +331,76 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         elif isinstance(e, Segment) and e.seg == "connect":
             m.connect_s = e.end - t0
         elif isinstance(e, Delta) and e.text:
-            toks.append(e)
-            if e.channel == "content":
-                content.append((e.t, e.text))
+            if first is None:
+                first = e
+            else:
+                gaps.append(e.t - last_t)
+            last_t = e.t
+            count += 1
+            if e.tokens != 0:
+                all_uncounted = False
+            if e.channel == "reasoning":
+                streamed_reasoning = True
+            elif e.channel == "content" and first_answer is None and e.text.strip():
+                first_answer = e.t
         elif isinstance(e, Usage):
             usage = e  # cumulative: the last one replaces the earlier ones
         elif isinstance(e, Done | Error) and end is None:
             end = e
         elif e.kind == "extra":
             m.extras[e.source] = e.data
+        if isinstance(e, ToolCall):
+            called = True
     m.ok = isinstance(end, Done)
     if isinstance(end, Error):
         m.error = end.message
     elif end is None:
         m.error = "the turn never ended (no done or error event)"
-    elif not toks and not any(isinstance(e, ToolCall) for e in evs):
+    elif first is None and not called:
         # An empty answer would otherwise look like the fastest run of the race.
         m.ok, m.error = False, "the turn ended without generating any token"
     m.finish_reason = end.finish_reason if isinstance(end, Done) else None
     end_t = end.t if end is not None else (evs[-1].t if evs else None)
     m.e2e_s = None if end_t is None else end_t - t0
-    if toks:
-        m.ttft_s = toks[0].t - t0
-    first_answer = next((t for t, text in content if text.strip()), None)
+    if first is not None:
+        m.ttft_s = first.t - t0
     m.ttfa_s = None if first_answer is None else first_answer - t0
+    content = ((d.t, d.text) for d in _tokens(evs) if d.channel == "content")
     ttfs = _first_sentence_end(content, end_t, m.ok)
     m.ttfs_s = None if ttfs is None else ttfs - t0
 
     # Output tokens and their source.
-    streamed_reasoning = any(d.channel == "reasoning" for d in toks)
     if usage is not None:
         m.input_tokens, m.reasoning_tokens = usage.input, usage.reasoning
     # a zero in usage is believed when every piece said it carried no token (an imported trace's call without
     # usage draws a line of text that is not model output)
-    if usage_counts(usage, toks[-1].t if toks else None) or (
-            usage is not None and toks and all(d.tokens == 0 for d in toks)):
+    if usage_counts(usage, last_t if first is not None else None) or (
+            usage is not None and first is not None and all_uncounted):
         assert usage is not None
         m.output_tokens, m.tokens_source = usage.output, "usage"
-    elif toks:
-        counted = tokenizer.count("".join(d.text for d in toks), model)
+    elif first is not None:
+        counted = tokenizer.count("".join(d.text for d in _tokens(evs)), model)
         if counted is not None:
             m.output_tokens, m.encoding = counted
             m.tokens_source = "tokenizer"
         else:
-            m.output_tokens, m.tokens_source = len(toks), "chunks"
-    m.token_events = len(toks)
+            m.output_tokens, m.tokens_source = count, "chunks"
+    m.token_events = count
 
-    if toks:
+    if first is not None:
         # Hidden reasoning (counted in usage but never streamed) was not decoded while the eye watched.
         hidden = usage.reasoning if usage is not None and m.tokens_source == "usage" and not streamed_reasoning else 0
-        visible = max(m.output_tokens - hidden, len(toks))
-        first_tokens = _event_tokens(toks[0], m, model)
-        span = toks[-1].t - toks[0].t
-        if len(toks) > 1 and span > 0:
+        visible = max(m.output_tokens - hidden, count)
+        first_tokens = _event_tokens(first, m, model)
+        span = last_t - first.t
+        if count > 1 and span > 0:
             m.decode_tok_s = max(visible - first_tokens, 0) / span
-        gaps = [(b.t - a.t) for a, b in itertools.pairwise(toks)]
         if gaps:
-            ms = [g * 1000.0 for g in gaps]
-            m.itl_ms = {"p50": percentile(ms, 50), "p90": percentile(ms, 90), "p99": percentile(ms, 99),
-                        "max": max(ms)}
+            ms = sorted(g * 1000.0 for g in gaps)
+            m.itl_ms = {"p50": _percentile_sorted(ms, 50), "p90": _percentile_sorted(ms, 90),
+                        "p99": _percentile_sorted(ms, 99), "max": ms[-1]}
         m.stalls = sum(1 for g in gaps if g > stall_threshold_s)
-        m.tokens_per_event = m.output_tokens / len(toks)
+        m.tokens_per_event = m.output_tokens / count
     if m.e2e_s and m.output_tokens:
         m.e2e_tok_s = m.output_tokens / m.e2e_s
     m.cost_usd = cost(price, usage, m.output_tokens)

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from .base import Provider, TierSpec, TokraceError, TurnRequest
 from .clock import Clock, LaneClock
+from .eventlog import EventLog
 from .events import Done, Error, Event, Request, is_loop_end
 from .masking import Masker
 from .recording import secret_values
@@ -78,11 +79,11 @@ async def prepare_providers(tiers: Sequence[TierSpec], factory: Callable[[TierSp
 
 @dataclass(slots=True)
 class LaneRun:
-    """One lane's run: its tier and every event it produced."""
+    """One lane's run: its tier and every event it produced (kept in compact columns: see :mod:`.eventlog`)."""
 
     index: int
     tier: TierSpec
-    events: list[Event] = field(default_factory=list)
+    events: EventLog = field(default_factory=EventLog)
 
     @property
     def ok(self) -> bool:

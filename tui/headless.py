@@ -134,7 +134,11 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
 
     terminated: list[int] = []
 
-    async def session() -> SessionResult:
+    finished: list[SessionResult] = []
+
+    async def session() -> None:
+        # Returns nothing: asyncio.run (3.11) puts its main task in the SIGINT handler it restores at the end, and
+        # restoring it formats that handler's repr, with the task's result: every event of the session.
         main = asyncio.current_task()
         assert main is not None
 
@@ -151,13 +155,14 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
                                      loop=loop is not None, pace=pace)
             if speaker is not None:
                 await speaker.drain()
-            return done
+            finished.append(done)
         finally:
             if speaker is not None:
                 await speaker.aclose()
 
     try:
-        result = asyncio.run(session())
+        asyncio.run(session())
+        result = finished[0]
     except asyncio.CancelledError:
         if terminated:
             raise Terminated() from None

@@ -14,9 +14,10 @@ with a warning). A recording that cannot be written is one notification; the rac
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from providers import tokens
 from providers.base import Provider, TierSpec, TurnRequest
@@ -80,6 +81,23 @@ def expected_turns(provider: Provider, scenario: Scenario | None = None) -> int 
     return None if events is None else sum(1 for e in events if isinstance(e, Request)) or None
 
 
+QUIET_TICK_S: Final[float] = 0.02
+QUIET_CPU: Final[float] = 0.25
+"""The event loop is quiet when a ``QUIET_TICK_S`` sleep costs the process less than this share of a core."""
+
+
+async def quiet_loop(max_wait_s: float = 1.0) -> None:
+    """Until this process is mostly idle (two ticks in a row), or ``max_wait_s`` has passed."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + max_wait_s
+    quiet = 0
+    while quiet < 2 and loop.time() < end:
+        wall, cpu = time.perf_counter(), time.process_time()
+        await asyncio.sleep(QUIET_TICK_S)
+        used = (time.process_time() - cpu) / max(time.perf_counter() - wall, 1e-9)
+        quiet = quiet + 1 if used < QUIET_CPU else 0
+
+
 class RaceRunner:
     """One race at a time on the given tiers; ``live`` always holds the lanes of the current (or last) race."""
 
@@ -110,6 +128,7 @@ class RaceRunner:
         self.warm = warm
         """Open each provider's connection while preparing, before the first race (``--warm``)."""
         self._providers: list[Provider] | None = None
+        self._preparing: asyncio.Future[list[Provider]] | None = None
         self._task: asyncio.Task[None] | None = None
         self._started = asyncio.Event()
         self._helpers: set[asyncio.Task[None]] = set()
@@ -169,6 +188,23 @@ class RaceRunner:
         if self._providers is not None:
             await asyncio.gather(*(p.aclose() for p in self._providers), return_exceptions=True)
 
+    async def prepare(self) -> None:
+        """Build and prepare every provider now (before the first race), once; what cannot be set up becomes a
+        lane that fails with the reason."""
+        if self._preparing is None:
+            self._preparing = asyncio.ensure_future(self._prepare())
+        await asyncio.shield(self._preparing)
+
+    async def first_race(self) -> None:
+        """The first race, started on equal footing with the ones after it: the providers prepared while the
+        screen paints its first frames, and the clock started only once the event loop is quiet again (the first
+        frames of a screen are tens of milliseconds of drawing that would otherwise land inside the first
+        request's ``connect_s``)."""
+        await self.prepare()
+        await quiet_loop()
+        if not self.running and self.races == 0:
+            self.start()
+
     async def _prepare(self) -> list[Provider]:
         if self._providers is None:
             providers = await prepare_providers(self.tiers, self.provider_factory, self.warm)
@@ -187,6 +223,7 @@ class RaceRunner:
         recorder: Recorder | None = None
         flusher: asyncio.Task[None] | None = None
         try:
+            await self.prepare()
             providers = await self._prepare()
             self.loop_name = self.loop_name or recorded_loop(providers)
             live = LiveRace(self.tiers, [expected_turns(p, self.scenario) for p in providers], self._load_encoding,

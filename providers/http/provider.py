@@ -9,11 +9,13 @@ act on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import os
 import random
 import re
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -28,6 +30,7 @@ from ..clock import Clock
 from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
 from ..masking import mask_url, url_has_userinfo
 from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
+from .transport import READERS, StampedBackend
 
 HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "headers": (dict,),
@@ -312,6 +315,10 @@ class HTTPProvider(Provider):
         self._transport = transport
         self._backoff = backoff
         self._client: httpx.AsyncClient | None = None
+        self._stamped = False
+        self._backend: StampedBackend | None = None
+        self._url: httpx.URL | None = None
+        """Whether the client writes through the socket-time transport (each write one blocking ``sendall``)."""
         self._key = ""
         self._drains: set[asyncio.Task[None]] = set()
 
@@ -351,11 +358,16 @@ class HTTPProvider(Provider):
                 raise ConfigError(f"tier {self.tier.name!r}: the environment variable {self.key_env} is not "
                                   f"set; export it with the key for {self.host}", key="api_key_env")
         if self._client is None:
+            backend = self._backend = StampedBackend() if self._transport is None else None
+            transport = self._transport or stamped_transport(backend)
+            self._stamped = transport is not None and backend is not None
             self._client = httpx.AsyncClient(
-                transport=self._transport or stamped_transport(),
+                transport=transport,
                 timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
                 headers={"user-agent": "tokrace", "accept": "text/event-stream"},
             )
+            await first_use(self.base_url, backend if self._stamped else None)
+        self._url = httpx.URL(self.endpoint())  # parsed once, not on every request's way out
         if warm:
             await self._warm()
 
@@ -374,6 +386,9 @@ class HTTPProvider(Provider):
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
 
     def _headers(self) -> dict[str, str]:
         headers = self.auth_headers(self._key)
@@ -408,34 +423,45 @@ class HTTPProvider(Provider):
         retries = 0
         while True:
             attempt = clock.now()
-            req = client.build_request("POST", url, json=payload, headers=headers)
-            marks = _Marks(clock, len(req.content))
+            req = client.build_request("POST", self._url or url, json=payload, headers=headers)
+            marks = _Marks(clock, len(req.content), exact_writes=self._stamped)
             req.extensions["trace"] = marks.trace
+            sending = asyncio.ensure_future(client.send(req, stream=True))
+            connected = False
             try:
-                response = await client.send(req, stream=True)
+                await asyncio.wait((sending, marks.wire), return_when=asyncio.FIRST_COMPLETED)
+                if not sending.done():  # on the wire, the head still to come: say so now (the lane is waiting)
+                    connected = True
+                    yield marks.connect_segment(attempt)
+                response = await sending
             except httpx.TransportError as exc:
                 if retries < self.max_retries:
                     retries += 1
-                    yield await self._wait_retry(clock, attempt, _short(exc), {}, retries)
+                    yield await self._wait_retry(clock, marks.after_connect(attempt, connected), _short(exc), {},
+                                                 retries)
                     continue
                 yield self._transport_error(exc, clock.now(), retries)
                 return
+            finally:
+                _settle(sending)
             stream = response.extensions.get("network_stream")
             head = at_socket(clock, getattr(stream, "read_at", None), marks.head)
-            marks.sent(clock, getattr(stream, "sent_at", None))
             if response.status_code >= 400:
                 raw = await _read_error_body(response)
                 if retries < self.max_retries and should_retry(response.status_code, response.headers):
                     retries += 1
                     _, said = error_body(raw)
                     what = f"HTTP {response.status_code}" + (f": {said}" if said else "")
-                    yield await self._wait_retry(clock, attempt, what, response.headers, retries)
+                    yield await self._wait_retry(clock, marks.after_connect(attempt, connected), what,
+                                                 response.headers, retries)
                     continue
-                yield marks.connect_segment(attempt)
+                if not connected:
+                    yield marks.connect_segment(attempt)
                 yield self._headers_event(response, head)
                 yield self._http_error(response, raw, head, retries)
                 return
-            yield marks.connect_segment(attempt)
+            if not connected:
+                yield marks.connect_segment(attempt)
             yield self._headers_event(response, head)
             unread = await self._not_a_stream(response, head)
             if unread is not None:
@@ -698,28 +724,34 @@ limit), so the moment before that write is the moment the request is on the wire
 class _Marks:
     """Collects the moments httpx's ``trace`` extension reports for one attempt, on the lane's clock.
 
-    The end of the request is taken when its body is handed to the socket (``send_request_body.started``): the
-    write that follows is one non-blocking syscall for a small body, while ``.complete`` fires only after the
-    I/O library has yielded to the event loop, i.e. as late as the other lanes make it. A big body may have to
-    wait for the network, so there the end of the write counts."""
+    On the socket-time transport every write is one blocking ``sendall`` on the event loop's thread, so the end of
+    the request is the moment its body's write returned (``send_request_body.complete``). On httpx's own transport
+    (a proxy, a test's mock) ``.complete`` fires only after the I/O library has yielded to the event loop, i.e. as
+    late as the other lanes make it: there the end is taken when the body is handed to the socket
+    (``.started``), the write that follows being one non-blocking syscall for a small body. A big body may have to
+    wait for the network, so there the end of the write counts. ``wire`` resolves once the request is on the wire,
+    so that the connect segment goes out then, not when the response head arrives."""
 
-    __slots__ = ("big", "clock", "head", "new_connection", "on_wire")
+    __slots__ = ("big", "clock", "exact", "head", "new_connection", "on_wire", "wire")
 
-    def __init__(self, clock: Clock, body_size: int = 0) -> None:
+    def __init__(self, clock: Clock, body_size: int = 0, exact_writes: bool = False) -> None:
         self.clock = clock
         self.big = body_size > SMALL_BODY
+        self.exact = exact_writes or self.big
         self.on_wire: float | None = None
         self.head: float | None = None
         self.new_connection = False
-
-    def sent(self, clock: Clock, sent_at: float | None) -> None:
-        """Take the socket's own note of when the request's last byte went out, when there is one."""
-        if sent_at is not None and not clock.virtual:
-            self.on_wire = at_socket(clock, sent_at, self.on_wire)
+        self.wire: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def trace(self, name: str, info: Mapping[str, Any]) -> None:
-        if name.endswith(".send_request_body.started" if not self.big else ".send_request_body.complete"):
-            self.on_wire = self.clock.now()
+        if name.endswith(".send_request_body.started"):
+            if not self.exact:
+                self.on_wire = self.clock.now()
+        elif name.endswith(".send_request_body.complete"):
+            if self.exact or self.on_wire is None:
+                self.on_wire = self.clock.now()
+            if not self.wire.done():
+                self.wire.set_result(None)
         elif name.endswith(".receive_response_headers.complete"):
             self.head = self.clock.now()
         elif name == "connection.connect_tcp.complete":
@@ -731,6 +763,18 @@ class _Marks:
         label = "new connection" if self.new_connection else "reused connection"
         return Segment(t=end, seg="connect", start=attempt, end=end, label=label)
 
+    def after_connect(self, attempt: float, connected: bool) -> float:
+        """Where a failed attempt's retry segment starts: after its connect segment when that went out already."""
+        return self.on_wire if connected and self.on_wire is not None else attempt
+
+
+def _settle(task: asyncio.Future[Any]) -> None:
+    """A send abandoned (the lane stopped, the generator closed) is cancelled; its outcome is taken so that it is
+    never reported as an exception nobody retrieved."""
+    if not task.done():
+        task.cancel()
+    task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+
 
 def at_socket(clock: Clock, perf: float | None, fallback: float | None = None) -> float:
     """A ``time.perf_counter()`` moment noted at the socket, on a lane's (real) clock; else ``fallback`` or now."""
@@ -739,14 +783,36 @@ def at_socket(clock: Clock, perf: float | None, fallback: float | None = None) -
     return clock.now() - max(time.perf_counter() - perf, 0.0)
 
 
-def stamped_transport() -> httpx.AsyncBaseTransport | None:
-    """httpx's transport on the socket-time backend (:mod:`.stamped`); ``None`` (httpx's own) behind a proxy,
+async def first_use(base_url: str, backend: StampedBackend | None = None) -> None:
+    """Pay before the race what the first request would otherwise pay inside its ``connect_s``: httpcore's lazy
+    imports (its locks and events load anyio's asyncio backend on first use, h11 on the first HTTP/1.1
+    connection), the event loop's resolver thread, and the name lookup itself (which warms the system's cache).
+    Measured on the first request of a process: 25–55 ms before, all of it set-up, none of it the network."""
+    import anyio
+    import h11  # noqa: F401 - imported for its side effect: loaded now, not on the first connection
+    import httpcore._async.http11  # noqa: F401
+
+    anyio.Event().set()
+    with anyio.CancelScope(shield=True):
+        pass
+    if backend is not None:
+        READERS.reserve()
+    parts = urlsplit(base_url)
+    if parts.hostname:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with contextlib.suppress(OSError):
+            if backend is not None:
+                await backend.resolve(parts.hostname, port)
+            else:
+                await asyncio.get_running_loop().getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+
+
+def stamped_transport(backend: StampedBackend | None = None) -> httpx.AsyncBaseTransport | None:
+    """httpx's transport on the socket-time backend (:mod:`.transport`); ``None`` (httpx's own) behind a proxy,
     which the backend does not speak through."""
     import urllib.request
 
     import httpcore
-
-    from .transport import StampedBackend
 
     if urllib.request.getproxies():
         return None
@@ -755,7 +821,7 @@ def stamped_transport() -> httpx.AsyncBaseTransport | None:
     if not hasattr(transport, "_pool"):
         return None
     transport._pool = httpcore.AsyncConnectionPool(ssl_context=context, http1=True, http2=False,
-                                                   network_backend=StampedBackend())
+                                                   network_backend=backend or StampedBackend())
     return transport
 
 

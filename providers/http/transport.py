@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
 import socket
 import ssl
 import struct
@@ -20,7 +21,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import httpcore
@@ -36,6 +37,56 @@ worker thread so that a slow peer never blocks the event loop."""
 _TIMESPEC: Final[struct.Struct] = struct.Struct("@ll")
 
 
+class ReaderThreads:
+    """Parked reader threads, started before the race: ``Thread.start`` waits until the new thread runs, which
+    on a busy machine put up to a few milliseconds into a first request's ``connect_s``. A connection hands its
+    reading loop to a parked thread instead, and the thread parks again when the connection is closed."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def reserve(self, count: int = 1) -> None:
+        """Park ``count`` more threads for connections to come (a provider's ``prepare`` reserves one)."""
+        for _ in range(count):
+            self._start()
+
+    def run(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on a parked thread (a new one when none is free)."""
+        with self._lock:
+            free = self._idle > 0
+            if free:
+                self._idle -= 1
+        if not free:
+            self._start()
+            with self._lock:
+                self._idle -= 1
+        self._jobs.put(job)
+
+    @property
+    def idle(self) -> int:
+        return self._idle
+
+    def _start(self) -> None:
+        with self._lock:
+            self._idle += 1
+        threading.Thread(target=self._work, name="tokrace-socket-reader", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job()
+            finally:
+                with self._lock:
+                    self._idle += 1
+
+
+READERS: Final[ReaderThreads] = ReaderThreads()
+"""The process's reader threads."""
+
+
 class StampedStream(httpcore.AsyncNetworkStream):
     """A TCP connection read by its own thread; ``read_at`` and ``sent_at`` are ``time.perf_counter()`` values."""
 
@@ -47,11 +98,16 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self.sent_at: float | None = None
         """When the latest write's last byte was handed to the socket."""
         self._reads: deque[tuple[bytes, float] | OSError] = deque()
+        self._pending: list[bytes] = []
+        """Bytes written but not yet sent: the rest of the request is on its way (see :meth:`write`)."""
+        self._wake_due = False
+        """A wake-up of the loop is scheduled and has not run: reads handed over meanwhile need no other (at
+        thousands of packets a second, one self-pipe write and one callback per frame's worth, not per packet)."""
+        self._pending_size = 0
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         sock.setblocking(True)
-        self._thread = threading.Thread(target=self._pump, name="tokrace-socket-reader", daemon=True)
-        self._thread.start()
+        READERS.run(self._pump)
 
     @staticmethod
     def enable_kernel_stamps(sock: socket.socket) -> bool:
@@ -79,14 +135,20 @@ class StampedStream(httpcore.AsyncNetworkStream):
 
     def _hand_over(self, item: tuple[bytes, float] | OSError) -> None:
         self._reads.append(item)
+        if self._wake_due:  # the loop has not run the last wake-up yet: it will find this read too
+            return
+        self._wake_due = True
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is reading any more
             self.loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
+        self._wake_due = False  # before looking: a read handed over from now on wakes the loop again
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._pending:  # whatever is still to send goes before we wait for an answer
+            await self._send(timeout)
         while not self._reads:
             if self._closed:
                 return b""
@@ -114,6 +176,22 @@ class StampedStream(httpcore.AsyncNetworkStream):
         return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        """Send, in one write per request: h11 hands over the head, the body and an empty end of the message one
+        by one, and each write is a syscall that lets the reader threads take the GIL (and a packet of its own,
+        with TCP_NODELAY), so the pieces wait here until the empty one (or a read, or 64 KiB) comes."""
+        if buffer:
+            self._pending.append(buffer)
+            self._pending_size += len(buffer)
+            if self._pending_size <= SMALL_WRITE:
+                return
+        await self._send(timeout)
+
+    async def _send(self, timeout: float | None) -> None:
+        if not self._pending:
+            return
+        buffer = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending.clear()
+        self._pending_size = 0
         try:
             if len(buffer) <= SMALL_WRITE:
                 self.sock.sendall(buffer)
@@ -242,8 +320,53 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
         return self.raw.get_extra_info(info)
 
 
+AddrInfo = list[tuple[Any, Any, int, str, Any]]
+
+
+def _stamping_socket(family: int) -> socket.socket | None:
+    """A socket that asks for kernel receive stamps, kept open for the session. Linux switches receive stamping
+    on for the whole system when the first such socket appears (and off again when the last one closes), which
+    cost a first connection 2–8 ms here: with this one open, every connection of the race finds it on."""
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    if not StampedStream.enable_kernel_stamps(sock):
+        sock.close()
+        return None
+    return sock
+
+
 class StampedBackend(httpcore.AsyncNetworkBackend):
-    """Opens :class:`StampedStream` connections (TCP_NODELAY, like httpcore's own backend)."""
+    """Opens :class:`StampedStream` connections (TCP_NODELAY, like httpcore's own backend).
+
+    Names are looked up before the race (:meth:`resolve`, from a provider's ``prepare``) and kept for the session,
+    so that a first request's ``connect_s`` is the TCP (and TLS) handshake and the sending, not a name lookup; a
+    literal address is never looked up at all (no resolver thread)."""
+
+    def __init__(self) -> None:
+        self._addresses: dict[tuple[str, int], AddrInfo] = {}
+        self._stamping: socket.socket | None = None
+
+    async def resolve(self, host: str, port: int) -> AddrInfo:
+        """The addresses of ``host`` (looked up once per session; a literal address without a lookup)."""
+        key = (host, port)
+        infos = self._addresses.get(key)
+        if infos is None:
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+            except socket.gaierror:  # a name, not an address: ask the resolver, off the event loop
+                infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            self._addresses[key] = infos
+            if infos and self._stamping is None:
+                self._stamping = _stamping_socket(infos[0][0])
+        return infos
+
+    def close(self) -> None:
+        """Let go of what :meth:`resolve` kept for the session."""
+        if self._stamping is not None:
+            self._stamping.close()
+            self._stamping = None
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
@@ -252,7 +375,7 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                infos = await self.resolve(host, port)
                 failure: OSError | None = None
                 for family, kind, proto, _, address in infos:
                     sock = socket.socket(family, kind, proto)

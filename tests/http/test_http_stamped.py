@@ -92,10 +92,35 @@ async def test_writes_note_when_the_last_byte_went_to_the_socket() -> None:
     try:
         before = time.perf_counter()
         await stream.write(b"GET / HTTP/1.1\r\n\r\n")
+        await stream.write(b"")  # h11's end of the message
         assert stream.sent_at is not None and stream.sent_at >= before
     finally:
         await stream.aclose()
         writer.close()
+        server.close()
+
+
+async def test_a_request_goes_to_the_socket_in_one_write_at_its_end() -> None:
+    reads: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(1000):
+            await reads.put(data)
+        writer.close()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    stream = await StampedBackend().connect_tcp("127.0.0.1", server.sockets[0].getsockname()[1], timeout=5)
+    assert isinstance(stream, StampedStream)
+    try:
+        await stream.write(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n")
+        await stream.write(b"{}")
+        assert stream.sent_at is None  # held until the message ends
+        await stream.write(b"")
+        assert stream.sent_at is not None
+        got = await asyncio.wait_for(reads.get(), 5)
+        assert got == b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}"
+    finally:
+        await stream.aclose()
         server.close()
 
 

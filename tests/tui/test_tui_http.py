@@ -85,7 +85,8 @@ async def test_three_protocols_finish_while_the_failing_lane_shows_its_one_line_
         assert "flaky&#160;[beta]" in svg  # the border title, as it is
         timeline = screen.query_one(Timeline)
         failing = next(y for y, row in enumerate(timeline.rows) if row.lane == 3)
-        assert [s.kind for s in timeline.rows[failing].spans if s.kind in ("connect", "retry")] == ["retry", "connect"]
+        assert [s.kind for s in timeline.rows[failing].spans if s.kind in ("connect", "retry")] == [
+            "connect", "retry", "connect"]
         retry = palette(app).segment("retry")
         assert retry != palette(app).segment("wait")
         drawn = [seg for seg in timeline.render_line(failing) if "█" in seg.text]

@@ -357,7 +357,7 @@ async def test_replay_hides_the_prompt_bar_and_the_race_keys(tmp_path: Path) -> 
 
 
 async def test_a_drawing_failure_becomes_one_notification_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(self: LaneView, now: float, scale: float, slow: bool) -> None:
+    def broken(self: LaneView, now: float, scale: float, slow: bool, text: bool = True) -> None:
         raise ValueError("cannot draw this")
 
     app, clock = demo_app()

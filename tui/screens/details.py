@@ -264,7 +264,7 @@ class DetailsScreen(ModalScreen[None]):
         Binding("right", "turn(1)", "Next turn"),
     ]
 
-    def __init__(self, index: int, lane: LiveLane, events: list[Event]) -> None:
+    def __init__(self, index: int, lane: LiveLane, events: Sequence[Event]) -> None:
         super().__init__()
         self.index = index
         self.lane = lane

@@ -1,7 +1,8 @@
 """The race screen: a prompt bar, the lanes side by side (stacked when narrow), the shared timeline, the summary.
 
 One timer samples the live model at frame rate and hands each widget what it needs; no event ever touches a
-widget. Text repaints each frame, gauges and figures four times a second, the timeline ten.
+widget. Text repaints every other frame, gauges and figures four times a second, the timeline ten;
+nothing repaints while nothing moves.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ FRAME_HZ = 30
 SLOW_EVERY = 8
 """Gauges and figures repaint every 8th frame (under 4 Hz)."""
 TIMELINE_EVERY = 3
+TEXT_EVERY = 2
+"""The streaming text repaints every 2nd frame (15 Hz): re-wrapping a lane's visible tail is most of a frame's work,
+and text moving 15 times a second reads as smoothly as 30."""
+IDLE_HZ = 2
+"""The frame rate once nothing has changed for ``IDLE_AFTER`` frames (a finished race, a paused replay): enough to
+notice what changes next without a key press (a problem to report), at a fifteenth of the work."""
+IDLE_AFTER = FRAME_HZ
 
 REPLAY_ACTIONS = frozenset({"restart", "pause", "step", "faster", "slower"})
 RACE_ACTIONS = frozenset({"race", "edit_prompt"})
@@ -133,6 +141,10 @@ class RaceScreen(Screen[None]):
         self._problem_shown: str | None = None
         self._drawing_problem: str | None = None
         self._timer: Timer | None = None
+        self._hz = 0
+        self._last_key: tuple[object, ...] | None = None
+        self._still = 0
+        """Frames in a row in which nothing changed."""
         self._submitted: str | None = None
         """The prompt last submitted with Enter: leaving the bar after Enter keeps it (it is about to race)."""
 
@@ -171,12 +183,15 @@ class RaceScreen(Screen[None]):
         self._show_voice(self.voice.on)
         self._set_focused(0)
         if self.animated:
-            self._timer = self.set_interval(1 / FRAME_HZ, self.sample)
+            self._pace(FRAME_HZ)
         self.call_after_refresh(self._start)
 
     def _start(self) -> None:
         if not self.runner.running and self.runner.races == 0:
-            self.runner.start()
+            if self.animated:  # a person watches: the first race starts once the first frames are painted
+                self.run_worker(self.runner.first_race(), group="race", exclusive=True, exit_on_error=False)
+            else:
+                self.runner.start()
 
     # -- the frame ------------------------------------------------------------------------------------------------
 
@@ -190,28 +205,52 @@ class RaceScreen(Screen[None]):
                 self._drawing_problem = problem
                 self.notify(problem, title="a frame could not be drawn", severity="error", markup=False)
 
+    def _pace(self, hz: int) -> None:
+        """Run the frame timer at ``hz`` frames a second."""
+        if hz == self._hz:
+            return
+        self._hz = hz
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(1 / hz, self.sample)
+
+    def _unchanged(self, now: float, force: bool) -> bool:
+        """Whether nothing the screen shows can have moved since the last frame: no lane changed, and no race runs
+        (while one runs, time itself moves the figures and the timeline; the voice lens speaks on after a race).
+        After ``IDLE_AFTER`` such frames the timer slows to ``IDLE_HZ``; the first change brings it back."""
+        runner = self.runner
+        moving = runner.running or self.voice.on
+        key = (tuple(lane.version for lane in runner.live.lanes), runner.races, runner.running, self.voice.on,
+               self.bottlenecks.display, now if moving else None)
+        same = key == self._last_key and not force
+        self._last_key = key
+        self._still = self._still + 1 if same else 0
+        if self.animated and self._timer is not None:
+            self._pace(IDLE_HZ if self._still >= IDLE_AFTER else FRAME_HZ)
+        return same
+
     def _sample(self, force: bool) -> None:
         runner = self.runner
         live = runner.live
         if live is not self._live:
             self._rebind(live)
         now = runner.now()
+        if self._unchanged(now, force):
+            self._show_notice()
+            self._report_problems()
+            return
         self._frame += 1
         slow = force or self._frame % SLOW_EVERY == 0
         scale = self._scale(now) if slow else nice_scale(self._peak)
+        text = force or self._frame % TEXT_EVERY == 0
         for view in self.views:
-            view.sample(now, scale, slow)
+            view.sample(now, scale, slow, text)
         if self.voice.on:
             self._sample_voice(now, slow)
         if force or self._frame % TIMELINE_EVERY == 0:
             self.timeline.sample(now)
         if slow and self.bottlenecks.display:
             self.bottlenecks.sample(runner, now)
-        if self.freeze_gc and runner.running and self._frame % FRAME_HZ == 0:
-            # A race keeps every event: at tens of thousands a second, full collections come every few hundred
-            # ms and each scans the whole history (60-110 ms measured). Freezing what exists is O(1), and
-            # refcounting still frees what dies; cyclic garbage waits for the end of the race.
-            gc.freeze()
         pace = self.replay.badge() if self.replay is not None else ""
         if slow or force:
             for view in self.views:
@@ -234,6 +273,11 @@ class RaceScreen(Screen[None]):
         if slow and self.replay is not None and self.replay_bar is not None:
             self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
         self._show_notice()
+        self._report_problems()
+
+    def _report_problems(self) -> None:
+        """Say once what went wrong outside the lanes: the race could not run, a voice could not speak."""
+        runner = self.runner
         if runner.problem and runner.problem != self._problem_shown:
             self._problem_shown = runner.problem
             self.notify(runner.problem, title="the race could not run", severity="error", markup=False)

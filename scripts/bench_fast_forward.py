@@ -1,0 +1,72 @@
+"""Fast-forward benchmark: how much faster than real time does ``tokrace bench --fast-forward`` run?
+
+Races synthetic lanes on virtual time with ``tokrace bench --fast-forward`` in a fresh process, recorded to a
+temporary file as bench records by default, and compares the wall time with the race's own length (the slowest
+lane's end to end: what the race takes on real time). Lanes (default): six at 750 tok/s, one token per event,
+each streaming its share of ``--tokens`` (200,000 each, tokrace's limit per turn). Not a test: it prints
+figures.
+
+Goal (issue 12): >= 20 x faster than real time on 1.2 M tokens.
+
+    python scripts/bench_fast_forward.py [--tokens 1200000] [--rates 750,3000] [--tokens-per-event 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL = 20.0
+
+
+def config(rates: list[float], tokens: int, per_event: int) -> str:
+    """One synthetic tier per rate, each streaming the same share of ``tokens``."""
+    share = tokens // len(rates)
+    return "".join(
+        f'[[tiers]]\nname = "lane {i + 1}"\nprovider = "synthetic"\nmodel = "ff"\nmax_tokens = {share}\n'
+        f"ttft_ms = 200\ntok_s = {rate}\njitter = 0.1\nseed = {i + 1}\ntokens_per_event = {per_event}\n\n"
+        for i, rate in enumerate(rates))
+
+
+def run(rates: list[float], tokens: int, per_event: int) -> tuple[float, float, int]:
+    """(wall seconds, the race's length in seconds, tokens streamed)."""
+    with tempfile.TemporaryDirectory(prefix="tokrace-ff-") as folder:
+        cfg = Path(folder) / "tokrace.toml"
+        cfg.write_text(config(rates, tokens, per_event), encoding="utf-8")
+        started = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "tui.cli", "bench", "--config", str(cfg), "--fast-forward",
+                              "--record", str(Path(folder) / "ff.jsonl"), "--json", "-"],
+                             cwd=ROOT, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - started
+    if out.returncode != 0:
+        raise SystemExit(f"tokrace bench failed: {out.stderr.strip()[-400:]}")
+    runs = [tier["runs"][0] for tier in json.loads(out.stdout)["tiers"]]
+    return wall, max(r["e2e_s"] for r in runs), sum(r["output_tokens"] for r in runs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=1_200_000)
+    parser.add_argument("--rates", default="750,750,750,750,750,750", help="one lane per rate, tok/s")
+    parser.add_argument("--tokens-per-event", type=int, default=1)
+    args = parser.parse_args()
+    rates = [float(r) for r in args.rates.split(",")]
+    wall, race, tokens = run(rates, args.tokens, args.tokens_per_event)
+    speed = race / wall
+    print(f"{len(rates)} lanes at {', '.join(f'{r:g}' for r in rates)} tok/s, {args.tokens_per_event} token(s) per "
+          f"event, recorded: {tokens:,} tokens, a {race:,.0f} s race, {wall:.1f} s of wall time in a fresh process "
+          f"({tokens / wall:,.0f} tokens per wall second)")
+    met = speed >= GOAL
+    print(f"{'--fast-forward on ' + f'{tokens / 1e6:.1f} M tokens, x real time':52} {'>= 20 x':>10} "
+          f"{speed:>8.1f} x  {'met' if met else 'MISSED'}")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""First-request benchmark: what does the first request of a fresh tokrace process measure on loopback?
+
+A ground-truth server (the engine of ``tokrace serve``, in a process of its own, on its own core when there are
+two) streams a known schedule and notes when it read each request and wrote its first token. Each run is a fresh
+process: ``tokrace bench`` (one request, as a user would run it) or, with ``--screen``, the race screen drawing
+headless (its first race). Per run this prints nothing; at the end, per rate: the error of the first request's
+``ttft_s`` (as the user sees it: connection set-up included) against the server's own TTFT, p50 and p99, and the
+first request's ``connect_s``, p50 and p99.
+
+Goals (issue 12): TTFT error p50 < 0.5 ms and p99 < 3 ms at 750 and at 50 tok/s; ``connect_s`` of a first request
+< 1 ms p50 on loopback, bench and screen alike. Not a test: it prints figures.
+
+    python scripts/bench_first_request.py [--runs 15] [--rates 750,50] [--screen]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TTFT_MS, TOKENS = 200.0, 20
+TTFT_P50_MS, TTFT_P99_MS, CONNECT_P50_MS = 0.5, 3.0, 1.0
+
+
+def truth_server(conn: Connection, rate: float) -> None:
+    """The ground-truth server: one synthetic schedule, the server's own record of every request sent back."""
+    import gc
+
+    from providers.serve.server import Served, ServeServer, SyntheticSource
+    from providers.synthetic import Profile
+
+    def sent(record: Served) -> None:
+        conn.send((record.ttft_s, record.received))
+
+    async def main() -> None:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if len(cores) > 1:
+            os.sched_setaffinity(0, {cores[-1]})
+        gc.disable()
+        server = ServeServer(SyntheticSource(Profile(ttft_ms=TTFT_MS, tok_s=rate, jitter=0.0, seed=1)),
+                             on_served=sent)
+        await server.start()
+        conn.send(("port", server.port))
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_reader(conn.fileno(), stop.set)
+        await stop.wait()
+        await server.close()
+
+    asyncio.run(main())
+
+
+def client_cores() -> None:
+    """Run the client on the cores the server does not use (the issue's condition: separate cores)."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cores) > 1:
+        os.sched_setaffinity(0, set(cores[:-1]))
+
+
+def child_bench(port: int) -> dict[str, Any]:
+    """A fresh ``tokrace bench`` process, one request: its run object of the JSON contract."""
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "tokrace.toml"
+        config.write_text(f'[[tiers]]\nname = "loopback"\nprovider = "openai"\nmodel = "first"\n'
+                          f'base_url = "http://127.0.0.1:{port}/v1"\n', encoding="utf-8")
+        out = subprocess.run([sys.executable, "-m", "tui.cli", "bench", "--config", str(config), "--runs", "1",
+                              "--max-tokens", str(TOKENS), "--no-record", "--json", "-"],
+                             cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
+                             preexec_fn=client_cores)
+    if out.returncode != 0:
+        raise SystemExit(f"tokrace bench failed: {out.stderr.strip()}")
+    run: dict[str, Any] = json.loads(out.stdout)["tiers"][0]["runs"][0]
+    return run
+
+
+SCREEN_CHILD = """
+import asyncio, json, sys
+from providers.base import TierSpec, TurnRequest
+from providers.metrics import turn_metrics
+from tui.app import build_app
+
+async def main(port):
+    tier = TierSpec(name="loopback", provider="openai", model="first", base_url=f"http://127.0.0.1:{port}/v1")
+    app = build_app([tier], TurnRequest("Count, steadily.", max_tokens=TOKENS))
+    async with app.run_test(size=(160, 45)):
+        await app.runner.wait_started()
+        await app.runner.wait_finished()
+        m = turn_metrics(app.runner.race.lanes[0].events)
+        print(json.dumps({"connect_s": m.connect_s, "ttft_s": m.ttft_s, "ok": m.ok, "error": m.error}))
+
+asyncio.run(main(int(sys.argv[1])))
+""".replace("TOKENS", str(TOKENS))
+
+
+def child_screen(port: int) -> dict[str, Any]:
+    """A fresh process drawing the race screen headless: its first race's connect and TTFT."""
+    out = subprocess.run([sys.executable, "-c", SCREEN_CHILD, str(port)], cwd=ROOT, capture_output=True,
+                         text=True, check=False, timeout=60, preexec_fn=client_cores)
+    if out.returncode != 0:
+        raise SystemExit(f"the screen failed: {out.stderr.strip()[-400:]}")
+    run: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return run
+
+
+def pct(values: list[float], q: float) -> float:
+    from providers.metrics import percentile
+
+    return percentile(values, q)
+
+
+def measure(rate: float, runs: int, screen: bool) -> tuple[list[float], list[float]]:
+    """(TTFT errors in ms, connect_s in ms) of the first request of ``runs`` fresh processes."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    server = ctx.Process(target=truth_server, args=(child, rate), daemon=True)
+    server.start()
+    tag, port = parent.recv()
+    assert tag == "port"
+    errors, connects = [], []
+    try:
+        for _ in range(runs):
+            run = child_screen(port) if screen else child_bench(port)
+            if not run["ok"]:
+                raise SystemExit(f"the request failed: {run['error']}")
+            server_ttft, _ = parent.recv()
+            errors.append((run["ttft_s"] - server_ttft) * 1000.0)
+            connects.append(run["connect_s"] * 1000.0)
+    finally:
+        parent.send("stop")
+        server.join(5)
+    return errors, connects
+
+
+def rows(runs: int, rates: list[float], screen: bool) -> list[tuple[str, str, str, bool]]:
+    """(measure, goal, measured, met) for every rate."""
+    out = []
+    where = "screen's first race" if screen else "bench, first request"
+    for rate in rates:
+        errors, connects = measure(rate, runs, screen)
+        e50, e99 = pct(errors, 50), pct(errors, 99)
+        c50, c99 = pct(connects, 50), pct(connects, 99)
+        out.append((f"TTFT error vs server, {where}, {rate:g} tok/s (p50 / p99)",
+                    f"< {TTFT_P50_MS:g} / < {TTFT_P99_MS:g} ms", f"{e50:.2f} / {e99:.2f} ms",
+                    abs(e50) < TTFT_P50_MS and abs(e99) < TTFT_P99_MS))
+        out.append((f"connect_s, {where}, {rate:g} tok/s (p50 / p99)", f"< {CONNECT_P50_MS:g} ms p50",
+                    f"{c50:.2f} / {c99:.2f} ms", c50 < CONNECT_P50_MS))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=15, help="fresh processes per rate")
+    parser.add_argument("--rates", default="750,50", help="the server's tok/s, comma-separated")
+    parser.add_argument("--screen", action="store_true", help="the screen's first race instead of tokrace bench")
+    args = parser.parse_args()
+    rates = [float(r) for r in args.rates.split(",")]
+    started = time.perf_counter()
+    ok = True
+    print(f"{'measure':64} {'goal':>18} {'measured':>18}")
+    for name, goal, got, met in rows(args.runs, rates, args.screen):
+        ok = ok and met
+        print(f"{name:64} {goal:>18} {got:>18}  {'met' if met else 'MISSED'}")
+    print(f"({args.runs} fresh processes per rate, {time.perf_counter() - started:.0f} s)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Memory benchmark: how big does tokrace get over a million tokens, and does it keep growing?
+
+One synthetic lane streams ``--tokens`` tokens, one token per event (the most events per token any provider
+sends), recorded to a temporary file as a user's race would be. ``bench``: ``run_session`` on virtual time (as
+``tokrace bench --fast-forward``), metrics computed at the end. ``screen``: the race screen drawing headless, its
+clock a playback clock running as fast as the lane can go (stamps exact, as in a replay). The process's resident
+set (``VmRSS``) is sampled every 100,000 tokens. Not a test: it prints figures.
+
+Goals (issue 12): RSS after 1 M tokens < 150 MB, growing < 10 MB per 1 M tokens after the warm-up (the first
+200,000 tokens).
+
+    python scripts/bench_memory.py [--tokens 1000000] [--mode bench|screen|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+RSS_GOAL_MB, GROWTH_GOAL_MB = 150.0, 10.0
+STEP = 100_000
+WARM_UP = 200_000
+
+
+def rss_mb() -> float:
+    """This process's resident set now, in MB (Linux ``/proc``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    raise SystemExit("no /proc/self/status: this script needs Linux")
+
+
+def tier(tokens: int) -> object:
+    from providers.base import TierSpec
+
+    return TierSpec(name="million", provider="synthetic", model="memory", max_tokens=tokens,
+                    options={"ttft_ms": 100, "tok_s": 12_000, "seed": 1})
+
+
+def run_bench(tokens: int, folder: Path) -> list[tuple[int, float]]:
+    from providers.base import TierSpec, TurnRequest
+    from providers.events import Delta, Event
+    from providers.recording import Recorder
+    from providers.session import run_session
+
+    spec = tier(tokens)
+    assert isinstance(spec, TierSpec)
+    samples: list[tuple[int, float]] = [(0, rss_mb())]
+    seen = [0]
+
+    def sample(_lane: int, event: Event) -> None:
+        if isinstance(event, Delta):
+            seen[0] += event.tokens or 1
+            if seen[0] % STEP == 0:
+                samples.append((seen[0], rss_mb()))
+
+    recorder = Recorder(folder / "bench.jsonl", "memory", [spec])
+    try:
+        result = asyncio.run(_session(run_session, [spec], TurnRequest("memory", tokens), [recorder, sample]))
+    finally:
+        recorder.close()
+    assert result, "the run failed"
+    samples.append((seen[0], rss_mb()))  # with the metrics computed
+    return samples
+
+
+async def _session(run: object, tiers: list[object], request: object, listeners: list[object]) -> bool:
+    result = await run(tiers, request, fast_forward=True, listeners=listeners)  # type: ignore[operator]
+    return bool(result.all_ok)
+
+
+def run_screen(tokens: int, folder: Path) -> list[tuple[int, float]]:
+    from providers.base import TierSpec, TurnRequest
+    from providers.clock import RealClock
+    from providers.playback import PlaybackClock
+    from tui.app import build_app
+    from tui.record import RecordPlan
+
+    spec = tier(tokens)
+    assert isinstance(spec, TierSpec)
+    samples: list[tuple[int, float]] = [(0, rss_mb())]
+
+    async def main() -> None:
+        app = build_app([spec], TurnRequest("memory", tokens), record=RecordPlan(folder / "screen.jsonl"),
+                        clock_factory=lambda: PlaybackClock(RealClock(), speed=1000.0))
+        async with app.run_test(headless=True, size=(160, 45)):
+            runner = app.runner
+            await runner.wait_started()
+            lane = runner.live.lanes[0]
+            mark = STEP
+            while not lane.finished:
+                await asyncio.sleep(0.05)
+                if lane.tokens >= mark:
+                    samples.append((lane.tokens, rss_mb()))
+                    mark += STEP
+            await runner.wait_finished()
+            await asyncio.sleep(0.5)  # the final answer drawn
+            samples.append((lane.tokens, rss_mb()))
+
+    asyncio.run(main())
+    return samples
+
+
+def _child(mode: str, tokens: int, out: multiprocessing.connection.Connection) -> None:
+    with tempfile.TemporaryDirectory(prefix="tokrace-memory-") as folder:
+        samples = (run_bench if mode == "bench" else run_screen)(tokens, Path(folder))
+    out.send(samples)
+
+
+def measure(mode: str, tokens: int) -> list[tuple[int, float]]:
+    """Each mode in a fresh process, so that one's heap does not flatter or burden the other."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_child, args=(mode, tokens, child))
+    proc.start()
+    samples: list[tuple[int, float]] = parent.recv()
+    proc.join()
+    return samples
+
+
+def rows(modes: list[str], tokens: int) -> list[tuple[str, str, str, bool]]:
+    out = []
+    for mode in modes:
+        samples = measure(mode, tokens)
+        print(f"{mode}: " + ", ".join(f"{n // 1000}k {mb:.0f} MB" for n, mb in samples), flush=True)
+        end_tokens, end_mb = samples[-1]
+        peak = max(mb for _, mb in samples)
+        warm = next(((n, mb) for n, mb in samples if n >= WARM_UP), samples[0])
+        streamed = [s for s in samples[:-1] if s[0] >= warm[0]]
+        last_n, last_mb = streamed[-1] if streamed else (end_tokens, end_mb)
+        growth = (last_mb - warm[1]) / max(last_n - warm[0], 1) * 1_000_000
+        out.append((f"{mode}: RSS after {end_tokens / 1e6:.1f} M tokens (peak)", f"< {RSS_GOAL_MB:g} MB",
+                    f"{end_mb:.0f} ({peak:.0f}) MB", peak < RSS_GOAL_MB))
+        out.append((f"{mode}: growth after {WARM_UP // 1000}k tokens, per 1 M tokens", f"< {GROWTH_GOAL_MB:g} MB",
+                    f"{growth:.1f} MB", growth < GROWTH_GOAL_MB))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=1_000_000)
+    parser.add_argument("--mode", choices=("bench", "screen", "both"), default="both")
+    args = parser.parse_args()
+    modes = ["bench", "screen"] if args.mode == "both" else [args.mode]
+    ok = True
+    results = rows(modes, args.tokens)
+    print(f"{'measure':52} {'goal':>10} {'measured':>16}   (1 token per event, recorded)")
+    for name, goal, got, met in results:
+        ok = ok and met
+        print(f"{name:52} {goal:>10} {got:>16}  {'met' if met else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""The request's trip out: from tokrace's "on the wire" to the ground-truth server's "arrived", on tokrace's
+socket-time transport against httpx's own, the same 4 lanes and server as ``bench_fidelity.py`` (no screen).
+
+Goal (issue 12): the stamped transport's p99 no worse than httpx's. Not a test: it prints figures.
+
+    python scripts/bench_trip_out.py [--runs 20] [--ui none|app]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_fidelity
+
+
+def trip_out(transport: str, runs: int, ui: str) -> list[float]:
+    """Every lane's trip-out times (ms) over ``runs`` races on ``transport``."""
+    args = argparse.Namespace(runs=runs, ui=ui, transport=transport, load_ms=10.0, load_hz=40.0)
+    errors = bench_fidelity.measure(args)
+    return [x for lane in errors.values() for x in lane["out_ms"]]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--ui", choices=("none", "app"), default="none")
+    args = parser.parse_args()
+    from providers.metrics import percentile
+
+    figures = {t: trip_out(t, args.runs, args.ui) for t in ("stamped", "httpx")}
+    p50 = {t: percentile(v, 50) for t, v in figures.items()}
+    p99 = {t: percentile(v, 99) for t, v in figures.items()}
+    for t in figures:
+        print(f"{t:8} trip out: p50 {p50[t]:.3f} ms, p99 {p99[t]:.3f} ms, max {max(figures[t]):.3f} ms "
+              f"({len(figures[t])} requests)")
+    met = p99["stamped"] <= p99["httpx"]
+    print(f"{'request trip out p99, stamped vs httpx':52} {'<= httpx':>10} "
+          f"{p99['stamped']:.2f} vs {p99['httpx']:.2f} ms  {'met' if met else 'MISSED'}")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
