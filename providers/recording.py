@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from .base import TierSpec, TokraceError
+from .eventlog import EventLog
 from .events import MAX_SECONDS, Delta, Event, EventFormatError, event_from_dict, event_to_dict, finite_json
 from .masking import MASK as MASK  # the recorder's masking is :mod:`.masking`'s, re-exported for its users
 from .masking import MIN_HEADER_SECRET_LEN, MIN_SECRET_LEN, base64_forms, url_secrets
@@ -173,7 +174,8 @@ class Recording:
 
     path: Path
     header: dict[str, Any]
-    events: dict[tuple[int, int], list[Event]] = field(default_factory=dict)
+    events: dict[tuple[int, int], EventLog] = field(default_factory=dict)
+    """Each lane's events in compact columns: a replay of a long recording holds ~12 bytes plus the text per delta."""
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -189,8 +191,8 @@ class Recording:
     def runs(self) -> int:
         return 1 + max((run for run, _ in self.events), default=0)
 
-    def lane_events(self, lane: int, run: int = 0) -> list[Event]:
-        return self.events.get((run, lane), [])
+    def lane_events(self, lane: int, run: int = 0) -> Sequence[Event]:
+        return self.events.get((run, lane), EventLog())
 
     def lane_index(self, lane: int | str) -> int:
         """A lane by index or by its tier's name."""
@@ -328,7 +330,7 @@ def read_recording(path: Path) -> Recording:
                 cut_off = not raw.endswith(b"\n") or isinstance(exc, json.JSONDecodeError | UnicodeDecodeError)
                 continue
             next_run = max(next_run, run + 1)
-            rec.events.setdefault((run, lane), []).append(event)
+            rec.events.setdefault((run, lane), EventLog()).append(event)
     if rec is None:
         _check_header(path, b"")
     assert rec is not None

@@ -9,7 +9,7 @@ steps) goes to the step before it, as the loop metrics count it, so the figures 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -42,7 +42,7 @@ def read(path: Path) -> Iterator[Trace]:
         yield trace
 
 
-def lane_trace(events: list[Event], file: str = "", model: str = "", session: str = "") -> Trace:
+def lane_trace(events: Sequence[Event], file: str = "", model: str = "", session: str = "") -> Trace:
     """One recorded lane's events as a trace."""
     chains = Chains()
     start = events[0].t if events else 0.0
