@@ -25,6 +25,8 @@ from providers.traces.model import Trace
 from providers.traces.read import FORMATS, Found, files, read_file
 from providers.traces.summary import SetSummary
 
+from .tables import console as table_console
+from .tables import print_table
 from .traces_common import PROGRESS_FROM, file_json, price_arg
 
 MAX_LANES: Final[int] = 6
@@ -93,7 +95,7 @@ def traces_table(rows: list[tuple[Trace, TraceAnalysis]], width: int = 120) -> T
     """A row per trace: its wall time and each kind's share of it (seconds are in the JSON and the detail)."""
     table = Table(title="traces: where the time went (share of the wall time)", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column("trace", overflow="ellipsis", no_wrap=True, max_width=max(8, min(32, width - 73)))
+    table.add_column("trace", no_wrap=True)  # a file name is never cut: print_table stacks rows that cannot fit
     for col in ("format", "wall", "model", "tool", "human", "retry", "wait", "calls", "tools"):
         width = {"format": 11, "wall": 5}.get(col, 5)
         table.add_column(col, justify="left" if col == "format" else "right", no_wrap=True, min_width=width)
@@ -173,7 +175,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
     check_targets(markdown, csv_target, target)
     piped = "-" in (target, markdown, csv_target)
     paths = list(files(args.paths))
-    out = Console(file=sys.stderr if piped else sys.stdout, highlight=False)
+    out = table_console(file=sys.stderr if piped else sys.stdout)
     err = Console(file=sys.stderr, highlight=False)
     summary = SetSummary()
     traces_out: list[dict[str, Any]] = []
@@ -222,7 +224,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
         tables.append(summary_table(summary, args.idle_cap))
     if not piped:  # the tables, unless stdout carries the JSON, the Markdown or the CSV
         for table in tables:
-            out.print(table)
+            print_table(out, table)
     if rows:
         write_traces_exports(markdown, csv_target, tables, traces_out)
     for trace, _ in rows:

@@ -158,32 +158,33 @@ def _write(target: str, text: str) -> None:
 
 def print_comparison(cmp: Comparison) -> None:
     """The comparison on the terminal: the verdict, the checklist table, the per-trace table, the notes."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from providers.traces.report import footnotes, table, trace_table
 
-    console = Console(highlight=False)
-    console.print(f"[bold]{escape(cmp.verdict)}[/]")
+    from .tables import console as table_console
+    from .tables import print_table
+
+    console = table_console()
+    console.print(f"[bold]{escape(cmp.verdict)}[/]", highlight=False)
     header, rows = table(cmp)
     checklist = Table(title_justify="left")
     for i, name in enumerate(header):
-        checklist.add_column(escape(name), justify="left" if i == 0 else "right")
+        checklist.add_column(escape(name), justify="left" if i == 0 else "right", no_wrap=True)
     for row in rows:
         checklist.add_row(*(escape(c) for c in row))
-    console.print(checklist)
+    print_table(console, checklist)
     if len(cmp.rows) > 1:
         header, rows = trace_table(cmp)
         per = Table(title="per trace", title_justify="left")
         for i, name in enumerate(header):
-            per.add_column(escape(name), justify="left" if i < 2 else "right",
-                           overflow="fold" if i == 0 else "ellipsis")
+            per.add_column(escape(name), justify="left" if i < 2 else "right", no_wrap=True)
         for row in rows:
             per.add_row(*(escape(c) for c in row))
-        console.print(per)
+        print_table(console, per)
     for note in footnotes(cmp):
-        console.print(f"[dim]{escape(note)}[/]")
+        console.print(f"[dim]{escape(note)}[/]", highlight=False)
 
 
 def write_comparison(cmp: Comparison, args: argparse.Namespace,

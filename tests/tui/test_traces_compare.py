@@ -174,3 +174,16 @@ def test_the_first_configured_tier_with_the_model_prices_the_original(tmp_path: 
     original, pri = cmp.columns
     assert original.total_cost_usd is not None and pri.total_cost_usd is not None
     assert pri.total_cost_usd == pytest.approx(2 * original.total_cost_usd)
+
+
+@pytest.mark.parametrize("on", [[], ["--on", "Sol standard,Sol ultrafast"]])
+def test_piped_trace_tables_keep_file_names_and_figures_whole(on: list[str], tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # Reported: piped, the tables were cut to 80 columns ("add-endpoint.j / son").
+    examples = Path(__file__).resolve().parent.parent.parent / "examples" / "traces"
+    long_name = tmp_path / "a-rather-long-trace-file-name-for-the-table.json"
+    long_name.write_bytes((examples / "add-endpoint.json").read_bytes())
+    assert main(["traces", str(long_name), str(examples / "fix-flaky-test.json"), *on]) == 0
+    out = capsys.readouterr().out
+    assert "a-rather-long-trace-file-name-for-the-table.json" in out
+    assert "fix-flaky-test.json" in out
