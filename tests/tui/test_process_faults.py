@@ -82,6 +82,13 @@ asyncio.run(main())
     assert told.count("Recording stopped") == 1 and "File too large" in told and finished == "True"
 
 
+
+def default_sigint() -> None:
+    """In the child, before it starts: SIGINT back to its default. An ignored SIGINT is inherited across exec, and
+    a test worker may have been left ignoring it (Python then never installs its own handler, and the child would
+    sleep through the SIGINT the test sends)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 class Screen:
     """tokrace running in a pseudo-terminal of 100x30, its output collected."""
 
@@ -90,7 +97,8 @@ class Screen:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
         self.master = master
         self.proc = subprocess.Popen([sys.executable, "-m", "tui.cli", *args], stdin=slave, stdout=slave,
-                                     stderr=slave, env=env(tmp_path), cwd=ROOT, start_new_session=True)
+                                     stderr=slave, env=env(tmp_path), cwd=ROOT, start_new_session=True,
+                                     preexec_fn=default_sigint)
         os.close(slave)
         self.output = b""
 
@@ -150,7 +158,8 @@ def test_a_signal_in_bench_stops_the_lanes_writes_them_and_exits_like_the_screen
         tmp_path: Path, sig: signal.Signals, code: int, said: str) -> None:
     record = tmp_path / "bench.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "bench", "--record", str(record), "--max-tokens",
-                             "4000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(tmp_path), cwd=ROOT)
+                             "4000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(tmp_path), cwd=ROOT,
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (not record.exists() or record.stat().st_size < 4000):
         time.sleep(0.05)
