@@ -349,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .calibrate_cmd import add_calibrate_parser
 
     add_calibrate_parser(sub, _positive_int)
-    add_web_parser(sub)
+    add_web_parser(sub, _positive_int)
     return parser
 
 

@@ -39,7 +39,7 @@ class WebError(TokraceError):
     """``tokrace web`` cannot serve: a bad address, a port in use, a bad public URL."""
 
 
-def add_web_parser(sub: Any) -> None:
+def add_web_parser(sub: Any, positive_int: Callable[[str], int]) -> None:
     """The ``web`` subcommand: its own options; every other argument is the tabs' ``tokrace`` arguments."""
     web = sub.add_parser(
         "web", help="serve the race screen to browsers: each tab runs its own tokrace",
@@ -57,7 +57,7 @@ def add_web_parser(sub: Any) -> None:
                           "others, with no authentication)")
     web.add_argument("--port", type=_port, default=DEFAULT_PORT,
                      help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
-    web.add_argument("--max-tabs", type=_tabs, default=DEFAULT_MAX_TABS, metavar="N",
+    web.add_argument("--max-tabs", type=positive_int, default=DEFAULT_MAX_TABS, metavar="N",
                      help=f"tabs open at once, each its own tokrace process (default {DEFAULT_MAX_TABS}); one more "
                           "is turned away until another closes")
     web.add_argument("--public-url", metavar="URL", type=_public_url,
@@ -72,16 +72,6 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
-    return value
-
-
-def _tabs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
     return value
 
 
