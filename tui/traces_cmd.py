@@ -27,7 +27,7 @@ from providers.traces.summary import SetSummary
 
 from .tables import console as table_console
 from .tables import print_table
-from .traces_common import PROGRESS_FROM, file_json, price_arg
+from .traces_common import file_json, price_arg, read_each
 
 MAX_LANES: Final[int] = 6
 """The screen shows up to six lanes: a file with more traces plays its first six."""
@@ -183,33 +183,17 @@ def cmd_traces(args: argparse.Namespace) -> int:
     rows: list[tuple[Trace, TraceAnalysis]] = []
     approvals: list[bool] = []
     problems: list[Found] = []
-    progress = None
-    task = None
-    if len(paths) >= PROGRESS_FROM and err.is_terminal:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        progress = Progress(TextColumn("reading traces"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                            console=err, transient=True)
-        task = progress.add_task("read", total=len(paths))
-        progress.start()
-    try:
-        for path in paths:
-            found = read_file(path, args.trace_format)
-            files_out.append(file_json(found))
-            if found.problem is not None:
-                problems.append(found)
-            for trace in found.traces:
-                a = analyse(trace, args.idle_cap, args.original_price)
-                summary.add(a)
-                traces_out.append(trace_json(trace, a))
-                approvals.append(any(s.includes_approval for s in trace.steps if s.kind == "tool"))
-                trace.steps = []  # the figures are kept, the steps let go: a folder never sits in memory
-                rows.append((trace, a))
-            if progress is not None and task is not None:
-                progress.advance(task)
-    finally:
-        if progress is not None:
-            progress.stop()
+    for found in read_each(paths, args.trace_format, err, "reading traces"):
+        files_out.append(file_json(found))
+        if found.problem is not None:
+            problems.append(found)
+        for trace in found.traces:
+            a = analyse(trace, args.idle_cap, args.original_price)
+            summary.add(a)
+            traces_out.append(trace_json(trace, a))
+            approvals.append(any(s.includes_approval for s in trace.steps if s.kind == "tool"))
+            trace.steps = []  # the figures are kept, the steps let go: a folder never sits in memory
+            rows.append((trace, a))
     if target is not None:
         from providers import __version__
 

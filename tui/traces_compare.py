@@ -99,9 +99,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from providers.config import load_config
-    from providers.traces.read import Found, files, read_file
+    from providers.traces.read import Found, files
 
-    from .traces_common import PROGRESS_FROM, file_json
+    from .traces_common import file_json, read_each
 
     check_compare_args(args)
     comparer = comparer_for(args, load_config(getattr(args, "config", None)), args.idle_cap)
@@ -110,30 +110,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     problems: list[Found] = []
     skipped: list[tuple[str, int]] = []
     files_out: list[dict[str, object]] = []
-    progress = None
-    if len(paths) >= PROGRESS_FROM and err.is_terminal:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        progress = Progress(TextColumn("re-timing traces"), BarColumn(), MofNCompleteColumn(),
-                            TimeRemainingColumn(), console=err, transient=True)
-        task = progress.add_task("re-time", total=len(paths))
-        progress.start()
-    try:
-        for path in paths:
-            found = read_file(path, args.trace_format)
-            files_out.append(file_json(found))
-            if found.problem is not None:
-                problems.append(found)
-            for trace in found.traces:
-                comparer.add(trace)
-                if trace.skipped:
-                    skipped.append((trace.file, trace.skipped))
-                trace.steps = []  # the figures are kept, the steps let go
-            if progress is not None:
-                progress.advance(task)
-    finally:
-        if progress is not None:
-            progress.stop()
+    for found in read_each(paths, args.trace_format, err, "re-timing traces"):
+        files_out.append(file_json(found))
+        if found.problem is not None:
+            problems.append(found)
+        for trace in found.traces:
+            comparer.add(trace)
+            if trace.skipped:
+                skipped.append((trace.file, trace.skipped))
+            trace.steps = []  # the figures are kept, the steps let go
     for file, count in skipped:
         err.print(f"{escape(file)}: skipped {count} unreadable line(s) or span(s)")
     for found in problems:
