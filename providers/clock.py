@@ -13,7 +13,7 @@ import itertools
 import threading
 import time
 from collections.abc import Awaitable
-from typing import Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -146,6 +146,10 @@ SETTLE_PASSES: Final[int] = 8
 SETTLE_MAX_PASSES: Final[int] = 1000
 """A task that keeps yielding without ever sleeping on the virtual clock cannot hold time still for longer."""
 
+HANDOFF_STREAK: Final[int] = 256
+"""While driven, a sleeper that is itself the next to wake goes on without yielding to the loop this many times
+in a row at most (then it yields once), so signals, I/O and other tasks still get their turn."""
+
 
 class Sleepers:
     """Futures waiting for moments on a clock, earliest first: the timer queue of the virtual clocks."""
@@ -167,12 +171,16 @@ class Sleepers:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
 
-    def wake_until(self, t: float) -> None:
-        """Wake every sleeper due at or before ``t``."""
-        while self._heap and self._heap[0][0] <= t:
-            _, _, fut = heapq.heappop(self._heap)
+    def wake_until(self, t: float) -> int:
+        """Wake every sleeper due at or before ``t``, earliest (then first come) first; returns how many woke."""
+        heap = self._heap
+        woken = 0
+        while heap and heap[0][0] <= t:
+            fut = heapq.heappop(heap)[2]
             if not fut.done():
                 fut.set_result(None)
+                woken += 1
+        return woken
 
 
 class VirtualClock:
@@ -184,6 +192,12 @@ class VirtualClock:
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
         self._sleepers = Sleepers()
+        self._ready: Any = None
+        """While :meth:`drive` runs: the event loop's queue of callbacks ready to run (``None`` otherwise)."""
+        self._poll: asyncio.Handle | None = None
+        """While :meth:`drive` runs: its check, waiting in that queue, for the moment nothing else can run."""
+        self._busy = 0
+        self._streak = 0
 
     def now(self) -> float:
         return self._now
@@ -192,7 +206,22 @@ class VirtualClock:
         if t <= self._now:
             await asyncio.sleep(0)
             return self._now
-        await self._sleepers.add(t)
+        fut = self._sleepers.add(t)
+        ready = self._ready
+        if ready is not None and len(ready) == 1 and ready[0] is self._poll:
+            # Driven, and nothing but drive's check is ready to run: that check would find nothing else to run
+            # and move time to the earliest sleeper. Do it now, and skip the loop pass when that sleeper is this
+            # one alone (a sleeper woken with it at the same moment came first, so it runs first).
+            if self._streak < HANDOFF_STREAK:
+                woken = self._wake_next()
+                if fut.done():
+                    if woken == 1:
+                        self._streak += 1
+                        return t
+                    await asyncio.sleep(0)
+                    return t
+            self._streak = 0
+        await fut
         return t
 
     @property
@@ -200,10 +229,19 @@ class VirtualClock:
         """The earliest pending wake-up, if any."""
         return self._sleepers.next_deadline
 
+    def _wake_next(self) -> int:
+        """Move time to the earliest pending wake-up (if later) and wake every sleeper due then."""
+        deadline = self._sleepers.next_deadline
+        if deadline is None:
+            return 0
+        if deadline > self._now:
+            self._now = deadline
+        self._busy = 0
+        return self._sleepers.wake_until(self._now)
+
     async def _settle(self, least: int = SETTLE_PASSES) -> None:
         """Let ``least`` loop passes go by, then more until every task that can run now has run (each woken lane
-        has stamped its event and gone back to sleep on this clock): the event loop's ready queue is empty.
-        ``drive`` asks for one pass: one per event when lanes take turns."""
+        has stamped its event and gone back to sleep on this clock): the event loop's ready queue is empty."""
         ready = getattr(asyncio.get_running_loop(), "_ready", None)
         passes = 0
         while passes < least or (ready and passes < SETTLE_MAX_PASSES):
@@ -224,21 +262,48 @@ class VirtualClock:
         await self.advance_to(self._now + dt)
 
     async def drive(self, awaitable: Awaitable[T]) -> T:
-        """Run ``awaitable`` to completion on virtual time: whenever nothing else can run, jump to the next deadline."""
+        """Run ``awaitable`` to completion on virtual time: whenever nothing else can run, jump to the next deadline.
+
+        A check waits at the end of the event loop's ready queue, pass after pass: when it is the only thing
+        there (every task that could run has run), it wakes the earliest sleeper. A sleeper that finds only that
+        check ready does the same at once (see :meth:`sleep_until`), which saves a loop pass per event and gives
+        the same order. When nothing sleeps on this clock, the task waits on something real (a file, a thread):
+        the check looks again a millisecond later."""
+        if self._ready is not None:
+            raise RuntimeError("this virtual clock is already driving a task")
+        loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(awaitable)
-        sleepers = self._sleepers
-        while not task.done():
-            await self._settle(1)
+        finished: asyncio.Future[None] = loop.create_future()
+        ready = getattr(loop, "_ready", None)
+
+        def check() -> None:
             if task.done():
-                break
-            deadline = sleepers.next_deadline
-            if deadline is None:
-                # Nothing sleeps on this clock: the task waits on something real (a file, a thread); let it.
-                await asyncio.wait({task}, timeout=0.001)
-                continue
-            if deadline > self._now:
-                self._now = deadline
-            sleepers.wake_until(self._now)
+                self._poll = None
+                return
+            if ready and self._busy < SETTLE_MAX_PASSES:
+                self._busy += 1  # something else can still run now: let it, time stands still
+            elif self._wake_next() == 0 and self._sleepers.next_deadline is None:
+                self._poll = loop.call_later(0.001, check)
+                return
+            self._poll = loop.call_soon(check)
+
+        def done(_: asyncio.Future[T]) -> None:
+            self._ready = None
+            if not finished.done():
+                finished.set_result(None)
+
+        task.add_done_callback(done)
+        self._busy = self._streak = 0
+        self._poll = loop.call_soon(check)
+        self._ready = ready if ready is not None else None
+        try:
+            await finished
+        finally:
+            task.remove_done_callback(done)
+            self._ready = None
+            if self._poll is not None:
+                self._poll.cancel()
+                self._poll = None
         return task.result()
 
 

@@ -126,12 +126,25 @@ def redact(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
+    # Plain loops rather than any(...) over generators: the recorder runs this on every line it writes.
     lowered = text.lower()
-    if any(word in lowered for word in _CREDENTIAL_WORDS) or any(ch in text for ch in _I_LOOKALIKES):
+    credential = False
+    for word in _CREDENTIAL_WORDS:
+        if word in lowered:
+            credential = True
+            break
+    else:
+        for ch in _I_LOOKALIKES:
+            if ch in text:
+                credential = True
+                break
+    if credential:
         for pattern in _CREDENTIALS:
             text = pattern.sub(rf"\g<1>\g<2>{MASK}", text)
-    if any(hint in text for hint in _KEY_PREFIX_HINTS):
-        text = _KEY_SHAPE.sub(MASK, text)
+    for hint in _KEY_PREFIX_HINTS:
+        if hint in text:
+            text = _KEY_SHAPE.sub(MASK, text)
+            break
     if "://" in text or "=" in text:
         text = mask_url(text)
     return text

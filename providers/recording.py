@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import json
 import math
 import os
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, BinaryIO, Final
 
 from .base import TierSpec, TokraceError
 from .eventlog import EventLog
@@ -101,7 +102,7 @@ class Recorder:
         """Why the recording stopped early (a write failed), or ``None``."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh: IO[str] | None = path.open("w", encoding="utf-8")
+            self._fh: BinaryIO | None = path.open("wb", buffering=0)  # unbuffered: each write is one syscall
         except OSError as exc:
             raise RecordingError(f"{path}: cannot write the recording ({exc.strerror or exc})") from None
         self.run = 0
@@ -115,18 +116,23 @@ class Recorder:
         self._put(redact(json.dumps(header, ensure_ascii=False, separators=(",", ":")), self._secrets))
 
     def _put(self, lines: str) -> None:
-        """Write whole lines (redacted, without the last newline) and hand them to the OS. A write that fails
-        (a full disk, a file-size limit) closes the file (what it holds stays readable), keeps the reason in
-        :attr:`problem` and raises :class:`RecordingError`; later events are dropped."""
+        """Write whole lines (redacted, without the last newline) and hand them to the OS at once: one ``write``
+        of their UTF-8 bytes, no buffer in between, so a crash loses at most the line being written. A write that
+        fails (a full disk, a file-size limit) closes the file (what it holds stays readable), keeps the reason
+        in :attr:`problem` and raises :class:`RecordingError`; later events are dropped."""
         if self._fh is None:
             return
+        data = (lines + "\n").encode("utf-8")
         try:
-            self._fh.write(lines + "\n")
-            self._fh.flush()
+            while data:
+                written = self._fh.write(data)
+                if not written:  # a regular file takes some bytes or fails; never spin on one that does neither
+                    raise OSError(errno.EIO, "the file took none of the bytes written to it")
+                data = data[written:]
         except OSError as exc:
             fh, self._fh = self._fh, None
             self._pending = []
-            with contextlib.suppress(OSError):  # closing retries the failed write; it fails the same way
+            with contextlib.suppress(OSError):
                 fh.close()
             self.problem = f"{self.path}: cannot write the recording ({exc.strerror or exc})"
             raise RecordingError(self.problem) from None
@@ -143,8 +149,10 @@ class Recorder:
             if self._fh is not None:
                 self._pending.append((lane, self.run, event))
         elif self._fh is not None:
-            with contextlib.suppress(RecordingError):
+            try:
                 self._put(redact(event_line(lane, self.run, event), self._secrets))
+            except RecordingError:  # kept in self.problem (no context manager per event: it is a hot path)
+                return
 
     def flush(self) -> None:
         """Write the events kept since the last flush as whole lines in one write (see :meth:`_put`)."""

@@ -142,13 +142,20 @@ def schedule(profile: Profile, max_tokens: int, turn: int = 0,
 
     Times are computed from token counts, not summed gap by gap, so a profile without jitter lands exactly on
     ``ttft + n / tok_s`` (jitter is a separate, seeded drift)."""
+    return itertools.starmap(Step, _plan(profile, max_tokens, turn, tool_args))
+
+
+PlannedStep = tuple[float, str, str, int, "int | None"]
+"""A :class:`Step` as a plain tuple (t, text, channel, tokens, call): what the provider's own loop reads."""
+
+
+def _plan(profile: Profile, max_tokens: int, turn: int, tool_args: Sequence[str]) -> Iterator[PlannedStep]:
+    """:func:`schedule`'s steps as tuples, made as cheaply as they can be (a stream reads one per event)."""
     rng = random.Random(f"{profile.seed}:{turn}")
-
-    def wobble(x: float) -> float:
-        return x * profile.jitter * rng.uniform(-1.0, 1.0) if profile.jitter else 0.0
-
+    jitter = profile.jitter
+    uniform = rng.uniform
     base = profile.ttft_ms / 1000.0
-    drift = wobble(base)
+    drift = base * jitter * uniform(-1.0, 1.0) if jitter else 0.0
     k = profile.tokens_per_event
     thinking = min(profile.thinking_tokens, max_tokens)
     answer: Iterable[str] = (_cycle(PASSAGE, max_tokens - thinking) if profile.text is None
@@ -164,13 +171,27 @@ def schedule(profile: Profile, max_tokens: int, turn: int = 0,
     for channel, toks, rate, call in phases:
         counted = 0
         t = base
-        for chunk in _batched(toks, k):
-            if not first:
-                counted += len(chunk)
-                drift += wobble(len(chunk) / rate)
-            first = False
-            t = base + counted / rate
-            yield Step(t + drift, "".join(chunk), channel, len(chunk), call)
+        if k == 1:  # one piece per event: no batching, no joining (the same figures as below)
+            for piece in toks:
+                if first:
+                    first = False
+                else:
+                    counted += 1
+                    if jitter:
+                        drift += 1 / rate * jitter * uniform(-1.0, 1.0)
+                t = base + counted / rate
+                yield (t + drift, piece, channel, 1, call)
+        else:
+            for chunk in _batched(toks, k):
+                n = len(chunk)
+                if first:
+                    first = False
+                else:
+                    counted += n
+                    if jitter:
+                        drift += n / rate * jitter * uniform(-1.0, 1.0)
+                t = base + counted / rate
+                yield (t + drift, "".join(chunk), channel, n, call)
         base = t
 
 
@@ -194,11 +215,11 @@ class SyntheticProvider(Provider):
         yield Request(t=start, turn=request.turn, model=self.tier.model or "synthetic", endpoint="synthetic")
         calls = request.scripted_tool_calls
         args = [str(c["arguments"]) for c in calls]
-        steps = schedule(profile, request.max_tokens, request.turn, args)
+        steps = _plan(profile, request.max_tokens, request.turn, args)
         step = next(steps, None)
         ttfb = profile.ttfb_ms / 1000.0 if profile.ttfb_ms is not None else min(0.02, profile.ttft_ms / 1000.0)
         if step is not None:
-            ttfb = min(ttfb, step.t)
+            ttfb = min(ttfb, step[0])
         # Each event is stamped with the moment the profile produces it, not with when a busy loop got round to
         # waking this lane: the profile is this server's clock, as the socket is an HTTP server's, so a lane drawn
         # on the screen and the same lane in bench give the same figures (a late wake-up delays only the drawing).
@@ -208,24 +229,27 @@ class SyntheticProvider(Provider):
         produced = reasoning = answer = 0
         last = start + ttfb
         called = 0
-        while step is not None:
+        fail_after = profile.fail_after_tokens
+        sleep_until = clock.sleep_until
+        while step is not None:  # once per event: kept lean
+            t, text, channel, tokens, call_no = step
             following = next(steps, None)
-            last = start + step.t
-            await clock.sleep_until(last)
-            yield Delta(t=last, text=step.text, channel=step.channel, tokens=step.tokens)  # type: ignore[arg-type]
-            produced += step.tokens
-            if step.channel == "reasoning":
-                reasoning += step.tokens
+            last = start + t
+            await sleep_until(last)
+            yield Delta(last, text, channel, tokens)  # type: ignore[arg-type]
+            produced += tokens
+            if channel == "reasoning":
+                reasoning += tokens
             else:
-                answer += step.tokens
-            if profile.fail_after_tokens is not None and answer >= profile.fail_after_tokens:
+                answer += tokens
+            if fail_after is not None and answer >= fail_after:
                 yield Error(t=last, error="synthetic", message="synthetic failure after "
                             f"{answer} tokens (fail_after_tokens in this tier's profile)")
                 return
-            ends_call = step.call is not None and (following is None or following.call != step.call)
-            while ends_call and step.call is not None and called <= step.call:
-                yield _tool_call(calls[called], last)  # a call's event comes as its last argument piece lands
-                called += 1
+            if call_no is not None and (following is None or following[4] != call_no):
+                while called <= call_no:
+                    yield _tool_call(calls[called], last)  # a call's event comes as its last argument piece lands
+                    called += 1
             step = following
         for call in calls[called:]:
             yield _tool_call(call, last)
