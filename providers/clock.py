@@ -150,6 +150,9 @@ HANDOFF_STREAK: Final[int] = 256
 """While driven, a sleeper that is itself the next to wake goes on without yielding to the loop this many times
 in a row at most (then it yields once), so signals, I/O and other tasks still get their turn."""
 
+CHECK_WHILE_FLOWING_S: Final[float] = 0.001
+"""While driven and sleepers hand time on to each other, how often (real time) drive looks for a stall itself."""
+
 
 class Sleepers:
     """Futures waiting for moments on a clock, earliest first: the timer queue of the virtual clocks."""
@@ -192,12 +195,16 @@ class VirtualClock:
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
         self._sleepers = Sleepers()
+        # While drive runs (see there): the task, its loop, the loop's queue of callbacks ready to run (``None``
+        # otherwise), and drive's look for a stall: waiting in that queue, or on a timer.
+        self._task: asyncio.Future[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: Any = None
-        """While :meth:`drive` runs: the event loop's queue of callbacks ready to run (``None`` otherwise)."""
-        self._poll: asyncio.Handle | None = None
-        """While :meth:`drive` runs: its check, waiting in that queue, for the moment nothing else can run."""
+        self._check: asyncio.Handle | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._busy = 0
         self._streak = 0
+        self._handoffs = 0
 
     def now(self) -> float:
         return self._now
@@ -208,19 +215,27 @@ class VirtualClock:
             return self._now
         fut = self._sleepers.add(t)
         ready = self._ready
-        if ready is not None and len(ready) == 1 and ready[0] is self._poll:
-            # Driven, and nothing but drive's check is ready to run: that check would find nothing else to run
-            # and move time to the earliest sleeper. Do it now, and skip the loop pass when that sleeper is this
-            # one alone (a sleeper woken with it at the same moment came first, so it runs first).
-            if self._streak < HANDOFF_STREAK:
+        if ready is not None:
+            if not ready or (len(ready) == 1 and ready[0] is self._check):
+                # Driven, and nothing else can run: drive would now move time to the earliest sleeper; do it
+                # here, a loop pass sooner, in the same order. When this sleeper is the one woken, it goes on at
+                # once (yielding once in HANDOFF_STREAK times); one woken with it at the same moment came first.
+                self._handoffs += 1
                 woken = self._wake_next()
                 if fut.done():
-                    if woken == 1:
+                    if woken > 1 or self._streak >= HANDOFF_STREAK:
+                        self._streak = 0
+                        await asyncio.sleep(0)
+                    else:
                         self._streak += 1
-                        return t
-                    await asyncio.sleep(0)
                     return t
-            self._streak = 0
+            else:
+                # Others run first; drive's check follows them (and whatever they start), pass after pass, to move
+                # time once they have all gone quiet.
+                self._handoffs = 0
+                if self._check is None and self._loop is not None:
+                    self._check = self._loop.call_soon(self._look)
+        self._streak = 0
         await fut
         return t
 
@@ -264,28 +279,19 @@ class VirtualClock:
     async def drive(self, awaitable: Awaitable[T]) -> T:
         """Run ``awaitable`` to completion on virtual time: whenever nothing else can run, jump to the next deadline.
 
-        A check waits at the end of the event loop's ready queue, pass after pass: when it is the only thing
-        there (every task that could run has run), it wakes the earliest sleeper. A sleeper that finds only that
-        check ready does the same at once (see :meth:`sleep_until`), which saves a loop pass per event and gives
-        the same order. When nothing sleeps on this clock, the task waits on something real (a file, a thread):
-        the check looks again a millisecond later."""
-        if self._ready is not None:
+        Time moves when nothing else can run (the event loop's ready queue is empty), to the earliest sleeper.
+        Most often the sleeper that finds the queue empty as it goes to sleep moves it (see :meth:`sleep_until`:
+        no loop pass of its own); else drive's check does, which waits at the end of the queue, pass after pass,
+        while time stalls (a task ends, or waits on something else). A sleeper that goes to sleep behind others
+        puts the check behind them. While sleepers hand time on to each other, the check looks only every
+        CHECK_WHILE_FLOWING_S. When nothing sleeps on this clock, the task waits on something real (a file, a
+        thread): the check looks again a millisecond later. A task that keeps the queue busy without sleeping
+        holds time still for SETTLE_MAX_PASSES passes at most."""
+        if self._task is not None:
             raise RuntimeError("this virtual clock is already driving a task")
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(awaitable)
         finished: asyncio.Future[None] = loop.create_future()
-        ready = getattr(loop, "_ready", None)
-
-        def check() -> None:
-            if task.done():
-                self._poll = None
-                return
-            if ready and self._busy < SETTLE_MAX_PASSES:
-                self._busy += 1  # something else can still run now: let it, time stands still
-            elif self._wake_next() == 0 and self._sleepers.next_deadline is None:
-                self._poll = loop.call_later(0.001, check)
-                return
-            self._poll = loop.call_soon(check)
 
         def done(_: asyncio.Future[T]) -> None:
             self._ready = None
@@ -293,18 +299,42 @@ class VirtualClock:
                 finished.set_result(None)
 
         task.add_done_callback(done)
-        self._busy = self._streak = 0
-        self._poll = loop.call_soon(check)
-        self._ready = ready if ready is not None else None
+        self._task, self._loop, self._ready = task, loop, getattr(loop, "_ready", None)
+        self._busy = self._streak = self._handoffs = 0
+        self._check = loop.call_soon(self._look)
         try:
             await finished
         finally:
             task.remove_done_callback(done)
-            self._ready = None
-            if self._poll is not None:
-                self._poll.cancel()
-                self._poll = None
+            for handle in (self._check, self._timer):
+                if handle is not None:
+                    handle.cancel()
+            self._task = self._loop = self._ready = self._check = self._timer = None
         return task.result()
+
+    def _look(self) -> None:
+        """Drive's check: move time when nothing else can run, else look again (see :meth:`drive`)."""
+        loop, task = self._loop, self._task
+        for handle in (self._check, self._timer):  # at most one look is ever pending
+            if handle is not None:
+                handle.cancel()
+        self._check = self._timer = None
+        if loop is None or task is None or task.done():
+            return
+        if self._ready:  # something else can run now: let it, time stands still
+            if self._handoffs:  # ...and since the last look, sleepers hand time on: look again a little later
+                self._handoffs = 0
+                self._timer = loop.call_later(CHECK_WHILE_FLOWING_S, self._look)
+                return
+            self._busy += 1
+            if self._busy < SETTLE_MAX_PASSES:
+                self._check = loop.call_soon(self._look)
+                return
+        if self._sleepers.next_deadline is None:
+            self._timer = loop.call_later(0.001, self._look)
+            return
+        self._wake_next()
+        self._check = loop.call_soon(self._look)
 
 
 class LaneClock:
