@@ -10,9 +10,10 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import math
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -37,6 +38,10 @@ MAX_LEAD_S: Final[float] = 0.001
 
 CATCH_UP_SLICE_S: Final[float] = 0.001
 """A lane behind its schedule stamps its due events without yielding for up to this long at a time."""
+
+COARSE_WAKE_S: Final[float] = 0.004
+"""The grid on which lanes that stamp their own planned times wake on the real clock (see
+:meth:`RealClock.sleep_until_coarse`): 250 wake-ups a second at most, whatever their rate."""
 
 LONG_WAIT_S: Final[float] = 0.02
 """A wait longer than this wakes ``MAX_LEAD_S`` early, whatever the recent latency."""
@@ -118,14 +123,7 @@ class RealClock:
     async def sleep_until(self, t: float) -> float:
         now = time.perf_counter()
         if t <= now:
-            # Already due: stamp now. A lane that has fallen behind catches up in slices of CATCH_UP_SLICE_S,
-            # then lets the other lanes (and the screen) run: one loop pass per event would cap a fast lane at
-            # the loop's pace (a pass costs tens of microseconds with a screen drawing).
-            if now - self._yielded < CATCH_UP_SLICE_S:
-                return now
-            await asyncio.sleep(0)
-            self._yielded = time.perf_counter()
-            return now
+            return await self._due(now)
         # After a long idle the first wake-up is the slowest (CPU idle states): wake a full lead early then.
         lead = MAX_LEAD_S if t - now > LONG_WAIT_S else _WAKER.lead
         if t - now > lead:
@@ -137,6 +135,32 @@ class RealClock:
         while t > (now := time.perf_counter()):
             await asyncio.sleep(0)
         self._yielded = now
+        return now
+
+    async def sleep_until_coarse(self, t: float) -> float:
+        """Wait until ``t`` or up to COARSE_WAKE_S after it, on the event loop's own timer (no thread, no spinning),
+        and return the moment of waking. Sleepers wake on a shared grid of COARSE_WAKE_S, so lanes wake together,
+        and a lane streaming faster than the grid hands over every event due by then in one go.
+
+        For lanes that stamp their events at the times they planned (synthetic, replay): how late they wake
+        changes none of their figures, only when the screen gets them (a few milliseconds; a frame is 33)."""
+        now = time.perf_counter()
+        if t <= now:
+            return await self._due(now)
+        wake = math.ceil(t / COARSE_WAKE_S) * COARSE_WAKE_S
+        while t > (now := time.perf_counter()):
+            await asyncio.sleep(max(wake - now, 0.0))
+        self._yielded = now
+        return now
+
+    async def _due(self, now: float) -> float:
+        """Already due: stamp now. A lane that has fallen behind (or wakes for several events at once) catches up
+        in slices of CATCH_UP_SLICE_S, then lets the other lanes (and the screen) run: one loop pass per event
+        would cap a fast lane at the loop's pace (a pass costs tens of microseconds with a screen drawing)."""
+        if now - self._yielded < CATCH_UP_SLICE_S:
+            return now
+        await asyncio.sleep(0)
+        self._yielded = time.perf_counter()
         return now
 
 
@@ -288,6 +312,8 @@ class VirtualClock:
         thread): the check looks again a millisecond later. A task that keeps the queue busy without sleeping
         holds time still for SETTLE_MAX_PASSES passes at most."""
         if self._task is not None:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()  # never started: no "never awaited" warning later
             raise RuntimeError("this virtual clock is already driving a task")
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(awaitable)
@@ -338,17 +364,24 @@ class VirtualClock:
 
 
 class LaneClock:
-    """A view of a shared clock whose zero is a lane's start, so event times are seconds since the lane began."""
+    """A view of a shared clock whose zero is a lane's start, so event times are seconds since the lane began.
 
-    def __init__(self, base: Clock, origin: float) -> None:
+    ``coarse`` is for lanes that stamp their events at the times they planned (synthetic, replay): on a base
+    clock that can (the real clock) they wake on a coarse grid rather than precisely (see
+    :meth:`RealClock.sleep_until_coarse`); their stamps, and so their figures, are the same."""
+
+    def __init__(self, base: Clock, origin: float, coarse: bool = False) -> None:
         self.base = base
         self.origin = origin
         self.virtual = base.virtual
+        self.coarse = coarse
+        coarse_wait: Callable[[float], Awaitable[float]] | None = getattr(base, "sleep_until_coarse", None)
+        self._wait = coarse_wait if coarse and coarse_wait is not None else base.sleep_until
 
     def now(self) -> float:
         return self.base.now() - self.origin
 
     async def sleep_until(self, t: float) -> float:
-        woke = await self.base.sleep_until(self.origin + t) - self.origin
+        woke = await self._wait(self.origin + t) - self.origin
         # Virtual time is exact by construction; don't let float rounding of the origin shift the stamps.
         return max(t, woke) if not self.virtual or woke > t + 1e-9 else t

@@ -8,6 +8,7 @@ time they asked for, so a replay keeps its recorded timing whatever the controls
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from .clock import Clock, Sleepers
@@ -33,6 +34,9 @@ class PlaybackClock:
         self.playing = playing
         self._pos = 0.0
         self._ref = base.now()
+        # Its stamps are exactly the times asked for, whenever it wakes: a base that can wake coarsely (the real
+        # clock) need not wake precisely for it (see RealClock.sleep_until_coarse).
+        self._wait: Callable[[float], Awaitable[float]] = getattr(base, "sleep_until_coarse", base.sleep_until)
         self._sleepers = Sleepers()
         self._driver: asyncio.Task[None] | None = None
         self._target: float | None = None
@@ -135,6 +139,6 @@ class PlaybackClock:
             if deadline is None:
                 break
             self._target = deadline
-            await self.base.sleep_until(self._ref + (deadline - self._pos) / self.speed)
+            await self._wait(self._ref + (deadline - self._pos) / self.speed)
             self._wake_due()
         self._target = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -88,12 +88,15 @@ class PacedClock:
         self.base = base
         self.retimer = retimer
         self._origin = base.now()
+        # Its stamps are the recorded times whenever it wakes: a base that can wake coarsely (the real clock)
+        # need not wake precisely for it (see RealClock.sleep_until_coarse).
+        self._wait: Callable[[float], Awaitable[float]] = getattr(base, "sleep_until_coarse", base.sleep_until)
 
     def now(self) -> float:
         return self.retimer.recorded(self.base.now() - self._origin)
 
     async def sleep_until(self, t: float) -> float:
-        await self.base.sleep_until(self._origin + self.retimer.played(t))
+        await self._wait(self._origin + self.retimer.played(t))
         return t
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from providers.clock import LaneClock, RealClock, VirtualClock
 
 
@@ -129,3 +131,141 @@ async def test_a_cancelled_real_sleeper_does_not_disturb_the_others() -> None:
     doomed.cancel()
     assert await survivor >= start + 0.004
     assert doomed.cancelled()
+
+
+def _random_sleepers(seed: int) -> list[list[float]]:
+    """Lanes of increasing sleep times, with ties between lanes and within the grid (t = k / 8)."""
+    import random
+
+    rng = random.Random(seed)
+    lanes = []
+    for _ in range(rng.randint(2, 6)):
+        t, times = 0.0, []
+        for _ in range(rng.randint(1, 40)):
+            t += rng.choice((0.0, 0.125, 0.125, 0.25, 0.5))
+            times.append(t)
+        lanes.append(times)
+    return lanes
+
+
+async def _play(lanes: list[list[float]], by_drive: bool) -> list[tuple[int, float]]:
+    clock = VirtualClock()
+    order: list[tuple[int, float]] = []
+
+    async def lane(i: int, times: list[float]) -> None:
+        for t in times:
+            order.append((i, await clock.sleep_until(t)))
+
+    async def race() -> None:
+        await asyncio.gather(*(lane(i, times) for i, times in enumerate(lanes)))
+
+    if by_drive:
+        await clock.drive(race())
+    else:  # the reference: step from deadline to deadline, settling the loop after each
+        task = asyncio.create_task(race())
+        await clock.advance_to(max(t for times in lanes for t in times) + 1.0)
+        await task
+    return order
+
+
+async def test_drive_wakes_sleepers_in_the_same_order_as_stepping_deadline_by_deadline() -> None:
+    """Sleepers that hand time on to each other (no loop pass of drive's own) keep the order of the reference:
+    earliest first, and at the same moment, first come first."""
+    for seed in range(40):
+        lanes = _random_sleepers(seed)
+        assert await _play(lanes, by_drive=True) == await _play(lanes, by_drive=False), seed
+
+
+async def test_drive_runs_a_sleeper_woken_at_the_same_moment_as_another_after_it() -> None:
+    clock = VirtualClock()
+    order: list[str] = []
+
+    async def first() -> None:
+        await clock.sleep_until(1.0)
+        order.append("first")
+
+    async def second() -> None:
+        await asyncio.sleep(0)  # goes to sleep after `first`, for the same moment, with nothing else to run
+        await clock.sleep_until(1.0)
+        order.append("second")
+
+    async def both() -> None:
+        await asyncio.gather(first(), second())
+
+    await clock.drive(both())
+    assert order == ["first", "second"]
+
+
+async def test_drive_moves_time_on_when_a_task_waits_on_something_else_or_ends() -> None:
+    """A stall that no sleeper ends (a task waiting on an event another sets, a task ending) is still found."""
+    clock = VirtualClock()
+    ready = asyncio.Event()
+    log: list[tuple[str, float]] = []
+
+    async def waiter() -> None:
+        await ready.wait()
+        log.append(("waiter", clock.now()))
+        await clock.sleep_until(5.0)
+        log.append(("waiter", clock.now()))
+
+    async def setter() -> None:
+        for t in (1.0, 2.0):
+            await clock.sleep_until(t)
+        ready.set()
+        log.append(("setter", clock.now()))
+
+    async def short() -> None:
+        await clock.sleep_until(0.5)
+
+    async def all_three() -> None:
+        await asyncio.gather(waiter(), setter(), short())
+
+    await clock.drive(all_three())
+    assert log == [("setter", 2.0), ("waiter", 2.0), ("waiter", 5.0)]
+
+
+async def test_a_driven_sleeper_that_is_always_next_still_lets_the_loop_run() -> None:
+    """A lane streaming alone hands time to itself without a loop pass, but yields now and then, so the loop's
+    callbacks (a signal handler, I/O, a timer) run before it ends."""
+    clock = VirtualClock()
+    seen: list[float] = []
+    loop = asyncio.get_running_loop()
+    loop.call_soon(lambda: loop.call_soon(lambda: seen.append(clock.now())))
+
+    async def alone() -> None:
+        for i in range(1, 5001):
+            await clock.sleep_until(i / 1000)
+
+    await clock.drive(alone())
+    assert clock.now() == 5.0
+    assert seen and seen[0] < 1.0
+
+
+async def test_a_clock_drives_one_task_at_a_time() -> None:
+    clock = VirtualClock()
+
+    async def inner() -> None:
+        await clock.drive(clock.sleep_until(1.0))
+
+    async def outer() -> None:
+        await clock.sleep_until(0.5)
+        await inner()
+
+    with pytest.raises(RuntimeError, match="already driving"):
+        await clock.drive(outer())
+
+
+async def test_a_coarse_real_sleeper_never_wakes_before_its_deadline() -> None:
+    clock = RealClock()
+    deadlines = [clock.now() + ms / 1000 for ms in (3, 1, 2, 5)]
+    stamps = await asyncio.gather(*(clock.sleep_until_coarse(t) for t in deadlines))
+    assert all(stamp >= t for stamp, t in zip(stamps, deadlines, strict=True))
+    assert await clock.sleep_until_coarse(clock.now() - 1.0) < clock.now()  # already due: at once
+
+
+async def test_a_coarse_lane_clock_waits_coarsely_where_the_base_can_and_precisely_elsewhere() -> None:
+    real = RealClock()
+    assert LaneClock(real, 0.0, coarse=True)._wait == real.sleep_until_coarse
+    assert LaneClock(real, 0.0)._wait == real.sleep_until
+    virtual = VirtualClock()
+    assert LaneClock(virtual, 0.0, coarse=True)._wait == virtual.sleep_until  # virtual time is exact anyway

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from typing import Any, ClassVar
 
 import pytest
 from conftest import kinds, race_virtually, synthetic
@@ -176,3 +177,65 @@ def test_a_tiers_own_max_tokens_limits_its_lane_only() -> None:
     counts = [len([e for e in lane.events if isinstance(e, Delta)]) for lane in lanes]
     assert counts == [5, 20]
     assert all(isinstance(lane.events[-1], Done) for lane in lanes)
+
+
+class Noting(Provider):
+    """Notes the clock its lane gets, then ends at once."""
+
+    name = "openai"
+    clocks: ClassVar[list[Any]] = []
+
+    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        Noting.clocks.append(clock)
+        yield Request(t=clock.now())
+        yield Done(t=clock.now())
+
+
+async def test_only_lanes_that_stamp_their_planned_times_wake_coarsely() -> None:
+    """Synthetic and replay lanes wake on a coarse grid on the real clock; a lane reading a server (or anything
+    else) keeps precise wake-ups."""
+    from providers.clock import LaneClock, RealClock
+
+    seen: list[LaneClock] = []
+
+    class NotingSynthetic(SyntheticProvider):
+        async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+            assert isinstance(clock, LaneClock)
+            seen.append(clock)
+            async for event in super().stream(request, clock):
+                yield event
+
+    tiers = [synthetic("s", ttft_ms=1, tok_s=10_000), TierSpec(name="h", provider="openai", model="m")]
+    Noting.clocks = []
+    race = Race(tiers, TurnRequest("Why?", max_tokens=3), RealClock(),
+                providers=[NotingSynthetic(tiers[0]), Noting(tiers[1])])
+    await race.run()
+    assert [c.coarse for c in seen] == [True]
+    assert [c.coarse for c in Noting.clocks] == [False]
+
+
+async def test_a_coarse_lane_on_the_real_clock_stamps_every_event_at_its_planned_time_in_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A synthetic lane at 20,000 tok/s on the real clock: each delta stamped at its planned moment, in order,
+    though the lane woke far fewer times than it has events (each wake-up hands over every event due)."""
+    from providers.clock import RealClock
+    from providers.synthetic import Profile, schedule
+
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def counting_sleep(delay: float, result: object = None) -> object:
+        waits.append(delay)  # a timer, or a pass of the loop (what a precise wake-up spins on)
+        return await real_sleep(delay, result)
+
+    monkeypatch.setattr(asyncio, "sleep", counting_sleep)
+    tier = synthetic("fast", ttft_ms=5, tok_s=20_000, seed=3, jitter=0.2)
+    race = Race([tier], TurnRequest("Why?", max_tokens=400), RealClock())
+    lane, = await race.run()
+    start = next(e.t for e in lane.events if isinstance(e, Request))
+    deltas = [e for e in lane.events if isinstance(e, Delta)]
+    planned = list(schedule(Profile.from_options(tier.options), 400))
+    assert [d.t for d in deltas] == [start + step.t for step in planned]
+    assert [d.text for d in deltas] == [step.text for step in planned]
+    assert lane.ok
+    assert len(waits) < len(deltas) / 4

@@ -220,3 +220,88 @@ def test_recorded_deltas_keep_their_text_exactly(tmp_path: Path) -> None:
     record_race(path, [tier], max_tokens=50)
     text = "".join(e.text for e in read_recording(path).lane_events(0) if isinstance(e, Delta))
     assert text == "Ünïcödé “quotes” — and emoji 🚀 stay."
+
+
+def test_a_recording_is_its_header_and_each_events_line_byte_for_byte(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each event is written as ``redact(event_line(...))`` and a newline, in UTF-8, nothing else: the bytes the
+    text file wrote before the recorder wrote bytes itself (non-ASCII text, tool calls, masked keys included)."""
+    from providers.events import ToolCall
+    from providers.recording import event_line, redact
+
+    monkeypatch.setenv("TOKRACE_REC_KEY", FAKE_KEY)
+    tier = TierSpec(name="t", provider="openai", model="m", api_key_env="TOKRACE_REC_KEY")
+    path = tmp_path / "r.jsonl"
+    recorder = Recorder(path, "Wie geht's? 🙂", [tier])
+    events: list[tuple[int, Event]] = [
+        (0, Delta(t=0.25, text="Grüße, 世界 — \"quoted\"\n", channel="content", tokens=2)),
+        (0, Delta(t=1 / 3, text=f"key {FAKE_KEY} Authorization: Bearer abcdef0123456789", channel="reasoning")),
+        (1, ToolCall(t=0.5, id="c1", name="grep", arguments='{"q": "ü"}')),
+        (1, Error(t=0.75, error="http", message=f"bad https://x.example/?api_key={FAKE_BEARER}")),
+    ]
+    for lane, event in events:
+        recorder(lane, event)
+    recorder.close()
+    raw = path.read_bytes()
+    header, _, body = raw.partition(b"\n")
+    secrets = [FAKE_KEY]
+    expected = "".join(redact(event_line(lane, 0, event), secrets) + "\n" for lane, event in events)
+    assert body == expected.encode("utf-8")
+    assert json.loads(header)["prompt"] == "Wie geht's? 🙂"
+    assert FAKE_KEY.encode() not in raw and FAKE_BEARER.encode() not in raw
+
+
+def test_a_crash_mid_race_leaves_every_completed_line_on_disk(tmp_path: Path) -> None:
+    """The process dies (no flush, no close) right after its 30th event: all 30 are in the file, whole."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "crash.jsonl"
+    script = f"""
+import os, sys
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+from conftest import race_virtually, synthetic
+from providers.recording import Recorder
+tiers = [synthetic("a", tok_s=100), synthetic("b", tok_s=150)]
+recorder = Recorder(__import__("pathlib").Path({str(path)!r}), "Why?", tiers)
+seen = []
+def crash(lane, event):
+    seen.append(event)
+    if len(seen) == 30:
+        os._exit(3)
+race_virtually(tiers, max_tokens=50, listeners=[recorder, crash])
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 3, done.stderr
+    raw = path.read_bytes()
+    assert raw.endswith(b"\n") and raw.count(b"\n") == 31
+    rec = read_recording(path)
+    assert rec.warnings == [] and sum(len(events) for events in rec.events.values()) == 30
+
+
+class Trickle:
+    """A file that takes a few bytes per write (as a nearly full disk may), then, when told, none."""
+
+    def __init__(self, per_write: int) -> None:
+        self.per_write = per_write
+        self.data = b""
+
+    def write(self, data: bytes) -> int:
+        taken = data[: self.per_write]
+        self.data += taken
+        return len(taken)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_short_write_goes_on_with_the_rest_of_the_line_and_a_write_taking_nothing_stops(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path / "r.jsonl", "Why?", [synthetic()])
+    trickle = Trickle(5)
+    recorder._fh = trickle  # type: ignore[assignment]
+    recorder(0, Delta(t=0.5, text="whole", tokens=1))
+    assert trickle.data == b'{"lane":0,"run":0,"kind":"delta","t":0.5,"text":"whole","channel":"content","tokens":1}\n'
+    trickle.per_write = 0
+    recorder(0, Delta(t=0.6, text="lost", tokens=1))
+    assert recorder.closed and recorder.problem is not None and "took none of the bytes" in recorder.problem
