@@ -121,6 +121,22 @@ def looks_like_key(text: str) -> bool:
     return bool(_KEY_SHAPE.search(text))
 
 
+def shapes_free(text: str) -> bool:
+    """Whether ``text`` holds none of what makes :func:`redact` look for shapes (a credential word in any case, a
+    character taken for its i, a key prefix, a URL or a parameter): then only secret values could change it."""
+    lowered = text.lower()
+    for word in _CREDENTIAL_WORDS:
+        if word in lowered:
+            return False
+    for ch in _I_LOOKALIKES:
+        if ch in text:
+            return False
+    for hint in _KEY_PREFIX_HINTS:
+        if hint in text:
+            return False
+    return "://" not in text and "=" not in text
+
+
 def redact(text: str, secrets: Sequence[str]) -> str:
     """``text`` with every secret value, every URL secret and anything shaped like a credential, masked."""
     for secret in secrets:

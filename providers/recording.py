@@ -25,7 +25,7 @@ from .base import TierSpec, TokraceError
 from .eventlog import EventLog
 from .events import MAX_SECONDS, Delta, Event, EventFormatError, event_from_dict, event_to_dict, finite_json
 from .masking import MASK as MASK  # the recorder's masking is :mod:`.masking`'s, re-exported for its users
-from .masking import MIN_HEADER_SECRET_LEN, MIN_SECRET_LEN, base64_forms, url_secrets
+from .masking import MIN_HEADER_SECRET_LEN, MIN_SECRET_LEN, base64_forms, shapes_free, url_secrets
 from .masking import redact as redact
 
 FORMAT: Final[str] = "tokrace-recording"
@@ -75,14 +75,27 @@ def event_line(lane: int, run: int, event: Event) -> str:
     """One recorded event as its line (without the newline): the JSON of ``{"lane", "run", **event_to_dict}``.
     Deltas, nearly every line of a recording, are written by a fast path that gives the same text."""
     if type(event) is Delta:
-        tokens = "" if event.tokens is None else f',"tokens":{event.tokens:d}'
-        return (f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},'
-                f'"text":{encode_basestring(event.text)},"channel":{encode_basestring(event.channel)}{tokens}}}')
+        return _delta_line(lane, run, event, encode_basestring(event.text))
     data = {"lane": lane, "run": run, **event_to_dict(event)}
     try:
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:  # a provider's own figure that is not finite: written as null, never NaN or Infinity
         return json.dumps(finite_json(data), ensure_ascii=False, separators=(",", ":"))
+
+
+def _delta_line(lane: int, run: int, event: Delta, text: str) -> str:
+    """A delta's line, its text already in JSON (``text``): what ``json.dumps`` gives, without its cost."""
+    tokens = "" if event.tokens is None else f',"tokens":{event.tokens:d}'
+    return (f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},'
+            f'"text":{text},"channel":{encode_basestring(event.channel)}{tokens}}}')
+
+
+_PLAIN_CHANNELS: Final[frozenset[str]] = frozenset({"content", "reasoning", "tool_args"})
+"""Delta channels whose line, apart from its text, holds nothing :func:`redact` looks for (see
+:meth:`Recorder._line`)."""
+
+PLAIN_TEXTS_KEPT: Final[int] = 65_536
+"""How many distinct delta texts a recorder remembers as holding nothing to mask (then it starts over)."""
 
 
 class Recorder:
@@ -98,6 +111,8 @@ class Recorder:
         """Keep events for :meth:`flush` (called by the owner every tick) instead of writing each one at once."""
         self._pending: list[tuple[int, int, Event]] = []
         self._secrets = secret_values(tiers)
+        self._plain: set[str] = set()
+        """Delta texts (in JSON) found to hold nothing :func:`redact` looks for: see :meth:`_line`."""
         self.problem: str | None = None
         """Why the recording stopped early (a write failed), or ``None``."""
         try:
@@ -150,9 +165,31 @@ class Recorder:
                 self._pending.append((lane, self.run, event))
         elif self._fh is not None:
             try:
-                self._put(redact(event_line(lane, self.run, event), self._secrets))
+                self._put(self._line(lane, event))
             except RecordingError:  # kept in self.problem (no context manager per event: it is a hot path)
                 return
+
+    def _line(self, lane: int, event: Event) -> str:
+        """``redact(event_line(lane, self.run, event), secrets)``, for a delta without looking for shapes in the
+        whole line when its text was already found to hold none.
+
+        Sound because the rest of a delta's line (its keys, numbers and a plain channel name) holds nothing redact
+        looks for, and the text sits between quotes, which no such thing contains: a line shows a trigger only if
+        its text does, in the JSON form checked here. Secret values are still looked for in the whole line."""
+        if type(event) is not Delta or event.channel not in _PLAIN_CHANNELS:
+            return redact(event_line(lane, self.run, event), self._secrets)
+        text = encode_basestring(event.text)
+        line = _delta_line(lane, self.run, event, text)
+        if text not in self._plain:
+            if not shapes_free(text):
+                return redact(line, self._secrets)
+            if len(self._plain) >= PLAIN_TEXTS_KEPT:
+                self._plain.clear()
+            self._plain.add(text)
+        for secret in self._secrets:
+            if secret in line:
+                return redact(line, self._secrets)
+        return line
 
     def flush(self) -> None:
         """Write the events kept since the last flush as whole lines in one write (see :meth:`_put`)."""

@@ -299,6 +299,7 @@ class Trickle:
 def test_a_short_write_goes_on_with_the_rest_of_the_line_and_a_write_taking_nothing_stops(tmp_path: Path) -> None:
     recorder = Recorder(tmp_path / "r.jsonl", "Why?", [synthetic()])
     trickle = Trickle(5)
+    recorder._fh.close()  # type: ignore[union-attr]
     recorder._fh = trickle  # type: ignore[assignment]
     recorder(0, Delta(t=0.5, text="whole", tokens=1))
     assert trickle.data == b'{"lane":0,"run":0,"kind":"delta","t":0.5,"text":"whole","channel":"content","tokens":1}\n'

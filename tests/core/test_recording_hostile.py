@@ -174,3 +174,26 @@ def test_recordings_draws_a_header_full_of_markup_as_it_is(tmp_path: Path, capsy
     assert main(["recordings", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "[/] [bold]why" in out and "[red]a[/]" in out and "[x].jsonl" in out and "version '[/]'" in out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.lists(st.sampled_from([
+           "Bearer ", "abcdef0123456789", "sk-", "proj-0123456789abcdefgh", "api_key=", "Authorization: ",
+           "?token=", "https://u:p@h.example/x", " the", ",", "\n", "\x1b", "asic", "é", "\u0130", "ssk-abc0123",
+           "\"", "\\", "gh", "=", "Σ"]), max_size=8).map("".join), min_size=1, max_size=6),
+       channel=st.sampled_from(["content", "reasoning", "tool_args"]))
+def test_a_recorded_delta_line_is_what_redacting_its_whole_line_gives(
+        tmp_path: Path, texts: list[str], channel: str) -> None:
+    """The recorder skips looking for shapes in a delta line whose text it already found free of them; the line
+    is still exactly ``redact(event_line(...))``, the first time a text comes and every time after, with secret
+    values looked for in the whole line."""
+    from providers.base import TierSpec
+    from providers.events import Delta
+    from providers.recording import Recorder, event_line, redact
+
+    tier = TierSpec(name="t", provider="openai", model="m", options={"headers": {"x-k": "ssk-abc0123"}})
+    recorder = Recorder(tmp_path / "r.jsonl", "Why?", [tier])
+    for text in [*texts, *texts]:
+        event = Delta(t=0.125, text=text, channel=channel, tokens=1)  # type: ignore[arg-type]
+        assert recorder._line(1, event) == redact(event_line(1, 0, event), recorder._secrets)
+    recorder.close()
