@@ -185,9 +185,9 @@ class Sleepers:
         self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
 
-    def add(self, t: float) -> asyncio.Future[None]:
-        """A future that completes when ``wake_until`` passes ``t``."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def add(self, t: float, loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Future[None]:
+        """A future (of ``loop``, by default the running one) that completes when ``wake_until`` passes ``t``."""
+        fut: asyncio.Future[None] = (loop or asyncio.get_running_loop()).create_future()
         heapq.heappush(self._heap, (t, next(self._seq), fut))
         return fut
 
@@ -197,6 +197,18 @@ class Sleepers:
         while self._heap and self._heap[0][2].done():
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
+
+    def wake_next(self, now: float) -> tuple[float, int]:
+        """Wake every sleeper due at the earliest pending deadline, if it is later than ``now`` (else every one due
+        by ``now``); returns the new now and how many woke (none: nobody sleeps)."""
+        heap = self._heap
+        while heap and heap[0][2].done():
+            heapq.heappop(heap)
+        if not heap:
+            return now, 0
+        if heap[0][0] > now:
+            now = heap[0][0]
+        return now, self.wake_until(now)
 
     def wake_until(self, t: float) -> int:
         """Wake every sleeper due at or before ``t``, earliest (then first come) first; returns how many woke."""
@@ -237,7 +249,7 @@ class VirtualClock:
         if t <= self._now:
             await asyncio.sleep(0)
             return self._now
-        fut = self._sleepers.add(t)
+        fut = self._sleepers.add(t, self._loop)
         ready = self._ready
         if ready is not None:
             if not ready or (len(ready) == 1 and ready[0] is self._check):
@@ -270,13 +282,9 @@ class VirtualClock:
 
     def _wake_next(self) -> int:
         """Move time to the earliest pending wake-up (if later) and wake every sleeper due then."""
-        deadline = self._sleepers.next_deadline
-        if deadline is None:
-            return 0
-        if deadline > self._now:
-            self._now = deadline
         self._busy = 0
-        return self._sleepers.wake_until(self._now)
+        self._now, woken = self._sleepers.wake_next(self._now)
+        return woken
 
     async def _settle(self, least: int = SETTLE_PASSES) -> None:
         """Let ``least`` loop passes go by, then more until every task that can run now has run (each woken lane

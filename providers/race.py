@@ -15,7 +15,7 @@ from typing import Protocol
 from .base import Provider, TierSpec, TokraceError, TurnRequest
 from .clock import Clock, LaneClock
 from .eventlog import EventLog
-from .events import Done, Error, Event, Request, is_loop_end
+from .events import Delta, Done, Error, Event, Request, is_loop_end
 from .masking import Masker
 from .recording import secret_values
 from .registry import create_provider
@@ -117,7 +117,9 @@ class Race:
     def emit(self, lane: int, event: Event) -> None:
         """Record an event of a lane and hand it to every listener, its secrets masked (a server may echo a key,
         a header or a URL's secret back into its text)."""
-        event = self._masks[lane](event)
+        mask = self._masks[lane]
+        if mask.active:
+            event = mask(event)
         self.lanes[lane].events.append(event)
         for listener in self.listeners:
             listener(lane, event)
@@ -164,7 +166,11 @@ class Race:
     async def run_turn(self, index: int, provider: Provider, clock: LaneClock, request: TurnRequest) -> bool:
         """Stream one turn of a lane; True when it ended normally."""
         seen_request = False
+        emit = self.emit
         async for event in provider.stream(request, clock):
+            if seen_request and type(event) is Delta:  # nearly every event: straight through
+                emit(index, event)
+                continue
             if isinstance(event, Request):
                 seen_request = True
             elif not seen_request and not provider.plays_whole_lane:
