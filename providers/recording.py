@@ -85,9 +85,14 @@ def event_line(lane: int, run: int, event: Event) -> str:
 
 def _delta_line(lane: int, run: int, event: Delta, text: str) -> str:
     """A delta's line, its text already in JSON (``text``): what ``json.dumps`` gives, without its cost."""
-    tokens = "" if event.tokens is None else f',"tokens":{event.tokens:d}'
-    return (f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},'
-            f'"text":{text},"channel":{encode_basestring(event.channel)}{tokens}}}')
+    channel = _CHANNEL_JSON.get(event.channel) or encode_basestring(event.channel)
+    if event.tokens is None:
+        return f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},"text":{text},"channel":{channel}}}'
+    return (f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},"text":{text},"channel":{channel},'
+            f'"tokens":{event.tokens:d}}}')
+
+
+_CHANNEL_JSON: Final[dict[str, str]] = {c: encode_basestring(c) for c in ("content", "reasoning", "tool_args")}
 
 
 _PLAIN_CHANNELS: Final[frozenset[str]] = frozenset({"content", "reasoning", "tool_args"})
