@@ -1,9 +1,9 @@
 """Recordings: one JSON Lines file per session, a header line then one event per line (DESIGN §7).
 
-Written as events happen and flushed per line, so a crash loses at most the line being written; or, buffered (the
-screen, at tens of thousands of events a second), flushed as whole lines at every tick of its owner, so a crash
-loses at most the events since the last tick. Secrets never reach the file: tiers are written without keys, and
-any known key value is masked on the way out.
+Written as events happen and flushed per line (one write of each line's bytes, no buffer in between), so a crash
+loses at most the line being written; or, buffered (the screen, at tens of thousands of events a second), flushed
+as whole lines at every tick of its owner, so a crash loses at most the events since the last tick. Secrets never
+reach the file: tiers are written without keys, and any known key value is masked on the way out.
 """
 
 from __future__ import annotations

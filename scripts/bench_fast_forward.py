@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -34,20 +35,23 @@ def config(rates: list[float], tokens: int, per_event: int) -> str:
         for i, rate in enumerate(rates))
 
 
-def run(rates: list[float], tokens: int, per_event: int) -> tuple[float, float, int]:
-    """(wall seconds, the race's length in seconds, tokens streamed)."""
+def run(rates: list[float], tokens: int, per_event: int) -> tuple[float, float, int, float]:
+    """(wall seconds, the race's length in seconds, tokens streamed, the process's CPU seconds)."""
     with tempfile.TemporaryDirectory(prefix="tokrace-ff-") as folder:
         cfg = Path(folder) / "tokrace.toml"
         cfg.write_text(config(rates, tokens, per_event), encoding="utf-8")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         out = subprocess.run([sys.executable, "-m", "tui.cli", "bench", "--config", str(cfg), "--fast-forward",
                               "--record", str(Path(folder) / "ff.jsonl"), "--json", "-"],
                              cwd=ROOT, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if out.returncode != 0:
         raise SystemExit(f"tokrace bench failed: {out.stderr.strip()[-400:]}")
     runs = [tier["runs"][0] for tier in json.loads(out.stdout)["tiers"]]
-    return wall, max(r["e2e_s"] for r in runs), sum(r["output_tokens"] for r in runs)
+    return wall, max(r["e2e_s"] for r in runs), sum(r["output_tokens"] for r in runs), cpu
 
 
 def main() -> int:
@@ -57,11 +61,13 @@ def main() -> int:
     parser.add_argument("--tokens-per-event", type=int, default=1)
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
-    wall, race, tokens = run(rates, args.tokens, args.tokens_per_event)
+    wall, race, tokens, cpu = run(rates, args.tokens, args.tokens_per_event)
     speed = race / wall
     print(f"{len(rates)} lanes at {', '.join(f'{r:g}' for r in rates)} tok/s, {args.tokens_per_event} token(s) per "
           f"event, recorded: {tokens:,} tokens, a {race:,.0f} s race, {wall:.1f} s of wall time in a fresh process "
           f"({tokens / wall:,.0f} tokens per wall second)")
+    print(f"the process used {cpu:.1f} s of CPU ({cpu / tokens * 1e6:.1f} us per token): on a machine with nothing "
+          f"else running, about {race / cpu:.1f} x real time")
     met = speed >= GOAL
     print(f"{'--fast-forward on ' + f'{tokens / 1e6:.1f} M tokens, x real time':52} {'>= 20 x':>10} "
           f"{speed:>8.1f} x  {'met' if met else 'MISSED'}")
