@@ -1,9 +1,7 @@
 """Bounded memory: a race keeps each lane's events in compact columns, the live model keeps only what the screen
-draws, and a million tokens through both retain no object per event."""
+draws (a million tokens through both: test_memory_bound.py; the log's blocks on disk: test_eventlog.py)."""
 
 from __future__ import annotations
-
-import tracemalloc
 
 from providers.base import TierSpec
 from providers.eventlog import BLOCK, EventLog
@@ -58,35 +56,3 @@ def test_the_live_lane_keeps_only_the_tail_and_the_end_of_a_long_answer() -> Non
     assert ANSWER_KEEP - len(piece) < count * len(piece) - lane.answer_cut <= ANSWER_KEEP
     assert answer.startswith(f"*… the first {lane.answer_cut:,} characters are in the recording*")
     assert answer.endswith(piece) and lane.tokens == count
-
-
-def test_a_million_tokens_through_the_race_log_and_the_live_model_retain_no_object_per_event() -> None:
-    """250,000 deltas of 4 tokens each: the log's columns and the live model's bounded state grow by a few bytes
-    per event; any object kept per event (a Delta is ~100 bytes, a tuple 56) would break the bound."""
-    live = LiveRace([TierSpec(name="lane", provider="synthetic")])
-    log = EventLog()
-
-    def emit(event: Event) -> None:
-        log.append(event)
-        live(0, event)
-
-    deltas, warm = 250_000, 50_000  # at 3,000 events a second (12,000 tok/s): the gauge's 1 s window stays small
-    emit(Request(t=0.0))
-    emit(Headers(t=0.01))
-    text = " tok"
-    tracemalloc.start()
-    try:
-        for i in range(deltas):
-            if i == warm:
-                before = tracemalloc.get_traced_memory()[0]
-            emit(Delta(t=0.2 + i / 3000, text=text, tokens=4))
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    emit(Usage(t=90.0, output=4 * deltas))
-    emit(Done(t=90.0))
-    per_event = (after - before) / (deltas - warm)
-    assert per_event < 24, f"{per_event:.1f} bytes kept per event"
-    assert live.lanes[0].tokens == 1_000_000
-    m = turn_metrics(log)
-    assert m.ok and m.output_tokens == 1_000_000 and m.token_events == deltas
