@@ -79,7 +79,7 @@ def test_a_delta_reads_back_as_a_delta_with_its_text_and_count_exactly() -> None
 
 def test_a_lanes_end_writes_its_block_and_the_events_after_it_go_on() -> None:
     """A loop's lane ends a turn with done and goes on; a failed lane ends with an error."""
-    turn = [Request(t=0.0), Delta(t=0.1, text="a"), Done(t=0.2)]
+    turn: list[Event] = [Request(t=0.0), Delta(t=0.1, text="a"), Done(t=0.2)]
     log = EventLog()
     for k in range(3):
         for event in turn:
