@@ -278,7 +278,7 @@ class EventLog(Sequence[Event]):
         """Keep one more event."""
         self._times.append(event.t)
         if (type(event) is Delta and (event.tokens is None or 0 <= event.tokens <= _MAX_COUNT)
-                and len(event.text) <= BLOCK_CHARS):
+                and len(event.text) <= BLOCK_CHARS and event.channel in _CODE):
             self._codes.append(_CODE[event.channel])
             self._tokens.append(_NO_COUNT if event.tokens is None else event.tokens)
             self._texts.append(event.text)
@@ -298,11 +298,7 @@ class EventLog(Sequence[Event]):
         count = len(self._texts)
         if not count:
             return
-        bounds = array(_BOUNDS, [0])
-        at = 0
-        for text in self._texts:
-            at += len(text)
-            bounds.append(at)
+        bounds = array(_BOUNDS, itertools.accumulate(map(len, self._texts), initial=0))
         block = _Block(self._times, self._codes, self._tokens, bounds, "".join(self._texts), self._others)
         self._stored.append(self._store(block))
         self._starts.append(self._base)

@@ -92,6 +92,15 @@ def test_a_lanes_end_writes_its_block_and_the_events_after_it_go_on() -> None:
     assert log[-1] == Error(t=1.1, error="http", message="boom") and log[2] == Done(t=0.2)
 
 
+def test_a_delta_out_of_the_ordinary_is_kept_as_it_came() -> None:
+    """A count beyond a byte, a negative one, a channel no provider sends: kept whole, read back equal."""
+    events: list[Event] = [Delta(t=1.0, text="x", tokens=2**40), Delta(t=1.1, text="y", tokens=-3),
+                           Delta(t=1.2, text="z", channel="odd"),  # type: ignore[arg-type]
+                           *(Delta(t=2.0 + i, text="w") for i in range(BLOCK))]
+    log = EventLog(events)
+    assert list(log) == events and log[2] == events[2] and log._stored[0].spool is not None
+
+
 def test_huge_texts_close_a_block_early_and_a_giant_one_is_kept_whole() -> None:
     events: list[Event] = [Delta(t=float(i), text="x" * (BLOCK_CHARS // 3 + 1)) for i in range(7)]
     events.append(Delta(t=9.0, text="é" * (BLOCK_CHARS + 1), tokens=2))
