@@ -162,6 +162,18 @@ def test_a_write_that_fails_keeps_the_block_in_memory(monkeypatch: pytest.Monkey
     assert list(log) == events and log[BLOCK - 1:BLOCK + 1] == events[BLOCK - 1:BLOCK + 1]
 
 
+def test_without_positional_reads_and_writes_the_spool_seeks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on Windows, which has no ``os.pread``/``os.pwrite``: one read or write at a time, at its place."""
+    monkeypatch.delattr(os, "pwrite")
+    monkeypatch.delattr(os, "pread")
+    monkeypatch.setattr(eventlog, "_current", None)
+    events = mixed(3 * BLOCK)
+    log = EventLog(events)
+    eventlog._cache.clear()
+    assert all(s.spool is not None for s in log._stored)
+    assert log[BLOCK + 1] == events[BLOCK + 1] and list(log) == events
+
+
 def test_an_event_that_cannot_be_pickled_keeps_its_block_in_memory() -> None:
     strange = Extra(t=1.0, source="x", data={"f": lambda: 1})
     events: list[Event] = [strange, *(Delta(t=2.0 + i, text="a") for i in range(BLOCK))]
