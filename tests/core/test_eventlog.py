@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from providers import eventlog
+from providers.base import TierSpec
 from providers.eventlog import BLOCK, BLOCK_CHARS, CACHE_BLOCKS, EventLog
 from providers.events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage
 
@@ -194,7 +195,7 @@ def test_every_log_shares_one_spool_file_and_it_is_closed_when_the_last_log_goes
     monkeypatch.setattr(eventlog, "_current", None)
     gc.collect()
     before = fd_count()
-    logs = [EventLog(Delta(t=float(i), text="abc") for i in range(BLOCK + 10)) for _ in range(100)]
+    logs = [EventLog(Delta(t=float(i), text="abc") for i in range(BLOCK + 10)) for _ in range(30)]
     assert fd_count() <= before + 1
     spools = {id(s.spool) for log in logs for s in log._stored}
     assert len(spools) == 1
@@ -212,7 +213,7 @@ def test_a_full_spool_makes_way_for_a_fresh_one_and_closes_when_its_logs_are_gon
     gc.collect()
     before = fd_count()
     kept = EventLog()
-    for race in range(50):
+    for race in range(20):
         lane = EventLog(Delta(t=float(i), text="some text") for i in range(2 * BLOCK))
         if race == 0:
             kept = lane
@@ -240,3 +241,23 @@ def test_a_log_pickles_and_copies_as_its_events() -> None:
     assert pickle.loads(pickle.dumps(log)) == events
     copied = copy.deepcopy(log)
     assert isinstance(copied, EventLog) and copied == events
+
+
+def test_bench_runs_leave_one_file_open_while_their_results_are_held_and_none_after() -> None:
+    """``bench --runs N`` keeps every run's lanes: their events share one temporary file, closed with them."""
+    import asyncio
+
+    from providers.base import TurnRequest
+    from providers.session import run_session
+
+    tiers = [TierSpec(name=f"lane{i}", provider="synthetic", model="m", options={"tok_s": 5000, "seed": i})
+             for i in range(2)]
+    gc.collect()
+    before = fd_count()
+    result = asyncio.run(run_session(tiers, TurnRequest("Why?", max_tokens=BLOCK + 100), runs=6, fast_forward=True))
+    assert result.all_ok and result.metrics[0][5].output_tokens == BLOCK + 100
+    assert all(stored.spool is not None for run in result.runs for lane in run for stored in lane.events._stored)
+    assert fd_count() <= before + 1
+    del result
+    gc.collect()
+    assert fd_count() <= before
