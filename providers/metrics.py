@@ -425,7 +425,7 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         assert usage is not None
         m.output_tokens, m.tokens_source = usage.output, "usage"
     elif first is not None:
-        counted = tokenizer.count("".join(e.text for e in evs if isinstance(e, Delta)), model)
+        counted = count_text((e.text for e in evs if isinstance(e, Delta)), model)
         if counted is not None:
             m.output_tokens, m.encoding = counted
             m.tokens_source = "tokenizer"
@@ -454,6 +454,45 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
     m.segments = scan.segments() if req is not None else []
     m.retries = sum(1 for s in m.segments if s.kind == "retry")
     return m
+
+
+COUNT_CHUNK: Final[int] = 1 << 16
+"""Characters of text the tokenizer counts at a time (its output, a list of ints, is ~70 bytes per token)."""
+
+
+def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None:
+    """The tokenizer's count of the pieces joined (``tokens.count``), read a chunk at a time so that a long answer
+    is never one string nor one list of tokens: each chunk ends before a space that follows a letter or a digit,
+    where every tiktoken encoding's pre-tokenizer splits anyway (a run of letters or digits ends at the space,
+    no piece holds both, and the pieces after it do not depend on what came before), so the chunks' counts add
+    up to the whole text's. Text with no such place is counted whole."""
+    total, buffered, size, due = 0, [], 0, COUNT_CHUNK
+    for piece in pieces:
+        buffered.append(piece)
+        size += len(piece)
+        if size < due:
+            continue
+        text = "".join(buffered)
+        cut = _word_break(text)
+        if cut:
+            counted = tokenizer.count(text[:cut], model)
+            if counted is None:
+                return None
+            total += counted[0]
+            text = text[cut:]
+        buffered, size = [text], len(text)
+        due = max(COUNT_CHUNK, 2 * size)  # a text without a break is looked at again when twice as long: linear
+    counted = tokenizer.count("".join(buffered), model)
+    return None if counted is None else (total + counted[0], counted[1])
+
+
+def _word_break(text: str) -> int:
+    """The last space of ``text`` after a letter or a digit (0: none)."""
+    at = len(text)
+    while (at := text.rfind(" ", 1, at)) > 0:
+        if text[at - 1].isalnum():
+            return at
+    return 0
 
 
 def _event_tokens(delta: Delta, m: TurnMetrics, model: str) -> int:
