@@ -4,7 +4,8 @@ One synthetic lane streams ``--tokens`` tokens, one token per event (the most ev
 sends), recorded to a temporary file as a user's race would be. ``bench``: ``run_session`` on virtual time (as
 ``tokrace bench --fast-forward``), metrics computed at the end. ``screen``: the race screen drawing headless, its
 clock a playback clock running as fast as the lane can go (stamps exact, as in a replay). The process's resident
-set (``VmRSS``) is sampled every 100,000 tokens (on the screen, while the lane streams). Each lane's history goes
+set (``VmRSS``) is sampled every 100,000 tokens (on the screen, while the lane streams). The peak is the process's own
+(``ru_maxrss``), so it counts what happens between samples (the metrics at the end). Each lane's history goes
 to the event log's temporary file: its size, and the files left open once the run is over, are printed too.
 Not a test: it prints figures.
 
@@ -21,6 +22,7 @@ import asyncio
 import gc
 import multiprocessing
 import os
+import resource
 import sys
 import tempfile
 from pathlib import Path
@@ -132,17 +134,19 @@ def _child(mode: str, tokens: int, out: multiprocessing.connection.Connection) -
     with tempfile.TemporaryDirectory(prefix="tokrace-memory-") as folder:
         samples = (run_bench if mode == "bench" else run_screen)(tokens, Path(folder))
     gc.collect()
-    out.send((samples, max(DISK_MB, default=0.0), open_files() - files))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KB on Linux
+    out.send((samples, peak, max(DISK_MB, default=0.0), open_files() - files))
 
 
-def measure(mode: str, tokens: int) -> tuple[list[tuple[int, float]], float, int]:
-    """Each mode in a fresh process, so that one's heap does not flatter or burden the other: the RSS samples, MB
-    of events on disk, and files left open at the end (the run's lanes dropped)."""
+def measure(mode: str, tokens: int) -> tuple[list[tuple[int, float]], float, float, int]:
+    """Each mode in a fresh process, so that one's heap does not flatter or burden the other: the RSS samples, the
+    process's peak RSS (between samples too: the metrics at the end), MB of events on disk, and files left open at
+    the end (the run's lanes dropped)."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_child, args=(mode, tokens, child))
     proc.start()
-    got: tuple[list[tuple[int, float]], float, int] = parent.recv()
+    got: tuple[list[tuple[int, float]], float, float, int] = parent.recv()
     proc.join()
     return got
 
@@ -150,12 +154,11 @@ def measure(mode: str, tokens: int) -> tuple[list[tuple[int, float]], float, int
 def rows(modes: list[str], tokens: int) -> list[tuple[str, str, str, bool]]:
     out = []
     for mode in modes:
-        samples, disk, files = measure(mode, tokens)
+        samples, peak, disk, files = measure(mode, tokens)
         print(f"{mode}: " + ", ".join(f"{n // 1000}k {mb:.0f} MB" for n, mb in samples), flush=True)
         print(f"{mode}: {disk:.0f} MB of events written to the temporary file; {files} more files open at the end "
               "than at the start", flush=True)
         end_tokens, end_mb = samples[-1]
-        peak = max(mb for _, mb in samples)
         warm = next(((n, mb) for n, mb in samples if n >= WARM_UP), samples[0])
         streamed = [s for s in samples[:-1] if s[0] >= warm[0]]
         last_n, last_mb = streamed[-1] if streamed else (end_tokens, end_mb)
