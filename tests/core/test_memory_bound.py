@@ -49,8 +49,11 @@ def test_a_million_tokens_through_the_live_model_the_event_log_and_the_metrics_r
 
     def stream(until: int) -> None:
         nonlocal i
+        append, on_event, piece = log.append, lane.on_event, PIECE.format
         for n in range(i, until):  # a new string per delta, as a parser makes them
-            emit(Delta(t=0.2 + n / rate, text=PIECE.format(n % 997), tokens=1))
+            delta = Delta(0.2 + n / rate, piece(n % 997), "content", 1)
+            append(delta)
+            on_event(delta)
         i = until
 
     stream(WARM)
