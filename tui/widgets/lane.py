@@ -173,9 +173,8 @@ class LaneView(Vertical):
         if self.final.display:
             self.final.focus()
 
-    def sample(self, now: float, scale: float, slow: bool, text: bool = True) -> None:
-        """Repaint what moved since the last frame; the text only when ``text``, the gauge and figures only when
-        ``slow``."""
+    def sample(self, now: float, scale: float, slow: bool) -> None:
+        """Repaint what moved since the last frame; the gauge and figures only when ``slow``."""
         lane = self.lane
         state = lane.state_at(now)
         if state != self._state:
@@ -188,9 +187,9 @@ class LaneView(Vertical):
                 label = f"✓ {lane.e2e:.2f} s"
             self.badge.update(Content(f" {label} "), layout=False)
             self.badge.set_classes(f"badge -{state}")
-        if lane.version != self._version and (text or slow):
+        if lane.version != self._version:
             self._version = lane.version
-            self.tail.refresh()
+            self.tail.sync()
             if lane.error and not self.error.display:
                 self.error.update(Content(f"✗ {lane.error}"))
                 self.error.display = True
