@@ -16,7 +16,7 @@ from textual.strip import Strip
 from providers.base import TierSpec
 from providers.events import Delta, Request
 from providers.live import LiveLane
-from tui.widgets.tail import Line, TailText, Wrapper, wrap
+from tui.widgets.tail import Line, TailText, Wrapper, joined, wrap
 
 CHANNELS = ("content", "reasoning", "tool_args", "meta")
 WORDS = ("a", "to", "the ", " quick", "brown ", "\n", "\n\n", "  ", " ", "速度", "é", "ｗｉｄｅ", "🙂 ",
@@ -35,7 +35,7 @@ def shown(lines: list[Line], height: int, width: int) -> list[str]:
     return text_of([Strip([Segment(text) for text, _ in line]).adjust_cell_length(width) for line in lines[-height:]])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(runs=runs_strategy, width=st.integers(1, 30), keeps=st.lists(st.integers(1, 6), max_size=40))
 def test_feeding_runs_one_by_one_gives_the_lines_of_one_whole_wrap(runs: list[tuple[str, str]], width: int,
                                                                    keeps: list[int]) -> None:
@@ -44,9 +44,18 @@ def test_feeding_runs_one_by_one_gives_the_lines_of_one_whole_wrap(runs: list[tu
         wrapper.feed(channel, text)
         if i < len(keeps):
             wrapper.trim(keeps[i])
-        whole = wrap(runs[: i + 1], width)
+        whole = wrap(joined(runs[: i + 1]), width)  # one run per channel in a row: words split by runs joined
         assert len(wrapper.lines) + wrapper.dropped == len(whole)
         assert wrapper.lines == whole[len(whole) - len(wrapper.lines):]
+
+
+def test_a_word_split_across_tokens_wraps_as_one_word() -> None:
+    tokens = [("content", "hello wor"), ("content", "ld, and mor"), ("content", "e")]
+    assert [text for line in wrap(tokens, 10) for text, _ in line] == ["hello ", "world, and", "more"]
+    spaces = [("content", "ab  "), ("content", "   "), ("content", "cd")]  # a run of spaces over two tokens
+    assert wrap(spaces, 6) == wrap([("content", "ab     cd")], 6) == [[("ab", "content")], [("cd", "content")]]
+    channels = [("reasoning", "thin"), ("content", "king")]  # another channel is another word
+    assert wrap(channels, 6) == [[("thin", "reasoning")], [("king", "content")]]
 
 
 def test_trimmed_lines_still_count_a_wrapped_line_drops_its_leading_space() -> None:

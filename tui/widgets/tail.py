@@ -33,7 +33,8 @@ def _width(text: str) -> int:
 
 
 def wrap(runs: list[tuple[str, str]], width: int) -> list[Line]:
-    """Word-wrap (channel, text) runs to ``width`` cells; words longer than a line are cut."""
+    """Word-wrap (channel, text) runs to ``width`` cells; words longer than a line are cut. A word may come in
+    several runs of one channel (a model's tokens split words): it wraps as one word."""
     wrapper = Wrapper(width)
     for channel, text in runs:
         wrapper.feed(channel, text)
@@ -43,10 +44,12 @@ def wrap(runs: list[tuple[str, str]], width: int) -> list[Line]:
 class Wrapper:
     """Word wrap fed one run at a time: after any sequence of :meth:`feed` calls, :attr:`lines` ends with exactly
     the lines :func:`wrap` gives for every run fed so far (only the first ones are gone once :meth:`trim` dropped
-    them). Feeding a run costs its own length, never the length of what came before: a wrapping state machine
-    that only ever reads forward, so the new text continues the last line where the previous text left it."""
+    them), and the same lines as for those runs joined into one per channel. Feeding a run costs its own length,
+    never the length of what came before: the new text continues the last line where the previous text left it,
+    and a word (or a run of spaces) the previous text left open is taken back and wrapped again with what
+    continues it."""
 
-    __slots__ = ("dropped", "lines", "used", "width")
+    __slots__ = ("dropped", "lines", "open", "used", "width")
 
     def __init__(self, width: int) -> None:
         self.width = max(width, 1)
@@ -55,34 +58,73 @@ class Wrapper:
         """Cells used on the last line."""
         self.dropped = 0
         """Lines trimmed from the front (they still count: a wrapped line never starts with a space)."""
+        self.open: tuple[str, int, int, bool] | None = None
+        """What the last run left open at the end of the last line: (channel, characters, cells used before
+        them, whether they are spaces). More of the same in the same channel is one word with them."""
 
     def feed(self, channel: str, text: str) -> None:
+        if not text:
+            return
         width, lines, used = self.width, self.lines, self.used
+        if self.open is not None:
+            open_channel, chars, before, spaces = self.open
+            self.open = None
+            if open_channel == channel and text[0] != "\n" and text[0].isspace() == spaces:
+                line = lines[-1]
+                kept, run_channel = line[-1]
+                text = kept[-chars:] + text
+                if len(kept) == chars:
+                    line.pop()
+                else:
+                    line[-1] = (kept[:-chars], run_channel)
+                used = before
+        ascii_only = text.isascii()
+        parts: list[str] = []
+        """This run's text on the last line so far, added to the line once it is done (not word by word)."""
+        word = ""
+        placed = False
         for word in _WORD.findall(text):
+            placed = False
             if word == "\n":
+                if parts:
+                    _add(lines[-1], "".join(parts), channel)
+                    parts = []
                 lines.append([])
                 used = 0
                 continue
-            size = _width(word)
+            size = len(word) if ascii_only else _width(word)
             if word.isspace():
                 if used == 0 and len(lines) + self.dropped > 1:
                     continue  # a wrapped line does not start with the space that broke it
                 if used + size > width:
+                    if parts:
+                        _add(lines[-1], "".join(parts), channel)
+                        parts = []
                     lines.append([])
                     used = 0
                     continue
             elif used + size > width and used > 0:
+                if parts:
+                    _add(lines[-1], "".join(parts), channel)
+                    parts = []
                 lines.append([])
                 used = 0
             while size > width:  # a word wider than the line: cut it
-                head = word[:width] if word.isascii() else _cut(word, width)
-                _add(lines[-1], head, channel)
+                head = word[:width] if ascii_only or word.isascii() else _cut(word, width)
+                parts.append(head)
+                _add(lines[-1], "".join(parts), channel)
+                parts = []
                 lines.append([])
                 word = word[len(head):]
-                size = _width(word)
+                size = len(word) if ascii_only else _width(word)
                 used = 0
-            _add(lines[-1], word, channel)
+            parts.append(word)
+            placed = bool(word)  # a word cut to the end leaves nothing open: what follows starts a new piece
             used += size
+        if parts:
+            _add(lines[-1], "".join(parts), channel)
+        if placed:
+            self.open = (channel, len(word), used - (len(word) if ascii_only else _width(word)), word.isspace())
         self.used = used
 
     def trim(self, keep: int) -> None:
@@ -91,6 +133,18 @@ class Wrapper:
         if extra > 0:
             del self.lines[:extra]
             self.dropped += extra
+
+
+def joined(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Pieces of one channel in a row as one run (wrapping one run costs less than wrapping its pieces, and gives
+    the same lines)."""
+    runs: list[tuple[str, list[str]]] = []
+    for channel, text in pieces:
+        if runs and runs[-1][0] == channel:
+            runs[-1][1].append(text)
+        else:
+            runs.append((channel, [text]))
+    return [(channel, "".join(texts)) for channel, texts in runs]
 
 
 def _add(line: Line, text: str, channel: str) -> None:
@@ -177,7 +231,7 @@ class TailText(Widget):
             return None
         wrapper = self._wrapper
         count = len(wrapper.lines)
-        for channel, text in new:
+        for channel, text in joined(new):
             wrapper.feed(channel, text)
         self._last = new[-1]
         strips = self._strips
@@ -214,8 +268,7 @@ class TailText(Widget):
         self._last = None
         self._version = lane.version if lane is not None else -1
         if lane is not None and height > 0:
-            runs = lane.tail((height + 1) * (width + 1))
-            for channel, text in runs:
+            for channel, text in joined(lane.tail((height + 1) * (width + 1))):
                 wrapper.feed(channel, text)
             wrapper.trim(height + 1)
             if lane.pieces:
