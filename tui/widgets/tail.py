@@ -220,8 +220,8 @@ class TailText(Widget):
             self._layout = layout
             self._rewrap()
             return -1
-        if lane is None or lane.version == self._version:
-            return None
+        if lane is None or lane.version == self._version or height <= 0:
+            return None  # nothing new, or no room to show it (a new size wraps the visible tail afresh)
         self._version = lane.version
         new = self._new_pieces(lane, (height + 1) * (width + 1))
         if new is None:
