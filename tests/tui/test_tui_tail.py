@@ -16,6 +16,7 @@ from textual.strip import Strip
 from providers.base import TierSpec
 from providers.events import Delta, Request
 from providers.live import LiveLane
+from tui.widgets.printable import printable
 from tui.widgets.tail import Line, TailText, Wrapper, joined, wrap
 
 CHANNELS = ("content", "reasoning", "tool_args", "meta")
@@ -159,3 +160,25 @@ async def test_a_new_lane_is_wrapped_afresh() -> None:
         tail.bind(second)
         await pilot.pause()
         assert text_of(tail.render_lines(Region(0, 0, 30, 1))) == ["second"]
+
+
+def test_control_characters_are_drawn_as_pictures_never_sent_to_the_terminal() -> None:
+    assert printable("a\x1b[2Jb\tc\r\nd\x07\x9b31m\x7f") == "a␛[2Jb c \nd␇\ufffd31m␡"
+    assert printable("plain text, 速度 🙂\n") == "plain text, 速度 🙂\n"
+    lines = wrap([("content", "clear\x1b[2J"), ("content", "\x1b]0;title\x07 done")], 20)
+    drawn = "".join(text for line in lines for text, _ in line)
+    assert drawn == "clear␛[2J␛]0;title␇ done"
+    assert all(ch == "\n" or ch.isprintable() for ch in drawn)
+
+
+async def test_the_tail_draws_no_control_character() -> None:
+    lane = LiveLane(TierSpec(name="t", provider="synthetic", model="m"))
+    lane.on_event(Request(t=0.0))
+    for i, text in enumerate(["Hello ", "world\x1b[2J", " red\x1b[31m?", "\ttab", " bell\x07\r\n", "end\x9b"]):
+        lane.on_event(Delta(t=0.1 * (i + 1), text=text))
+    app = TailApp(lane)
+    async with app.run_test(size=(30, 6)):
+        app.tail.sync()
+        shown = text_of(app.tail.render_lines(Region(0, 0, 30, 6)))
+    assert shown[:3] == ["Hello world␛[2J red␛[31m? tab", "bell␇", "end\ufffd"]
+    assert all(ch.isprintable() for line in shown for ch in line)

@@ -17,6 +17,7 @@ from textual.widgets import Static
 from providers.live import SOURCE_MARK, LiveLane
 
 from .gauge import Gauge
+from .printable import printable
 from .tail import TailText
 from .voice import VoicePanel
 
@@ -191,7 +192,7 @@ class LaneView(Vertical):
             self._version = lane.version
             self.tail.sync()
             if lane.error and not self.error.display:
-                self.error.update(Content(f"✗ {lane.error}"))
+                self.error.update(Content(f"✗ {printable(lane.error)}"))
                 self.error.display = True
             if lane.tier_got != self._tier_got:
                 self._tier_got = lane.tier_got
@@ -211,7 +212,7 @@ class LaneView(Vertical):
         answer = lane.answer_text()
         if not answer or len(answer) > MARKDOWN_MAX_CHARS:
             return  # keep the tail in view: nothing to render, or too much to render without a visible pause
-        self.final_text.update(Markdown(answer))
+        self.final_text.update(Markdown(printable(answer.expandtabs(4))))
         self._final_shown = True
         if not self.voice_on:
             self.tail.display = False

@@ -21,6 +21,7 @@ from textual.widget import Widget
 from providers.live import LiveLane
 
 from .palette import palette
+from .printable import printable
 
 _WORD: Final[re.Pattern[str]] = re.compile(r"\n|[^\S\n]+|\S+")
 
@@ -65,6 +66,7 @@ class Wrapper:
     def feed(self, channel: str, text: str) -> None:
         if not text:
             return
+        text = printable(text)  # a terminal obeys control characters: never send the model's to it
         width, lines, used = self.width, self.lines, self.used
         if self.open is not None:
             open_channel, chars, before, spaces = self.open
