@@ -12,6 +12,7 @@ from rich.segment import Segment
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 from textual.strip import Strip
+from textual.widget import Widget
 
 from providers.base import TierSpec
 from providers.events import Delta, Request
@@ -182,3 +183,21 @@ async def test_the_tail_draws_no_control_character() -> None:
         shown = text_of(app.tail.render_lines(Region(0, 0, 30, 6)))
     assert shown[:3] == ["Hello world␛[2J red␛[31m? tab", "bell␇", "end\ufffd"]
     assert all(ch.isprintable() for line in shown for ch in line)
+
+
+async def test_lines_drawn_directly_are_the_lines_textual_would_draw() -> None:
+    lane = LiveLane(TierSpec(name="t", provider="synthetic", model="m"))
+    lane.on_event(Request(t=0.0))
+    for i, (channel, text) in enumerate([("reasoning", "thinking it over "), ("content", "the answer, "),
+                                         ("tool_args", '{"path": "x"}'), ("meta", "\n\n"), ("content", "速度 more")]):
+        lane.on_event(Delta(t=0.1 * (i + 1), text=text, channel=channel))  # type: ignore[arg-type]
+    app = TailApp(lane)
+    async with app.run_test(size=(24, 8)):
+        tail = app.tail
+        tail.sync()
+        for crop in (Region(0, 0, 24, 8), Region(3, 1, 10, 4)):
+            direct = tail.render_lines(crop)
+            assert tail._plain()
+            through_textual = Widget.render_lines(tail, crop)  # Textual's own per-line styling pipeline
+            assert [list(strip) for strip in direct] == [list(strip) for strip in through_textual]
+            assert any(strip.text.strip() for strip in direct)
