@@ -68,7 +68,7 @@ class ChunkedDecoder:
 
     def feed(self, data: bytes) -> bytes:
         """The data in ``data``; raises ``ValueError`` on bad framing."""
-        if self._left >= len(data) and not self._line:  # the common case of a big chunk: all data, no framing
+        if 0 < len(data) <= self._left:  # inside a big chunk: all data, no framing
             self._left -= len(data)
             if not self._left:
                 self._state = self._DATA_END
@@ -134,6 +134,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self.backend = backend
         self.ssl_context = ssl_context
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._live: set[_Connection] = set()
+        """Every connection not closed yet, idle or carrying a response (closing the transport closes them all:
+        a response nobody read to its end included)."""
         self._closed = False
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -151,11 +154,16 @@ class LeanTransport(httpx.AsyncBaseTransport):
             body = request.content
         except httpx.RequestNotRead:
             body = await request.aread()
-        message = _head(request, body)
         connection = self._take(key)
         if connection is None:
             connection = await self._open(key, request, timeouts, trace)
         stream = connection.stream
+        try:  # made once connected: a new connection's server is accepting it meanwhile
+            message = _head(request, body)
+        except httpx.LocalProtocolError:
+            if not self.keep(connection):
+                await self.drop(connection)
+            raise
         try:
             if trace is not None:
                 await trace("http11.send_request_body.started", {"request": request})
@@ -170,7 +178,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 await trace("http11.receive_response_headers.complete",
                             {"request": request, "return_value": (version, status, reason, headers)})
         except BaseException as exc:
-            await stream.aclose()
+            await self.drop(connection)
             if isinstance(exc, httpx.TransportError):
                 raise
             if isinstance(exc, httpcore.NetworkError | httpcore.TimeoutException | OSError):
@@ -184,10 +192,14 @@ class LeanTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         self._closed = True
-        idle, self._idle = self._idle, {}
-        for connections in idle.values():
-            for connection in connections:
-                await connection.stream.aclose()
+        self._idle = {}
+        for connection in list(self._live):
+            await self.drop(connection)
+
+    async def drop(self, connection: _Connection) -> None:
+        """Close a connection (a TLS one says so to the server first)."""
+        self._live.discard(connection)
+        await connection.stream.aclose()
 
     def _take(self, key: tuple[str, str, int]) -> _Connection | None:
         """An idle connection to ``key`` that the server has not closed (nor sent anything on)."""
@@ -196,17 +208,19 @@ class LeanTransport(httpx.AsyncBaseTransport):
             connection = connections.pop()
             if not connection.stream.get_extra_info("is_readable"):
                 return connection
-            _close_now(connection.stream)
+            self._live.discard(connection)
+            connection.stream.close_now()  # the server hung up: nothing to say to it
         return None
 
-    def release(self, connection: _Connection, reusable: bool) -> None:
-        """A response is over: its connection goes back to the idle ones, or is closed."""
-        if reusable and not self._closed:
-            connections = self._idle.setdefault(connection.key, [])
-            if len(connections) < MAX_IDLE:
-                connections.append(connection)
-                return
-        _close_now(connection.stream)
+    def keep(self, connection: _Connection) -> bool:
+        """A response read to its end: its connection goes back to the idle ones (False: there is no room)."""
+        if self._closed:
+            return False
+        connections = self._idle.setdefault(connection.key, [])
+        if len(connections) >= MAX_IDLE:
+            return False
+        connections.append(connection)
+        return True
 
     async def _open(self, key: tuple[str, str, int], request: httpx.Request, timeouts: dict[str, float | None],
                     trace: Trace | None) -> _Connection:
@@ -228,11 +242,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
                     await trace("connection.start_tls.complete", {"return_value": stream})
         except (httpcore.NetworkError, httpcore.TimeoutException) as exc:
             raise _httpx_error(exc, request) from exc
-        return _Connection(key, stream)
-
-
-def _close_now(stream: Stream) -> None:
-    stream.close_now()
+        connection = _Connection(key, stream)
+        self._live.add(connection)
+        return connection
 
 
 def _head(request: httpx.Request, body: bytes) -> bytes:
@@ -376,4 +388,5 @@ class _Body(httpx.AsyncByteStream):
     async def aclose(self) -> None:
         if not self._released:
             self._released = True
-            self._transport.release(self._connection, self._over and self._keep)
+            if not (self._over and self._keep and self._transport.keep(self._connection)):
+                await self._transport.drop(self._connection)

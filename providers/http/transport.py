@@ -371,6 +371,19 @@ AddrInfo = list[tuple[Any, Any, int, str, Any]]
 _UNDER_WAY: Final[frozenset[int]] = frozenset({errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK, errno.EALREADY})
 
 
+def _new_socket(family: int, kind: int, proto: int) -> socket.socket:
+    """A TCP socket set up for a stamped connection: kernel receive stamps, non-blocking, TCP_NODELAY."""
+    sock = socket.socket(family, kind, proto)
+    try:
+        StampedStream.enable_kernel_stamps(sock)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def writable_now(sock: socket.socket) -> bool:
     """Whether ``sock`` is writable at this moment (a poll that does not wait)."""
     if hasattr(select, "poll"):
@@ -436,6 +449,9 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
     def __init__(self) -> None:
         self._addresses: dict[tuple[str, int], AddrInfo] = {}
         self._stamping: socket.socket | None = None
+        self._spares: dict[tuple[str, int], socket.socket] = {}
+        """A socket made (and set up) for each server looked up, for its first connection: creating one is set-up,
+        not connecting, and sits before the ``connect`` call a server waits for."""
 
     async def resolve(self, host: str, port: int) -> AddrInfo:
         """The addresses of ``host`` (looked up once per session; a literal address without a lookup)."""
@@ -449,6 +465,9 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
             self._addresses[key] = infos
             if infos and self._stamping is None:
                 self._stamping = _stamping_socket(infos[0][0])
+            if infos and key not in self._spares:
+                with contextlib.suppress(OSError):
+                    self._spares[key] = _new_socket(*infos[0][:3])
         return infos
 
     def close(self) -> None:
@@ -456,6 +475,9 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
         if self._stamping is not None:
             self._stamping.close()
             self._stamping = None
+        spares, self._spares = self._spares, {}
+        for sock in spares.values():
+            sock.close()
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
@@ -466,17 +488,19 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
         writable. No ``asyncio.timeout``: the wait belongs to no task (see :meth:`StampedStream.read`)."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
+        spare: socket.socket | None = None
         try:
             infos = self._addresses.get((host, port))
             if infos is None:
                 infos = await asyncio.wait_for(self.resolve(host, port), timeout)
             failure: OSError | None = None
+            spare = self._spares.pop((host, port), None)
             for family, kind, proto, _, address in infos:
-                sock = socket.socket(family, kind, proto)
-                StampedStream.enable_kernel_stamps(sock)
+                if spare is not None and spare.family == family:
+                    sock, spare = spare, None
+                else:
+                    sock = _new_socket(family, kind, proto)
                 try:
-                    sock.setblocking(False)
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     for option in socket_options or ():
                         sock.setsockopt(*option)
                     if local_address is not None:
@@ -494,6 +518,9 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
             raise httpcore.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
         except socket.gaierror as exc:
             raise httpcore.ConnectError(f"[Errno {exc.errno}] {exc.strerror}: name resolution failed") from exc
+        finally:
+            if spare is not None:  # made for an address family this connection did not use
+                spare.close()
         if failure is None:
             raise httpcore.ConnectError(f"no address for {host}")
         why = os.strerror(failure.errno) if failure.errno else str(failure)  # "Connection refused", ...
