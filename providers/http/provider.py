@@ -426,9 +426,9 @@ class HTTPProvider(Provider):
         # JSON encoding. Each attempt gets a request of its own (its own trace), built before its own start.
         req = client.build_request("POST", self._url or url, json=payload, headers=headers)
         retries = 0
-        start = attempt = clock.now()
         marks = _Marks(clock, len(req.content), exact_writes=self._stamped)
         req.extensions["trace"] = marks.trace
+        start = attempt = clock.now()
         sending = self._send(client, req)
         # Request first in order, stamped before the send; it goes out once the request is on its way, so that
         # what the lane's consumer does with it (record it, draw it) is not inside connect_s.
@@ -441,9 +441,9 @@ class HTTPProvider(Provider):
         while True:
             if pending is None:
                 req = client.build_request("POST", self._url or url, json=payload, headers=headers)
-                attempt = clock.now()
                 marks = _Marks(clock, len(req.content), exact_writes=self._stamped)
                 req.extensions["trace"] = marks.trace
+                attempt = clock.now()
                 pending = self._send(client, req)
             sending, pending = pending, None
             connected = False
@@ -871,18 +871,20 @@ def at_socket(clock: Clock, perf: float | None, fallback: float | None = None) -
 
 
 async def first_use(base_url: str, backend: StampedBackend | None = None) -> None:
-    """Pay before the race what the first request would otherwise pay inside its ``connect_s``: httpcore's lazy
-    imports (its locks and events load anyio's asyncio backend on first use, h11 on the first HTTP/1.1
-    connection), the event loop's resolver thread, and the name lookup itself (which warms the system's cache).
-    Measured on the first request of a process: 25–55 ms before, all of it set-up, none of it the network."""
-    import anyio
-    import h11  # noqa: F401 - imported for its side effect: loaded now, not on the first connection
-    import httpcore._async.http11  # noqa: F401
+    """Pay before the race what the first request would otherwise pay inside its ``connect_s``: on httpx's own
+    transport (``backend`` None: behind a proxy, or a test's) httpcore's lazy imports (its locks and events load
+    anyio's asyncio backend on first use, h11 on the first HTTP/1.1 connection) and the event loop's resolver
+    thread; on the socket-time transport a parked reader thread, and the name lookup (which also makes the first
+    connection's socket). Measured on the first request of a process: 25–55 ms before, all of it set-up."""
+    if backend is None:
+        import anyio
+        import h11  # noqa: F401 - imported for its side effect: loaded now, not on the first connection
+        import httpcore._async.http11  # noqa: F401
 
-    anyio.Event().set()
-    with anyio.CancelScope(shield=True):
-        pass
-    if backend is not None:
+        anyio.Event().set()
+        with anyio.CancelScope(shield=True):
+            pass
+    else:
         READERS.reserve()
     parts = urlsplit(base_url)
     if parts.hostname:
