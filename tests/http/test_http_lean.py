@@ -13,7 +13,7 @@ import httpx
 import pytest
 from serving import fast_source, provider, tier
 
-from providers.base import TurnRequest
+from providers.base import TierSpec, TurnRequest
 from providers.events import Done, Request, Segment
 from providers.http.lean import ChunkedDecoder, LeanTransport
 from providers.http.provider import eager
@@ -316,3 +316,27 @@ async def test_the_turn_starts_after_the_request_is_built_and_the_request_event_
     assert isinstance(events[0], Request) and isinstance(events[-1], Done)
     connect = next(e for e in events if isinstance(e, Segment) and e.seg == "connect")
     assert len(built) == 1 and built[0] < events[0].t == connect.start
+
+
+async def test_a_cookie_the_server_sets_goes_back_with_the_next_turn() -> None:
+    sse = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+           b"data: [DONE]\n\n")
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await server.request(reader):
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nset-cookie: lb=7; Path=/\r\n"
+                         b"content-length: %d\r\n\r\n" % len(sse) + sse)
+            await writer.drain()
+
+    async with Scripted(handler) as server:
+        spec = TierSpec(name="lane", provider="openai", model="m", base_url=server.url.removesuffix("/x"))
+        prov = provider(spec)
+        await prov.prepare()
+        try:
+            for _ in range(2):
+                events = [e async for e in prov.stream(TurnRequest("hi", max_tokens=5), Ticks())]
+                assert isinstance(events[-1], Done)
+        finally:
+            await prov.aclose()
+    assert b"cookie: lb=7" not in server.requests[0].lower()
+    assert b"cookie: lb=7" in server.requests[1].lower()
