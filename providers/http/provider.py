@@ -318,6 +318,7 @@ class HTTPProvider(Provider):
         self._client: httpx.AsyncClient | None = None
         self._stamped = False
         self._backend: StampedBackend | None = None
+        self._lean: LeanTransport | None = None
         self._url: httpx.URL | None = None
         """Whether the client writes through the socket-time transport (each write one blocking ``sendall``)."""
         self._key = ""
@@ -362,6 +363,7 @@ class HTTPProvider(Provider):
             backend = self._backend = StampedBackend() if self._transport is None else None
             transport = self._transport or stamped_transport(backend)
             self._stamped = transport is not None and backend is not None
+            self._lean = transport if self._stamped and isinstance(transport, LeanTransport) else None
             self._client = httpx.AsyncClient(
                 transport=transport,
                 timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
@@ -387,6 +389,7 @@ class HTTPProvider(Provider):
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+            self._lean = None
         if self._backend is not None:
             self._backend.close()
             self._backend = None
@@ -499,17 +502,17 @@ class HTTPProvider(Provider):
         loop's next pass, behind whatever else is ready (a screen's frame). Its waits are timers on futures, bound
         to no task, so the rest can go on in a task of its own. On any other transport (anyio's cancel scopes
         belong to the task they start in) the whole send is a task."""
-        if not self._stamped:
+        if self._lean is None:
             return asyncio.ensure_future(client.send(req, stream=True))
-        return eager(self._send_direct(client, req))
+        return eager(self._send_direct(client, self._lean, req))
 
-    async def _send_direct(self, client: httpx.AsyncClient, req: httpx.Request) -> httpx.Response:
+    @staticmethod
+    async def _send_direct(client: httpx.AsyncClient, transport: LeanTransport, req: httpx.Request
+                           ) -> httpx.Response:
         """``client.send`` for the socket-time transport, straight to it: a request built by the client (its
         headers, cookies and timeouts merged in) and sent without httpx's auth and redirect machinery (tokrace uses
         neither: keys are headers, redirects are never followed), ~35 µs before the connect that was part of every
         first request's TTFT. The client's cookie jar still learns what the response sets."""
-        transport = client._transport
-        assert isinstance(transport, LeanTransport)
         response = await transport.handle_async_request(req)
         client.cookies.extract_cookies(response)
         return response
