@@ -37,6 +37,10 @@ worker thread so that a slow peer never blocks the event loop."""
 
 _TIMESPEC: Final[struct.Struct] = struct.Struct("@ll")
 
+READ_SLICE_S: Final[float] = 0.002
+"""A reader that keeps finding bytes already there (a stream faster than the loop parses it) still lets the event
+loop run this often: the screen, the other lanes and timers are never held for a whole stream."""
+
 
 class ReaderThreads:
     """Parked reader threads, started before the race: ``Thread.start`` waits until the new thread runs, which
@@ -108,6 +112,8 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         self._reading = False
+        self._yielded = time.perf_counter()
+        """When a read last let the event loop run (waiting for bytes, or yielding after a slice of work)."""
         sock.setblocking(True)
         if read_now:
             self.start_reading()
@@ -161,6 +167,9 @@ class StampedStream(httpcore.AsyncNetworkStream):
             await self._send(timeout)
         if not self._reading:
             self.start_reading()
+        if self._reads and time.perf_counter() - self._yielded > READ_SLICE_S:
+            await asyncio.sleep(0)  # bytes keep coming faster than they are parsed: let the loop run a pass
+            self._yielded = time.perf_counter()
         while not self._reads:
             if self._closed:
                 return b""
@@ -175,6 +184,7 @@ class StampedStream(httpcore.AsyncNetworkStream):
                 self._waiter = None
                 if timer is not None:
                     timer.cancel()
+            self._yielded = time.perf_counter()
         item = self._reads.popleft()
         if isinstance(item, OSError):
             self._reads.appendleft(item)  # every later read fails the same way
