@@ -17,7 +17,6 @@ import os
 import queue
 import socket
 import ssl
-import struct
 import sys
 import threading
 import time
@@ -27,15 +26,13 @@ from typing import Any, Final
 
 import httpcore
 
-SO_TIMESTAMPNS: Final[int] = 35
-"""Linux's socket option (and control message type) for nanosecond receive timestamps (CLOCK_REALTIME)."""
+from ..clock import SO_TIMESTAMPNS, TIMESPEC, packet_time
 
 READ_SIZE: Final[int] = 64 * 1024
 SMALL_WRITE: Final[int] = 64 * 1024
 """Writes up to this size go straight to the socket (its buffer takes them at once); bigger ones go through a
 worker thread so that a slow peer never blocks the event loop."""
 
-_TIMESPEC: Final[struct.Struct] = struct.Struct("@ll")
 
 READ_SLICE_S: Final[float] = 0.002
 """A reader that keeps finding bytes already there (a stream faster than the loop parses it) still lets the event
@@ -138,7 +135,7 @@ class StampedStream(httpcore.AsyncNetworkStream):
 
     def _pump(self) -> None:
         """The reader thread: take bytes off the socket as they come, stamp them, hand them to the loop."""
-        space = socket.CMSG_SPACE(_TIMESPEC.size)
+        space = socket.CMSG_SPACE(TIMESPEC.size)
         while True:
             try:
                 data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, space)
@@ -276,12 +273,8 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 
 def _stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
     """The kernel's arrival time of the packet just read, as a ``perf_counter()`` value; else now."""
-    for level, kind, raw in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-            sec, nsec = (int(x) for x in _TIMESPEC.unpack_from(raw))
-            age_ns = time.time_ns() - (sec * 1_000_000_000 + nsec)  # integers: no float rounding
-            return (time.perf_counter_ns() - max(age_ns, 0)) / 1e9
-    return time.perf_counter()
+    stamp = packet_time(ancillary)
+    return time.perf_counter() if stamp is None else stamp
 
 
 class StampedTLSStream(httpcore.AsyncNetworkStream):
