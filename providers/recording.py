@@ -140,15 +140,18 @@ class Recorder:
         of their UTF-8 bytes, no buffer in between, so a crash loses at most the line being written. A write that
         fails (a full disk, a file-size limit) closes the file (what it holds stays readable), keeps the reason
         in :attr:`problem` and raises :class:`RecordingError`; later events are dropped."""
-        if self._fh is None:
-            return
-        data = (lines + "\n").encode("utf-8")
+        if self._fh is not None:
+            self._write((lines + "\n").encode("utf-8"), 0)
+
+    def _write(self, data: bytes, written: int) -> None:
+        """Write ``data`` from byte ``written`` on (see :meth:`_put`)."""
+        assert self._fh is not None
         try:
-            while data:
-                written = self._fh.write(data)
-                if not written:  # a regular file takes some bytes or fails; never spin on one that does neither
+            while written < len(data):
+                took = self._fh.write(data[written:] if written else data)
+                if not took:  # a regular file takes some bytes or fails; never spin on one that does neither
                     raise OSError(errno.EIO, "the file took none of the bytes written to it")
-                data = data[written:]
+                written += took
         except OSError as exc:
             fh, self._fh = self._fh, None
             self._pending = []
@@ -168,11 +171,17 @@ class Recorder:
         if self.buffered:
             if self._fh is not None:
                 self._pending.append((lane, self.run, event))
-        elif self._fh is not None:
+        elif self._fh is not None:  # a hot path: one write when the file takes the whole line, as it does
+            data = (self._line(lane, event) + "\n").encode("utf-8")
             try:
-                self._put(self._line(lane, event))
-            except RecordingError:  # kept in self.problem (no context manager per event: it is a hot path)
-                return
+                written = self._fh.write(data)
+            except OSError:
+                written = 0  # _write tries again and reports it
+            if written != len(data):
+                try:
+                    self._write(data, written or 0)
+                except RecordingError:  # kept in self.problem
+                    return
 
     def _line(self, lane: int, event: Event) -> str:
         """``redact(event_line(lane, self.run, event), secrets)``, for a delta without looking for shapes in the

@@ -154,6 +154,7 @@ def _plan(profile: Profile, max_tokens: int, turn: int, tool_args: Sequence[str]
     rng = random.Random(f"{profile.seed}:{turn}")
     jitter = profile.jitter
     uniform = rng.uniform
+    random_ = rng.random
     base = profile.ttft_ms / 1000.0
     drift = base * jitter * uniform(-1.0, 1.0) if jitter else 0.0
     k = profile.tokens_per_event
@@ -172,13 +173,14 @@ def _plan(profile: Profile, max_tokens: int, turn: int, tool_args: Sequence[str]
         counted = 0
         t = base
         if k == 1:  # one piece per event: no batching, no joining (the same figures as below)
+            step = 1 / rate * jitter  # ((1 / rate) * jitter) * u, the order of the operations below
             for piece in toks:
                 if first:
                     first = False
                 else:
                     counted += 1
                     if jitter:
-                        drift += 1 / rate * jitter * uniform(-1.0, 1.0)
+                        drift += step * (-1.0 + 2.0 * random_())  # uniform(-1.0, 1.0), as it computes it
                 t = base + counted / rate
                 yield (t + drift, piece, channel, 1, call)
         else:
