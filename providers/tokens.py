@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import weakref
 from functools import lru_cache
 from typing import Any, Final
 
@@ -93,12 +94,31 @@ def count(text: str, model: str = "") -> tuple[int, str] | None:
     return len(enc.encode_ordinary(text)), name
 
 
+MEMO_SIZE: Final[int] = 8192
+"""Tails remembered per encoding with what encoding them gave (see :class:`IncrementalCounter`)."""
+
+_MEMOS: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, int, int]]] = weakref.WeakKeyDictionary()
+
+
+def _memo_for(encoding: Any) -> dict[str, tuple[int, int, int]]:
+    """The memo shared by every counter of ``encoding`` (a lane's second turn, a race's other lanes)."""
+    try:
+        return _MEMOS.setdefault(encoding, {})
+    except TypeError:  # an encoding that cannot be weakly referenced: a memo of its own
+        return {}
+
+
 class IncrementalCounter:
     """Counts tokens of a growing text in constant time per delta: only the tail is re-encoded, and all but the
-    last two tokens of it are committed (a new delta can still merge with those)."""
+    last two tokens of it are committed (a new delta can still merge with those).
+
+    What a delta does depends on the tail it makes and nothing else, so each tail's outcome is remembered (a
+    bounded memo per encoding): a tail seen before (repeated text: a demo's passage, a replayed answer, an agent
+    loop's repeated steps) costs a dictionary look-up instead of a call into the tokenizer, with the same count."""
 
     def __init__(self, encoding: Any) -> None:
         self._enc = encoding
+        self._memo = _memo_for(encoding)
         self._committed = 0
         self._tail = ""
         self.total = 0
@@ -106,18 +126,32 @@ class IncrementalCounter:
 
     def feed(self, text: str) -> int:
         """Add text; return the new total."""
-        self._tail += text
-        toks = self._enc.encode_ordinary(self._tail)
-        if len(self._tail) > TAIL_CHARS and len(toks) > 2:
+        tail = self._tail + text
+        memo = self._memo
+        step = memo.get(tail)
+        if step is None:
+            step = self._step(tail)
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()  # all at once: dropping the oldest one by one makes a dict's iteration crawl
+            memo[tail] = step
+        kept_chars, kept_tokens, count = step
+        if kept_chars:
+            self._committed += kept_tokens
+            tail = tail[kept_chars:]
+        self._tail = tail
+        self.total = self._committed + count
+        return self.total
+
+    def _step(self, tail: str) -> tuple[int, int, int]:
+        """(characters committed, tokens committed, tokens of what is left) for a tail: the tail's count when it
+        is short, else all but its last two tokens committed when they decode to the tail's start."""
+        toks = self._enc.encode_ordinary(tail)
+        if len(tail) > TAIL_CHARS and len(toks) > 2:
             keep = toks[:-2]
             try:
                 kept = self._enc.decode_bytes(keep).decode("utf-8")
             except UnicodeDecodeError:
                 kept = ""
-            if kept and self._tail.startswith(kept):
-                self._committed += len(keep)
-                self._tail = self._tail[len(kept):]
-                self.total = self._committed + 2
-                return self.total
-        self.total = self._committed + len(toks)
-        return self.total
+            if kept and tail.startswith(kept):
+                return len(kept), len(keep), 2
+        return 0, 0, len(toks)

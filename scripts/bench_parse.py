@@ -9,7 +9,8 @@ tiktoken, as the screen does. No network and no screen: what is measured is this
 
 Goal (issue 12): per token, a few microseconds in these layers.
 
-    python scripts/bench_parse.py [--tokens 20000] [--runs 5] [--per-chunk 1,8] [--stage all|parse|live]
+    python scripts/bench_parse.py [--tokens 20000] [--runs 5] [--per-chunk 1,8,0] [--stage all|parse|live]
+                                  [--text passage|varied|both]
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import random
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -46,10 +48,20 @@ PROTOCOLS: dict[str, tuple[type[HTTPProvider], type[Wire]]] = {
 }
 
 
-def frames(wire_type: type[Wire], n: int) -> list[bytes]:
-    """One response's SSE frames: its opening, ``n`` text pieces cycling the synthetic passage, its closing."""
-    texts = list(itertools.islice(itertools.cycle(pieces(PASSAGE)), n))
-    plan = Plan(head_t=0.0, pieces=[Piece(0.0, text) for text in texts], end_t=0.0, input_tokens=10,
+def texts(n: int, varied: bool) -> list[str]:
+    """``n`` text pieces: the synthetic passage over and over (what ``tokrace serve`` and the demo send), or
+    (``varied``) its pieces drawn at random, so that the text, like a real answer, hardly ever repeats."""
+    passage = pieces(PASSAGE)
+    if varied:
+        rng = random.Random(1)
+        return [rng.choice(passage) for _ in range(n)]
+    return list(itertools.islice(itertools.cycle(passage), n))
+
+
+def frames(wire_type: type[Wire], n: int, varied: bool = False) -> list[bytes]:
+    """One response's SSE frames: its opening, ``n`` text pieces, its closing."""
+    texts_ = texts(n, varied)
+    plan = Plan(head_t=0.0, pieces=[Piece(0.0, text) for text in texts_], end_t=0.0, input_tokens=10,
                 output_tokens=n)
     wire = wire_type({"stream_options": {"include_usage": True}}, "bench", "bench-model", "default", True)
     return [wire.opening(plan), *(wire.piece(plan, p) for p in plan.pieces), wire.closing(plan, Timing(0.0))]
@@ -97,13 +109,13 @@ async def _run(provider: HTTPProvider, chunks: list[bytes], stage: str, encoding
     return time.process_time() - started, deltas
 
 
-def measure(protocol: str, n: int, per_chunk: int, runs: int, stage: str) -> float:
+def measure(protocol: str, n: int, per_chunk: int, runs: int, stage: str, varied: bool = False) -> float:
     """Microseconds of CPU per token, best of ``runs``."""
     provider_type, wire_type = PROTOCOLS[protocol]
     base_url = "http://127.0.0.1:9" + ("" if protocol == "anthropic" else "/v1")
     tier = TierSpec(name="bench", provider=protocol, model="bench-model", base_url=base_url)
     provider = provider_type(tier)
-    chunks = chunked(frames(wire_type, n), per_chunk)
+    chunks = chunked(frames(wire_type, n, varied), per_chunk)
     _, encoding = get_encoding("bench-model")
     best = float("inf")
     for _ in range(runs):
@@ -125,14 +137,19 @@ def main() -> int:
     parser.add_argument("--per-chunk", default="1,8,0", help="events per chunk, comma-separated; 0 = 97-byte cuts")
     parser.add_argument("--stage", choices=("all", "parse", "live"), default="all",
                         help="all: bytes to live lane; parse: bytes to events; live: masking + live lane only")
+    parser.add_argument("--text", choices=("passage", "varied", "both"), default="both",
+                        help="passage: the demo's passage over and over (counted from the tokenizer's memo after "
+                             "two rounds); varied: pieces at random, as a real answer (the tokenizer on every "
+                             "piece)")
     args = parser.parse_args()
     modes = list(_modes(args.per_chunk))
     label = {0: "97-byte cuts"}
-    print(f"µs of CPU per token ({args.stage}, {args.tokens:,} tokens, best of {args.runs})")
-    print(f"{'protocol':18}" + "".join(f"{label.get(m, f'{m} event/chunk'):>16}" for m in modes))
-    for protocol in PROTOCOLS:
-        figures = [measure(protocol, args.tokens, m, args.runs, args.stage) for m in modes]
-        print(f"{protocol:18}" + "".join(f"{f:16.2f}" for f in figures))
+    for text in (("passage", "varied") if args.text == "both" else (args.text,)):
+        print(f"µs of CPU per token ({args.stage}, {text} text, {args.tokens:,} tokens, best of {args.runs})")
+        print(f"{'protocol':18}" + "".join(f"{label.get(m, f'{m} event/chunk'):>16}" for m in modes))
+        for protocol in PROTOCOLS:
+            figures = [measure(protocol, args.tokens, m, args.runs, args.stage, text == "varied") for m in modes]
+            print(f"{protocol:18}" + "".join(f"{f:16.2f}" for f in figures))
     return 0
 
 

@@ -86,10 +86,21 @@ class StreamProblem(Exception):
         self.message = message
 
 
+_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = json.JSONDecoder().scan_once
+"""The JSON scanner under ``json.loads``, without its per-call set-up: half the cost on a small object."""
+
+
 def load_json(sse: SSEEvent) -> Any:
     """The JSON of an event's data, or a :class:`StreamProblem` quoting the start of what came instead."""
+    data = sse.data
     try:
-        return json.loads(sse.data)
+        value, end = _SCAN(data, 0)
+        if end == len(data):
+            return value
+    except (StopIteration, ValueError):  # not a value at its very start: json.loads says what it is
+        pass
+    try:  # surrounding white space, something after the value, malformed: exactly as json.loads reads it
+        return json.loads(data)
     except json.JSONDecodeError:
         raise StreamProblem("protocol", f"the server sent malformed JSON ({excerpt(sse.data, 60)!r}); "
                                         "the stream is garbled, try again") from None
