@@ -7,16 +7,16 @@ CRLF, LF or CR only; a CR at the end of one chunk and an LF at the start of the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 _EOL: Final[re.Pattern[bytes]] = re.compile(rb"\r\n|\r|\n")
 _BOM: Final[bytes] = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
-    """One dispatched event: its type (``message`` unless an ``event:`` line named it), data and last id."""
+class SSEEvent(NamedTuple):
+    """One dispatched event: its type (``message`` unless an ``event:`` line named it), data and last id.
+
+    A named tuple: immutable, and made in a third of a frozen dataclass's time (one per token)."""
 
     event: str
     data: str
@@ -73,6 +73,10 @@ class SSEParser:
         if not chunk:
             return []
         if self._started and not self._skip_lf and b"\r" not in chunk:
+            if chunk.endswith(b"\n\n") and not (self._line_parts or self._data or self._event):
+                events = self._whole_events(chunk)
+                if events is not None:
+                    return events
             return self._feed_lf(chunk)
         if self._skip_lf:
             self._skip_lf = False
@@ -109,6 +113,33 @@ class SSEParser:
             self._pending += len(chunk) - pos
         if self._size + self._pending > self._limit:
             raise EventTooLarge(self._limit)
+        return events
+
+    def _whole_events(self, chunk: bytes) -> list[SSEEvent] | None:
+        """The events of a chunk of whole events each made of one ``data: `` line, optionally after one ``event: ``
+        line (how every provider streams); ``None``, with nothing changed, for any other chunk."""
+        events: list[SSEEvent] = []
+        last_id = self.last_id
+        for block in chunk[:-2].split(b"\n\n"):
+            if block.startswith(b"data: "):
+                if b"\n" in block:
+                    return None
+                kind, value = "message", block[6:]
+            elif block.startswith(b"event: "):
+                cut = block.find(b"\n")
+                if block[cut:cut + 7] != b"\ndata: " or b"\n" in block[cut + 1:]:
+                    return None
+                try:
+                    kind = block[7:cut].decode("utf-8") or "message"
+                except UnicodeDecodeError:
+                    return None
+                value = block[cut + 7:]
+            else:
+                return None
+            try:
+                events.append(SSEEvent(kind, value.decode("utf-8"), last_id, True))
+            except UnicodeDecodeError:
+                return None
         return events
 
     def _feed_lf(self, chunk: bytes) -> list[SSEEvent]:
