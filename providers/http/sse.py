@@ -74,9 +74,9 @@ class SSEParser:
             return []
         if self._started and not self._skip_lf and b"\r" not in chunk:
             if chunk.endswith(b"\n\n") and not (self._line_parts or self._data or self._event):
-                events = self._whole_events(chunk)
-                if events is not None:
-                    return events
+                whole = self._whole_events(chunk)
+                if whole is not None:
+                    return whole
             return self._feed_lf(chunk)
         if self._skip_lf:
             self._skip_lf = False
