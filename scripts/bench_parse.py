@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 
 from providers.base import TierSpec
-from providers.clock import RealClock
+from providers.clock import LaneClock, RealClock
 from providers.events import Delta, Event
 from providers.http.anthropic import AnthropicProvider
 from providers.http.openai_chat import OpenAIChatProvider
 from providers.http.openai_responses import OpenAIResponsesProvider
-from providers.http.provider import HTTPProvider
+from providers.http.provider import HTTPProvider, _TurnLimits
 from providers.live import LiveLane
 from providers.masking import Masker
 from providers.serve.wire import AnthropicWire, ChatWire, Piece, Plan, ResponsesWire, Timing, Wire
@@ -87,23 +87,25 @@ class _Chunks(httpx.AsyncByteStream):
 async def _run(provider: HTTPProvider, chunks: list[bytes], stage: str, encoding: object) -> tuple[float, int]:
     """CPU seconds for one response, and its text deltas."""
     response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunks(chunks))
-    clock = RealClock()
+    real = RealClock()
+    clock = LaneClock(real, real.now())  # a lane's clock, as the race gives it: seconds since the lane began
+    limits = _TurnLimits(1800.0, 4 * len(chunks))
     masker = Masker([], shapes=True)
     lane = LiveLane(TierSpec(name="bench", provider=provider.name, model="bench-model"))
     lane.set_encoding("cl100k_base", encoding)
     deltas = 0
     started = time.process_time()
     if stage == "live":
-        events: list[Event] = [event async for event in provider._read(response, clock, None, 0.0)]
+        events: list[Event] = [event async for event in provider._read(response, clock, None, 0.0, limits)]
         started = time.process_time()
         for event in events:
             lane.on_event(masker(event))
             deltas += isinstance(event, Delta)
     elif stage == "parse":
-        async for event in provider._read(response, clock, None, 0.0):
+        async for event in provider._read(response, clock, None, 0.0, limits):
             deltas += isinstance(event, Delta)
     else:
-        async for event in provider._read(response, clock, None, 0.0):
+        async for event in provider._read(response, clock, None, 0.0, limits):
             lane.on_event(masker(event))
             deltas += isinstance(event, Delta)
     return time.process_time() - started, deltas

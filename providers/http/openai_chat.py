@@ -138,7 +138,11 @@ class ChatDecoder(StreamDecoder):
     def _choice(self, choice: Mapping[str, Any], t: float) -> list[Event]:
         out: list[Event] = []
         delta = choice.get("delta") or {}
-        if delta:
+        if len(delta) == 1 and "content" in delta:  # nearly every chunk: one piece of the answer
+            text = delta["content"]
+            if isinstance(text, str) and text:
+                out.append(self.delta(t, text))
+        elif delta:
             for field in ("reasoning", "reasoning_content"):
                 text = delta.get(field)
                 if isinstance(text, str) and text:

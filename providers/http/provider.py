@@ -86,6 +86,9 @@ class StreamProblem(Exception):
         self.message = message
 
 
+_FINAL: Final[tuple[type[Event], ...]] = (Done, Error)
+"""The events that end a turn (a tuple: ``isinstance`` takes it faster than ``Done | Error``)."""
+
 _SCAN: Final[Callable[[str, int], tuple[Any, int]]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 """The JSON scanner under ``json.loads``, without its per-call set-up: half the cost on a small object."""
 
@@ -530,8 +533,12 @@ class HTTPProvider(Provider):
         opening, seen = b"", False  # the first bytes (to say what came if it was no event stream); any event?
         try:
             async for chunk in chunks:
-                t = max(t, at_socket(clock, stream.read_at) if stamped else clock.now())
-                if limits is not None and (late := limits.late(self, t, clock.now(), decoder.deltas)) is not None:
+                now = clock.now()
+                read_at = stream.read_at if stamped else None  # as at_socket(), on the one reading of the clock
+                arrived = now if read_at is None else now - max(time.perf_counter() - read_at, 0.0)
+                if arrived > t:
+                    t = arrived
+                if limits is not None and (late := limits.late(self, t, now, decoder.deltas)) is not None:
                     final = [late]
                     break
                 if len(opening) < _OPENING:
@@ -557,7 +564,7 @@ class HTTPProvider(Provider):
                         events = [Error(t=t, error=problem.kind, message=problem.message)]
                     if limits is not None and decoder.deltas > limits.max_chunks:
                         events = [limits.runaway(t, decoder.deltas)]
-                    if events and isinstance(events[-1], Done | Error):
+                    if events and isinstance(events[-1], _FINAL):
                         final = events
                         break
                     for event in events:
