@@ -101,6 +101,8 @@ def chat_usage(usage: Mapping[str, Any], t: float) -> Usage:
 class ChatDecoder(StreamDecoder):
     """Chat chunks → events; ``[DONE]``, or the end of the bytes after a ``finish_reason``, ends it."""
 
+    text_keys = (('"content":"', "content"), ('"reasoning":"', "reasoning"), ('"reasoning_content":"', "reasoning"))
+
     def __init__(self, asked_tier: str | None) -> None:
         super().__init__(asked_tier)
         self.finish: str | None = None
