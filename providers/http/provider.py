@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import email.utils
 import json
+import math
 import os
 import random
 import re
@@ -608,6 +609,8 @@ class HTTPProvider(Provider):
         t = head
         final: list[Event] = []
         opening, seen = b"", False  # the first bytes (to say what came if it was no event stream); any event?
+        deadline = limits.deadline if limits is not None else math.inf
+        max_chunks = limits.max_chunks if limits is not None else math.inf
         try:
             async for chunk in chunks:
                 now = clock.now()
@@ -615,14 +618,15 @@ class HTTPProvider(Provider):
                 arrived = now if read_at is None else now - max(time.perf_counter() - read_at, 0.0)
                 if arrived > t:
                     t = arrived
-                if limits is not None and (late := limits.late(self, t, now, decoder.deltas)) is not None:
+                if now > deadline and limits is not None and (late := limits.late(self, t, now, decoder.deltas)):
                     final = [late]
                     break
-                if len(opening) < _OPENING:
+                if not seen and len(opening) < _OPENING:  # only a body without events needs its opening
                     opening += chunk[: _OPENING - len(opening)]
                 try:
                     sses = parser.feed(chunk)
-                    seen = seen or bool(sses)
+                    if sses:
+                        seen = True
                 except EventTooLarge:
                     final = [Error(t=t, error="protocol", message=(
                         f"the server sent one event larger than {MAX_EVENT_BYTES // (1024 * 1024)} MB after "
@@ -645,7 +649,7 @@ class HTTPProvider(Provider):
                         except StreamProblem as problem:
                             events = [Error(t=t, error=problem.kind, message=problem.message)]
                         frames.learn(sse, events)
-                    if limits is not None and decoder.deltas > limits.max_chunks:
+                    if decoder.deltas > max_chunks and limits is not None:
                         events = [limits.runaway(t, decoder.deltas)]
                     if events and isinstance(events[-1], _FINAL):
                         final = events
