@@ -30,6 +30,7 @@ from ..base import ConfigError, Provider, TierSpec, TokraceError, TurnRequest
 from ..clock import Clock
 from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
 from ..masking import mask_url, url_has_userinfo
+from .frames import TextFrames
 from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
 from .transport import READERS, StampedBackend
 
@@ -89,9 +90,6 @@ class StreamProblem(Exception):
 
 _FINAL: Final[tuple[type[Event], ...]] = (Done, Error)
 """The events that end a turn (a tuple: ``isinstance`` takes it faster than ``Done | Error``)."""
-
-_SCAN_STRING: Final[Callable[[str, int], tuple[str, int]]] = json.decoder.scanstring  # type: ignore[attr-defined]
-"""The JSON string scanner (from just after the opening quote to just after the closing one), as json.loads'."""
 
 _SCAN: Final[Callable[[str, int], tuple[Any, int]]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 """The JSON scanner under ``json.loads``, without its per-call set-up: half the cost on a small object."""
@@ -185,75 +183,6 @@ def decode(decoder: StreamDecoder, sse: SSEEvent, t: float) -> list[Event]:
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError):
         raise StreamProblem("protocol", f"the server sent a chunk tokrace cannot read: {excerpt(sse.data, 120)!r}; "
                                         "is base_url an endpoint of this tier's protocol? try again") from None
-
-
-class TextFrames:
-    """Most events of a stream are the same frame around a new piece of text (``{"choices":[{"index":0,"delta":
-    {"content":"…"},"finish_reason":null}]…}``). When an event decoded to a single text delta read from one of the
-    decoder's :attr:`~StreamDecoder.text_keys`, its data is kept as the text's string literal and what surrounds
-    it. A next event made of exactly that surrounding around one JSON string parses to the same object but for
-    that string, so the decoder would say the same, with the new text: its delta is made without parsing or
-    decoding. Any event decoded in full forgets the frame (the decoder's state may have changed), and a stream
-    whose frames never repeat (a field that changes every event) stops keeping them."""
-
-    __slots__ = ("channel", "event", "hits", "keys", "learned", "prefix", "suffix")
-
-    GIVE_UP: Final[int] = 32
-    """Frames kept without one of them serving, after which a stream's frames are not kept any more."""
-
-    def __init__(self, keys: tuple[tuple[str, str], ...]) -> None:
-        self.keys = keys
-        self.prefix: str | None = None
-        self.suffix = ""
-        self.channel = ""
-        self.event = ""
-        self.learned = 0
-        self.hits = 0
-
-    def text(self, sse: SSEEvent) -> str | None:
-        """The new text of an event in the kept frame; ``None`` when it is not one (decode it in full)."""
-        prefix = self.prefix
-        if prefix is None:
-            return None
-        data, suffix = sse.data, self.suffix
-        if not (data.startswith(prefix) and data.endswith(suffix)) or sse.event != self.event:
-            return None
-        start, cut = len(prefix), len(data) - len(suffix)
-        if cut <= start:
-            return None
-        try:
-            text, end = _SCAN_STRING(data, start)
-        except ValueError:
-            return None
-        if end != cut or not text:
-            return None
-        self.hits += 1
-        return text
-
-    def learn(self, sse: SSEEvent, events: list[Event]) -> None:
-        """After a full decode: keep the event's frame when it said one piece of text from a text key."""
-        self.prefix = None
-        if not self.keys or len(events) != 1 or not isinstance(delta := events[0], Delta):
-            return
-        if self.hits == 0 and self.learned >= self.GIVE_UP:
-            self.keys = ()
-            return
-        data = sse.data
-        for key, channel in self.keys:
-            if channel != delta.channel:
-                continue
-            at = data.find(key)
-            if at < 0 or data.find(key, at + 1) >= 0:  # one such key in the event, or no frame
-                continue
-            start = at + len(key)
-            try:
-                text, end = _SCAN_STRING(data, start)
-            except ValueError:
-                return
-            if text == delta.text:
-                self.prefix, self.suffix, self.channel, self.event = data[:start], data[end:], channel, sse.event
-                self.learned += 1
-            return
 
 
 class _TurnLimits:

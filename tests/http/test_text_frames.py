@@ -14,9 +14,10 @@ from providers.base import TierSpec
 from providers.clock import VirtualClock
 from providers.events import Delta, Event
 from providers.http.anthropic import AnthropicProvider
+from providers.http.frames import TextFrames
 from providers.http.openai_chat import OpenAIChatProvider
 from providers.http.openai_responses import OpenAIResponsesProvider
-from providers.http.provider import HTTPProvider, StreamDecoder, TextFrames
+from providers.http.provider import HTTPProvider, StreamDecoder
 from providers.http.sse import SSEEvent
 from providers.serve.wire import AnthropicWire, Call, ChatWire, Piece, Plan, ResponsesWire, Timing, Wire
 
