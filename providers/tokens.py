@@ -94,8 +94,9 @@ def count(text: str, model: str = "") -> tuple[int, str] | None:
     return len(enc.encode_ordinary(text)), name
 
 
-MEMO_SIZE: Final[int] = 8192
-"""Tails remembered per encoding with what encoding them gave (see :class:`IncrementalCounter`)."""
+MEMO_SIZE: Final[int] = 2048
+"""Tails remembered per encoding with what encoding them gave (see :class:`IncrementalCounter`): at most about
+0.5 MB, and never more however long the stream."""
 
 _MEMOS: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, int, int]]] = weakref.WeakKeyDictionary()
 
