@@ -109,17 +109,25 @@ def _memo_for(encoding: Any) -> dict[str, tuple[int, int, int]]:
         return {}
 
 
+MEMO_TRIAL: Final[int] = 1024
+"""Tails a counter looks up before it judges its memo: with fewer than one in four found there (text that does not
+repeat, as most answers), it stops using it and pays only the tokenizer."""
+
+
 class IncrementalCounter:
     """Counts tokens of a growing text in constant time per delta: only the tail is re-encoded, and all but the
     last two tokens of it are committed (a new delta can still merge with those).
 
     What a delta does depends on the tail it makes and nothing else, so each tail's outcome is remembered (a
     bounded memo per encoding): a tail seen before (repeated text: a demo's passage, a replayed answer, an agent
-    loop's repeated steps) costs a dictionary look-up instead of a call into the tokenizer, with the same count."""
+    loop's repeated steps) costs a dictionary look-up instead of a call into the tokenizer, with the same count.
+    A counter whose text does not repeat stops using the memo after :data:`MEMO_TRIAL` tails."""
 
     def __init__(self, encoding: Any) -> None:
         self._enc = encoding
-        self._memo = _memo_for(encoding)
+        self._memo: dict[str, tuple[int, int, int]] | None = _memo_for(encoding)
+        self._looked = 0
+        self._found = 0
         self._committed = 0
         self._tail = ""
         self.total = 0
@@ -129,12 +137,13 @@ class IncrementalCounter:
         """Add text; return the new total."""
         tail = self._tail + text
         memo = self._memo
-        step = memo.get(tail)
+        step = memo.get(tail) if memo is not None else None
         if step is None:
             step = self._step(tail)
-            if len(memo) >= MEMO_SIZE:
-                memo.clear()  # all at once: dropping the oldest one by one makes a dict's iteration crawl
-            memo[tail] = step
+            if memo is not None:
+                self._remember(memo, tail, step)
+        else:
+            self._found += 1
         kept_chars, kept_tokens, count = step
         if kept_chars:
             self._committed += kept_tokens
@@ -142,6 +151,14 @@ class IncrementalCounter:
         self._tail = tail
         self.total = self._committed + count
         return self.total
+
+    def _remember(self, memo: dict[str, tuple[int, int, int]], tail: str, step: tuple[int, int, int]) -> None:
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()  # all at once: dropping the oldest one by one makes a dict's iteration crawl
+        memo[tail] = step
+        self._looked += 1
+        if self._looked >= MEMO_TRIAL and self._found * 4 < self._looked + self._found:
+            self._memo = None
 
     def _step(self, tail: str) -> tuple[int, int, int]:
         """(characters committed, tokens committed, tokens of what is left) for a tail: the tail's count when it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 import weakref
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,23 @@ def test_a_full_memo_starts_afresh_and_still_counts_right(monkeypatch: pytest.Mo
         totals.append(counter.feed(p))
         assert len(tokens._MEMOS[counting]) <= 50
     assert totals == _reference_totals(encoding, PARTS)
+
+
+def test_a_counter_whose_text_does_not_repeat_stops_using_the_memo_and_counts_the_same(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    monkeypatch.setattr(tokens, "MEMO_TRIAL", 100)
+    monkeypatch.setattr(tokens, "_MEMOS", weakref.WeakKeyDictionary())
+    rng = random.Random(7)
+    words = pieces(PASSAGE)
+    varied = ["".join(rng.choice(words) for _ in range(rng.randint(1, 3))) for _ in range(600)]
+    counting = _Counting(encoding)
+    counter = tokens.IncrementalCounter(counting)
+    assert [counter.feed(p) for p in varied] == _reference_totals(encoding, varied)
+    assert counter._memo is None
+    assert counting.calls > len(varied) - 50  # nearly every tail went to the tokenizer
+    monkeypatch.setattr(tokens, "MEMO_TRIAL", 1024)
+    repeating = tokens.IncrementalCounter(counting)  # a lane whose text repeats keeps it
+    assert [repeating.feed(p) for p in PARTS] == _reference_totals(encoding, PARTS)
+    assert repeating._memo is not None
