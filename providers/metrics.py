@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import re
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -174,23 +174,34 @@ def _r(x: float | None, digits: int = 6) -> float | None:
     return None if x is None else round(x, digits)
 
 
-def _first_sentence_end(content: Iterable[tuple[float, str]], end_t: float | None,
-                        finished: bool) -> float | None:
-    """When the answer's first sentence was complete: the delta that brings the whitespace after its end mark,
-    or the end of the turn when the whole answer is one sentence."""
-    tail, words = "", False
-    for t, piece in content:
-        window = tail + piece  # searching only what can still match keeps this linear in the answer
+class _FirstSentence:
+    """When the answer's first sentence was complete, fed the answer's pieces in order: the delta that brings the
+    whitespace after its end mark, or the end of the turn when the whole answer is one sentence."""
+
+    __slots__ = ("at", "tail", "words")
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        """When the first sentence ended, once one did."""
+        self.tail = ""
+        """The end of the text so far that a later piece can still complete an end mark with."""
+        self.words = False
+
+    def feed(self, t: float, piece: str) -> None:
+        window = self.tail + piece  # searching only what can still match keeps this linear in the answer
         if SENTENCE_END.search(window):
-            return t
-        words = words or bool(piece.strip())
+            self.at = t
+            return
+        self.words = self.words or bool(piece.strip())
         i = len(window)
         while i > 0 and window[i - 1] in SENTENCE_TAIL:
             i -= 1
-        tail = window[i:]
-    if finished and words:
-        return end_t
-    return None
+        self.tail = window[i:]
+
+    def end(self, end_t: float | None, finished: bool) -> float | None:
+        if self.at is not None:
+            return self.at
+        return end_t if finished and self.words else None
 
 
 def usage_counts(usage: Usage | None, last_token_t: float | None) -> bool:
@@ -253,120 +264,155 @@ def cut_gaps(spans: Sequence[SegmentSpan], gaps: Sequence[tuple[float, float]]) 
     return out
 
 
-def turn_segments(events: Sequence[Event]) -> list[SegmentSpan]:
+def turn_segments(events: Iterable[Event]) -> list[SegmentSpan]:
     """The timeline of one turn: connect, wait, think, model; plus any explicit segments (retry, tool...)."""
-    req = next((e for e in events if isinstance(e, Request)), None)
-    if req is None:
-        return []
-    t0 = req.t
-    end: float | None = None
-    latest = t0
-    spans: list[SegmentSpan] = []
-    wait_from = t0
+    evs = as_sequence(events)
+    req = next((e for e in evs if isinstance(e, Request)), None)
+    return [] if req is None else _scan(evs, req.t).segments()
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What one pass over a turn's events finds: everything :func:`turn_metrics` and :func:`turn_segments` need,
+    with one number per token event at most (the gaps between them), never the events."""
+
+    t0: float
+    ttfb_s: float | None = None
+    service_tier: str | None = None
+    connect_s: float = 0.0
     first: Delta | None = None
+    last_t: float = 0.0
+    """The last token event's time."""
+    count: int = 0
+    gaps: array[float] = field(default_factory=lambda: array("d"))
+    first_answer: float | None = None
+    """The first visible answer content (not just whitespace)."""
     answer: float | None = None
-    gaps: list[tuple[float, float]] = []  # the stalls as stream_gaps finds them, on the way: no list of every time
-    prev, count, total = 0.0, 0, 0.0
+    """The first token event not of reasoning: where the timeline's ``model`` span starts."""
+    streamed_reasoning: bool = False
+    called: bool = False
+    all_uncounted: bool = True
+    """Every token-bearing delta said it carried no token."""
+    usage: Usage | None = None
+    end: Done | Error | None = None
+    last_event_t: float | None = None
+    latest: float = 0.0
+    """The latest time of any event (the request is one of them)."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    spans: list[SegmentSpan] = field(default_factory=list)
+    """The segments the events named."""
+    wait_from: float = 0.0
+    stall_gaps: list[tuple[float, float]] = field(default_factory=list)
+    """The stalls as :func:`stream_gaps` finds them (drawn as waits)."""
+    sentence: _FirstSentence = field(default_factory=_FirstSentence)
+
+    def segments(self) -> list[SegmentSpan]:
+        """The turn's timeline (see :func:`turn_segments`)."""
+        spans = list(self.spans)
+        end = self.end.t if self.end is not None else self.latest
+        first = self.first
+        if first is None:
+            spans.append(SegmentSpan("wait", self.wait_from, end))
+            return sorted(spans, key=lambda s: (s.start, s.end))
+        spans.append(SegmentSpan("wait", self.wait_from, first.t))
+        streamed: list[SegmentSpan] = []
+        if first.channel == "reasoning":
+            streamed.append(SegmentSpan("think", first.t, self.answer if self.answer is not None else end))
+        if self.answer is not None:
+            streamed.append(SegmentSpan("model", self.answer, end))
+        spans += cut_gaps(streamed, self.stall_gaps)
+        return sorted(spans, key=lambda s: (s.start, s.end))
+
+
+def _scan(events: Iterable[Event], t0: float) -> _Scan:
+    """One pass over a turn's events (its request at ``t0``)."""
+    out = _Scan(t0=t0, latest=t0, wait_from=t0)
+    gaps, sentence = out.gaps, out.sentence
+    first: Delta | None = None
+    last_t = latest = t0
+    count, total = 0, 0.0
+    last_event_t: float | None = None
     for e in events:
-        latest = max(latest, e.t)
-        if end is None and isinstance(e, Done | Error):
-            end = e.t
-        if isinstance(e, Segment):
-            spans.append(SegmentSpan(e.seg, e.start, e.end, e.label, e.chain))
-            if e.seg in ("connect", "retry"):
-                wait_from = max(wait_from, e.end)
-        elif isinstance(e, Delta) and e.text:
+        t = e.t
+        last_event_t = t
+        if t > latest:
+            latest = t
+        if isinstance(e, Delta):
+            text = e.text
+            if not text:
+                continue
             if first is None:
                 first = e
             else:
-                gap = e.t - prev
-                if is_stall_gap(gap, count, total):
-                    gaps.append((prev, e.t))
-                count, total = count + 1, total + gap
-            prev = e.t
-            if answer is None and e.channel != "reasoning":
-                answer = e.t
-    if end is None:
-        end = latest  # the latest of all (the request is one of them)
-    if first is None:
-        spans.append(SegmentSpan("wait", wait_from, end))
-        return sorted(spans, key=lambda s: (s.start, s.end))
-    spans.append(SegmentSpan("wait", wait_from, first.t))
-    streamed: list[SegmentSpan] = []
-    if first.channel == "reasoning":
-        streamed.append(SegmentSpan("think", first.t, answer if answer is not None else end))
-    if answer is not None:
-        streamed.append(SegmentSpan("model", answer, end))
-    spans += cut_gaps(streamed, gaps)
-    return sorted(spans, key=lambda s: (s.start, s.end))
-
-
-def _tokens(events: Sequence[Event]) -> Iterator[Delta]:
-    """The token-bearing deltas of a turn, read again from its events (nothing is kept per event)."""
-    return (e for e in events if isinstance(e, Delta) and e.text)
+                gap = t - last_t
+                gaps.append(gap)
+                if is_stall_gap(gap, count - 1, total):
+                    out.stall_gaps.append((last_t, t))
+                total += gap
+            last_t = t
+            count += 1
+            if e.tokens != 0:
+                out.all_uncounted = False
+            channel = e.channel
+            if channel == "reasoning":
+                out.streamed_reasoning = True
+            elif out.answer is None:
+                out.answer = t
+            if channel == "content":
+                if out.first_answer is None and text.strip():
+                    out.first_answer = t
+                if sentence.at is None:
+                    sentence.feed(t, text)
+        elif isinstance(e, Headers):
+            if out.ttfb_s is None:
+                out.ttfb_s = t - t0
+                out.service_tier = e.service_tier or None
+        elif isinstance(e, Segment):
+            out.spans.append(SegmentSpan(e.seg, e.start, e.end, e.label, e.chain))
+            if e.seg in ("connect", "retry"):
+                out.wait_from = max(out.wait_from, e.end)
+            if e.seg == "connect":
+                out.connect_s = e.end - t0
+        elif isinstance(e, Usage):
+            out.usage = e  # cumulative: the last one replaces the earlier ones
+        elif isinstance(e, Done | Error):
+            if out.end is None:
+                out.end = e
+        elif isinstance(e, ToolCall):
+            out.called = True
+        elif e.kind == "extra":
+            out.extras[e.source] = e.data
+    out.first, out.last_t, out.count, out.latest, out.last_event_t = first, last_t, count, latest, last_event_t
+    return out
 
 
 def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str = "",
                  stall_threshold_s: float = STALL_THRESHOLD_S) -> TurnMetrics:
-    """All metrics of one turn from its events alone, in a few passes over them that keep one number per token
-    event at most (the gaps between them, for the percentiles), never the events."""
+    """All metrics of one turn from its events alone, in one pass over them that keeps one number per token event
+    at most (the gaps between them, for the percentiles), never the events (a second pass reads the text when
+    no usage counts the tokens)."""
     evs = as_sequence(events)
     req = next((e for e in evs if isinstance(e, Request)), None)
     t0 = req.t if req is not None else 0.0
     m = TurnMetrics(ok=False, start=t0)
-    usage: Usage | None = None
-    end: Done | Error | None = None
-    first: Delta | None = None
-    last_t = 0.0
-    count = 0
-    gaps = array("d")
-    first_answer: float | None = None
-    streamed_reasoning = False
-    called = False
-    all_uncounted = True  # every token-bearing delta said it carried no token
-    for e in evs:
-        if isinstance(e, Headers) and m.ttfb_s is None:
-            m.ttfb_s = e.t - t0
-            m.service_tier = e.service_tier or None
-        elif isinstance(e, Segment) and e.seg == "connect":
-            m.connect_s = e.end - t0
-        elif isinstance(e, Delta) and e.text:
-            if first is None:
-                first = e
-            else:
-                gaps.append(e.t - last_t)
-            last_t = e.t
-            count += 1
-            if e.tokens != 0:
-                all_uncounted = False
-            if e.channel == "reasoning":
-                streamed_reasoning = True
-            elif e.channel == "content" and first_answer is None and e.text.strip():
-                first_answer = e.t
-        elif isinstance(e, Usage):
-            usage = e  # cumulative: the last one replaces the earlier ones
-        elif isinstance(e, Done | Error) and end is None:
-            end = e
-        elif e.kind == "extra":
-            m.extras[e.source] = e.data
-        if isinstance(e, ToolCall):
-            called = True
+    scan = _scan(evs, t0)
+    m.ttfb_s, m.service_tier, m.connect_s, m.extras = scan.ttfb_s, scan.service_tier, scan.connect_s, scan.extras
+    usage, end, first, last_t, count, gaps = scan.usage, scan.end, scan.first, scan.last_t, scan.count, scan.gaps
     m.ok = isinstance(end, Done)
     if isinstance(end, Error):
         m.error = end.message
     elif end is None:
         m.error = "the turn never ended (no done or error event)"
-    elif first is None and not called:
+    elif first is None and not scan.called:
         # An empty answer would otherwise look like the fastest run of the race.
         m.ok, m.error = False, "the turn ended without generating any token"
     m.finish_reason = end.finish_reason if isinstance(end, Done) else None
-    end_t = end.t if end is not None else (evs[-1].t if evs else None)
+    end_t = end.t if end is not None else scan.last_event_t
     m.e2e_s = None if end_t is None else end_t - t0
     if first is not None:
         m.ttft_s = first.t - t0
-    m.ttfa_s = None if first_answer is None else first_answer - t0
-    content = ((d.t, d.text) for d in _tokens(evs) if d.channel == "content")
-    ttfs = _first_sentence_end(content, end_t, m.ok)
+    m.ttfa_s = None if scan.first_answer is None else scan.first_answer - t0
+    ttfs = scan.sentence.end(end_t, m.ok)
     m.ttfs_s = None if ttfs is None else ttfs - t0
 
     # Output tokens and their source.
@@ -375,11 +421,11 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
     # a zero in usage is believed when every piece said it carried no token (an imported trace's call without
     # usage draws a line of text that is not model output)
     if usage_counts(usage, last_t if first is not None else None) or (
-            usage is not None and first is not None and all_uncounted):
+            usage is not None and first is not None and scan.all_uncounted):
         assert usage is not None
         m.output_tokens, m.tokens_source = usage.output, "usage"
     elif first is not None:
-        counted = tokenizer.count("".join(d.text for d in _tokens(evs)), model)
+        counted = count_text((e.text for e in evs if isinstance(e, Delta)), model)
         if counted is not None:
             m.output_tokens, m.encoding = counted
             m.tokens_source = "tokenizer"
@@ -389,7 +435,8 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
 
     if first is not None:
         # Hidden reasoning (counted in usage but never streamed) was not decoded while the eye watched.
-        hidden = usage.reasoning if usage is not None and m.tokens_source == "usage" and not streamed_reasoning else 0
+        hidden = (usage.reasoning if usage is not None and m.tokens_source == "usage"
+                  and not scan.streamed_reasoning else 0)
         visible = max(m.output_tokens - hidden, count)
         first_tokens = _event_tokens(first, m, model)
         span = last_t - first.t
@@ -404,9 +451,48 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
     if m.e2e_s and m.output_tokens:
         m.e2e_tok_s = m.output_tokens / m.e2e_s
     m.cost_usd = cost(price, usage, m.output_tokens)
-    m.segments = turn_segments(evs)
+    m.segments = scan.segments() if req is not None else []
     m.retries = sum(1 for s in m.segments if s.kind == "retry")
     return m
+
+
+COUNT_CHUNK: Final[int] = 1 << 16
+"""Characters of text the tokenizer counts at a time (its output, a list of ints, is ~70 bytes per token)."""
+
+
+def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None:
+    """The tokenizer's count of the pieces joined (``tokens.count``), read a chunk at a time so that a long answer
+    is never one string nor one list of tokens: each chunk ends before a space that follows a letter or a digit,
+    where every tiktoken encoding's pre-tokenizer splits anyway (a run of letters or digits ends at the space,
+    no piece holds both, and the pieces after it do not depend on what came before), so the chunks' counts add
+    up to the whole text's. Text with no such place is counted whole."""
+    total, buffered, size, due = 0, [], 0, COUNT_CHUNK
+    for piece in pieces:
+        buffered.append(piece)
+        size += len(piece)
+        if size < due:
+            continue
+        text = "".join(buffered)
+        cut = _word_break(text)
+        if cut:
+            counted = tokenizer.count(text[:cut], model)
+            if counted is None:
+                return None
+            total += counted[0]
+            text = text[cut:]
+        buffered, size = [text], len(text)
+        due = max(COUNT_CHUNK, 2 * size)  # a text without a break is looked at again when twice as long: linear
+    counted = tokenizer.count("".join(buffered), model)
+    return None if counted is None else (total + counted[0], counted[1])
+
+
+def _word_break(text: str) -> int:
+    """The last space of ``text`` after a letter or a digit (0: none)."""
+    at = len(text)
+    while (at := text.rfind(" ", 1, at)) > 0:
+        if text[at - 1].isalnum():
+            return at
+    return 0
 
 
 def _event_tokens(delta: Delta, m: TurnMetrics, model: str) -> int:

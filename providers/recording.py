@@ -175,7 +175,8 @@ class Recording:
     path: Path
     header: dict[str, Any]
     events: dict[tuple[int, int], EventLog] = field(default_factory=dict)
-    """Each lane's events in compact columns: a replay of a long recording holds ~12 bytes plus the text per delta."""
+    """Each lane's events, written to disk a block at a time as they are read (:mod:`.eventlog`): a replay of a long
+    recording holds a few bytes per 4,096 events in memory."""
     warnings: list[str] = field(default_factory=list)
 
     @property

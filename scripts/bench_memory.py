@@ -4,7 +4,10 @@ One synthetic lane streams ``--tokens`` tokens, one token per event (the most ev
 sends), recorded to a temporary file as a user's race would be. ``bench``: ``run_session`` on virtual time (as
 ``tokrace bench --fast-forward``), metrics computed at the end. ``screen``: the race screen drawing headless, its
 clock a playback clock running as fast as the lane can go (stamps exact, as in a replay). The process's resident
-set (``VmRSS``) is sampled every 100,000 tokens. Not a test: it prints figures.
+set (``VmRSS``) is sampled every 100,000 tokens (on the screen, while the lane streams). The peak is the process's own
+(``ru_maxrss``), so it counts what happens between samples (the metrics at the end). Each lane's history goes
+to the event log's temporary file: its size, and the files left open once the run is over, are printed too.
+Not a test: it prints figures.
 
 Goals (issue 12): RSS after 1 M tokens < 150 MB, growing < 10 MB per 1 M tokens after the warm-up (the first
 200,000 tokens).
@@ -16,7 +19,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
+import os
+import resource
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 RSS_GOAL_MB, GROWTH_GOAL_MB = 150.0, 10.0
 STEP = 100_000
 WARM_UP = 200_000
+DISK_MB: list[float] = []
+"""MB of events in the temporary file at the end of the run, its lanes still held."""
 
 
 def rss_mb() -> float:
@@ -72,6 +80,7 @@ def run_bench(tokens: int, folder: Path) -> list[tuple[int, float]]:
 
 async def _session(run: object, tiers: list[object], request: object, listeners: list[object]) -> bool:
     result = await run(tiers, request, fast_forward=True, listeners=listeners)  # type: ignore[operator]
+    DISK_MB.append(spooled_mb())  # while the run's lanes are held
     return bool(result.all_ok)
 
 
@@ -96,41 +105,60 @@ def run_screen(tokens: int, folder: Path) -> list[tuple[int, float]]:
             mark = STEP
             while not lane.finished:
                 await asyncio.sleep(0.05)
-                if lane.tokens >= mark:
+                if lane.tokens >= mark and not lane.finished:  # the final answer's drawing is not growth
                     samples.append((lane.tokens, rss_mb()))
                     mark += STEP
             await runner.wait_finished()
             await asyncio.sleep(0.5)  # the final answer drawn
             samples.append((lane.tokens, rss_mb()))
+            DISK_MB.append(spooled_mb())
 
     asyncio.run(main())
     return samples
 
 
+def open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def spooled_mb() -> float:
+    """MB of events in the event log's temporary file (the lanes' history, on disk)."""
+    from providers import eventlog
+
+    spool = eventlog._current() if eventlog._current is not None else None
+    return spool.size / 1e6 if spool is not None else 0.0
+
+
 def _child(mode: str, tokens: int, out: multiprocessing.connection.Connection) -> None:
+    files = open_files()
     with tempfile.TemporaryDirectory(prefix="tokrace-memory-") as folder:
         samples = (run_bench if mode == "bench" else run_screen)(tokens, Path(folder))
-    out.send(samples)
+    gc.collect()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KB on Linux
+    out.send((samples, peak, max(DISK_MB, default=0.0), open_files() - files))
 
 
-def measure(mode: str, tokens: int) -> list[tuple[int, float]]:
-    """Each mode in a fresh process, so that one's heap does not flatter or burden the other."""
+def measure(mode: str, tokens: int) -> tuple[list[tuple[int, float]], float, float, int]:
+    """Each mode in a fresh process, so that one's heap does not flatter or burden the other: the RSS samples, the
+    process's peak RSS (between samples too: the metrics at the end), MB of events on disk, and files left open at
+    the end (the run's lanes dropped)."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_child, args=(mode, tokens, child))
     proc.start()
-    samples: list[tuple[int, float]] = parent.recv()
+    got: tuple[list[tuple[int, float]], float, float, int] = parent.recv()
     proc.join()
-    return samples
+    return got
 
 
 def rows(modes: list[str], tokens: int) -> list[tuple[str, str, str, bool]]:
     out = []
     for mode in modes:
-        samples = measure(mode, tokens)
+        samples, peak, disk, files = measure(mode, tokens)
         print(f"{mode}: " + ", ".join(f"{n // 1000}k {mb:.0f} MB" for n, mb in samples), flush=True)
+        print(f"{mode}: {disk:.0f} MB of events written to the temporary file; {files} more files open at the end "
+              "than at the start", flush=True)
         end_tokens, end_mb = samples[-1]
-        peak = max(mb for _, mb in samples)
         warm = next(((n, mb) for n, mb in samples if n >= WARM_UP), samples[0])
         streamed = [s for s in samples[:-1] if s[0] >= warm[0]]
         last_n, last_mb = streamed[-1] if streamed else (end_tokens, end_mb)

@@ -42,14 +42,16 @@ Notify = Callable[[str, str, Literal["information", "warning", "error"]], None]
 """Tells the user something in one line: (message, title, severity)."""
 
 
-def _recorded(provider: Provider) -> list[Event] | None:
-    """The recorded events a replay lane plays, when it plays a recording."""
+def _recorded(provider: Provider) -> Sequence[Event] | None:
+    """The recorded events a replay lane plays, when it plays a recording (read in place: a copy of a long
+    recording's lane would be every event as an object, ~150 MB per million)."""
     recording = getattr(provider, "recording", None)
     index = getattr(provider, "index", None)
     if recording is None or not isinstance(index, int):
         return None
     run = getattr(provider, "run", None)
-    return list(recording.lane_events(index, run if isinstance(run, int) else 0))
+    events: Sequence[Event] = recording.lane_events(index, run if isinstance(run, int) else 0)
+    return events
 
 
 def recorded_loop(providers: Sequence[Provider]) -> str | None:

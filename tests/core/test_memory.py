@@ -1,15 +1,18 @@
 """Bounded memory: a race keeps each lane's events in compact columns, the live model keeps only what the screen
-draws, and a million tokens through both retain no object per event."""
+draws (a million tokens through both: test_memory_bound.py; the log's blocks on disk: test_eventlog.py)."""
 
 from __future__ import annotations
 
-import tracemalloc
+import random
 
+import pytest
+
+from providers import metrics, tokens
 from providers.base import TierSpec
 from providers.eventlog import BLOCK, EventLog
 from providers.events import Delta, Done, Event, Extra, Headers, Request, Segment, ToolCall, Usage
 from providers.live import ANSWER_KEEP, TAIL_KEEP, LiveRace
-from providers.metrics import turn_metrics
+from providers.metrics import COUNT_CHUNK, count_text, turn_metrics
 
 
 def lane_events(deltas: int, tokens: int = 1) -> list[Event]:
@@ -60,33 +63,59 @@ def test_the_live_lane_keeps_only_the_tail_and_the_end_of_a_long_answer() -> Non
     assert answer.endswith(piece) and lane.tokens == count
 
 
-def test_a_million_tokens_through_the_race_log_and_the_live_model_retain_no_object_per_event() -> None:
-    """250,000 deltas of 4 tokens each: the log's columns and the live model's bounded state grow by a few bytes
-    per event; any object kept per event (a Delta is ~100 bytes, a tuple 56) would break the bound."""
-    live = LiveRace([TierSpec(name="lane", provider="synthetic")])
-    log = EventLog()
+WORDS = ("the", "quick", "Brown", "fox's", "don't", "I'll", "they're", "WE'VE", "naïve", "café", "日本語", "Привет",
+         "x²", "3.14", "1234567", "foo(bar)", "\n", "\n\n", "  ", "\t", "—", "e\u0301", "ǅemal", "ʰa", "ﬁle", "🙂",
+         "a", "Z", "<tag>", "http://x.y/z?q=1")
 
-    def emit(event: Event) -> None:
-        log.append(event)
-        live(0, event)
 
-    deltas, warm = 250_000, 50_000  # at 3,000 events a second (12,000 tok/s): the gauge's 1 s window stays small
-    emit(Request(t=0.0))
-    emit(Headers(t=0.01))
-    text = " tok"
-    tracemalloc.start()
-    try:
-        for i in range(deltas):
-            if i == warm:
-                before = tracemalloc.get_traced_memory()[0]
-            emit(Delta(t=0.2 + i / 3000, text=text, tokens=4))
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    emit(Usage(t=90.0, output=4 * deltas))
-    emit(Done(t=90.0))
-    per_event = (after - before) / (deltas - warm)
-    assert per_event < 24, f"{per_event:.1f} bytes kept per event"
-    assert live.lanes[0].tokens == 1_000_000
-    m = turn_metrics(log)
-    assert m.ok and m.output_tokens == 1_000_000 and m.token_events == deltas
+def prose(words: int, seed: int) -> list[str]:
+    """Text of every awkward kind, cut into deltas of 1 to 12 characters."""
+    rng = random.Random(seed)
+    text = "".join(rng.choice((" ", " ", " ", "", "  ", ", ", ". ", "\n")) + rng.choice(WORDS)
+                   for _ in range(words))
+    pieces, at = [], 0
+    while at < len(text):
+        step = rng.randint(1, 12)
+        pieces.append(text[at:at + step])
+        at += step
+    return pieces
+
+
+@pytest.mark.parametrize("chunk", [1, 37, 500, COUNT_CHUNK])
+def test_the_tokenizer_counts_a_long_answer_a_chunk_at_a_time_to_the_same_total(
+        monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    monkeypatch.setattr(metrics, "COUNT_CHUNK", chunk)
+    for seed in range(3):
+        pieces = prose(20_000, seed)
+        assert count_text(pieces) == tokens.count("".join(pieces))
+    unbroken = ["日本語の文章", "で", "す。"] * 500  # no space between letters: counted whole
+    assert count_text(unbroken) == tokens.count("".join(unbroken))
+    assert count_text([]) == tokens.count("")
+
+
+def test_a_lane_without_usage_counts_the_same_however_it_is_chunked(monkeypatch: pytest.MonkeyPatch) -> None:
+    pieces = prose(5_000, 7)
+    events: list[Event] = [Request(t=0.0), *(Delta(t=0.1 + i * 1e-3, text=p) for i, p in enumerate(pieces)),
+                           Done(t=60.0)]
+    whole = tokens.count("".join(pieces))
+    assert whole is not None
+    monkeypatch.setattr(metrics, "COUNT_CHUNK", 64)
+    m = turn_metrics(EventLog(events))
+    assert m.tokens_source == "tokenizer" and m.output_tokens == whole[0]
+
+
+def test_text_without_a_break_is_looked_at_a_logarithmic_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No space after a letter or digit (CJK, one long word): the text is counted whole, and looking for a place
+    to cut it does not happen at every delta (that would be quadratic)."""
+    looks: list[int] = []
+    real = metrics._word_break
+
+    def counted(text: str) -> int:
+        looks.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(metrics, "COUNT_CHUNK", 64)
+    monkeypatch.setattr(metrics, "_word_break", counted)
+    pieces = ["日本語", "の", "、"] * 20_000
+    assert count_text(pieces) == tokens.count("".join(pieces))
+    assert len(looks) <= 12 and sum(looks) < 4 * len("".join(pieces))
