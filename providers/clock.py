@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import socket
+import struct
 import threading
 import time
 from collections.abc import Awaitable
@@ -257,3 +259,21 @@ class LaneClock:
         woke = await self.base.sleep_until(self.origin + t) - self.origin
         # Virtual time is exact by construction; don't let float rounding of the origin shift the stamps.
         return max(t, woke) if not self.virtual or woke > t + 1e-9 else t
+
+
+SO_TIMESTAMPNS: Final[int] = 35
+"""Linux's socket option (and control message type) for nanosecond receive timestamps (CLOCK_REALTIME)."""
+
+TIMESPEC: Final[struct.Struct] = struct.Struct("@ll")
+"""The kernel's ``struct timespec`` (seconds, nanoseconds) in an ``SO_TIMESTAMPNS`` control message."""
+
+
+def packet_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """The kernel's arrival time of the packet a ``recvmsg`` just read (its ``SO_TIMESTAMPNS`` control message), as a
+    ``perf_counter()`` value; ``None`` when the kernel sent none."""
+    for level, kind, raw in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= TIMESPEC.size:
+            sec, nsec = (int(x) for x in TIMESPEC.unpack_from(raw))
+            age_ns = time.time_ns() - (sec * 1_000_000_000 + nsec)  # integers: no float rounding
+            return (time.perf_counter_ns() - max(age_ns, 0)) / 1e9
+    return None

@@ -7,9 +7,14 @@ ground-truth server in another process over loopback (``http``: what a real tier
 (``synthetic``: the offline demo, whose lanes also wait for each token's moment in this process). Not a test: it
 prints figures.
 
+Under each streaming row, the screen's own share: the CPU time its frames took (the race screen sampling the live
+model, and Textual compositing what changed), how many frames a second it drew and how long each took; the rest
+of the row is the lanes' work (reading, decoding, counting, the clock). ``--lanes N`` races N lanes at each rate.
+
 Goals (issue 12): < 10 % of a core at every rate from 750 to 12,000 tok/s; < 3 % idle.
 
     python scripts/bench_cpu.py [--rates 750,3000,12000] [--seconds 4] [--size 160x45] [--source http|synthetic|both]
+                                [--lanes 1]
 """
 
 from __future__ import annotations
@@ -20,20 +25,70 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from providers.base import TierSpec, TurnRequest
 
+T = TypeVar("T")
 RATE_GOAL, IDLE_GOAL = 10.0, 3.0
 WARM_UP_S = 1.0
 
 
-def tier(rate: float, seconds: float) -> TierSpec:
+def tier(rate: float, seconds: float, seed: int = 1) -> TierSpec:
     return TierSpec(name=f"{rate:g} tok/s", provider="synthetic", model="cpu",
                     max_tokens=int(rate * (seconds + WARM_UP_S + 2)),
-                    options={"ttft_ms": 50, "tok_s": rate, "seed": 1})
+                    options={"ttft_ms": 50, "tok_s": rate, "seed": seed})
+
+
+class FrameMeter:
+    """The thread CPU time the screen's frames take while ``on``: the race screen's frame callback (sampling the
+    live model, handing each widget what changed) and Textual's screen update (compositing and writing what was
+    refreshed)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.frames = 0
+        self.updates = 0
+        self.cpu = 0.0
+
+    def install(self) -> None:
+        from textual.screen import Screen
+
+        from tui.screens.race import RaceScreen
+
+        self._wrap(RaceScreen, "sample", frame=True)
+        if hasattr(Screen, "_on_timer_update"):  # Textual's own: measured where it exists
+            self._wrap(Screen, "_on_timer_update", frame=False)
+
+    def _wrap(self, cls: type, name: str, frame: bool) -> None:
+        original = getattr(cls, name)
+        meter = self
+
+        def timed(*args: object, **kwargs: object) -> object:
+            if not meter.on:
+                return original(*args, **kwargs)
+            cpu = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                meter.cpu += time.thread_time() - cpu
+                if frame:
+                    meter.frames += 1
+                else:
+                    meter.updates += 1
+
+        setattr(cls, name, timed)
+
+    def line(self, wall: float) -> str:
+        each = 1000.0 * self.cpu / max(self.frames, 1)
+        return (f"  the screen's frames: {100.0 * self.cpu / wall:.1f} % of a core ({self.frames / wall:.1f} frames/s, "
+                f"{self.updates / wall:.1f} drawn, {each:.2f} ms each); the rest is the lanes' work")
+
+
+METER = FrameMeter()
 
 
 async def cpu_share(seconds: float) -> float:
@@ -43,12 +98,23 @@ async def cpu_share(seconds: float) -> float:
     return 100.0 * (time.process_time() - cpu0) / (time.perf_counter() - wall0)
 
 
+async def cpu_and_frames(seconds: float) -> tuple[float, str]:
+    """Percent of one core this process used over the next ``seconds``, and what the screen's frames took."""
+    METER.on, METER.frames, METER.updates, METER.cpu = True, 0, 0, 0.0
+    wall0 = time.perf_counter()
+    try:
+        share = await cpu_share(seconds)
+    finally:
+        METER.on = False
+    return share, METER.line(time.perf_counter() - wall0)
+
+
 def http_tier(rate: float, seconds: float, port: int) -> TierSpec:
     return TierSpec(name=f"{rate:g} tok/s", provider="openai", model="cpu", base_url=f"http://127.0.0.1:{port}/v1",
                     max_tokens=int(rate * (seconds + WARM_UP_S + 2)))
 
 
-def with_server(rate: float, run: Callable[[int], float]) -> float:
+def with_server(rate: float, run: Callable[[int], T]) -> T:
     """``run(port)`` with a ground-truth server streaming at ``rate`` in a process of its own."""
     import multiprocessing
 
@@ -67,19 +133,27 @@ def with_server(rate: float, run: Callable[[int], float]) -> float:
         server.join(5)
 
 
-async def streaming(spec: TierSpec, seconds: float, size: tuple[int, int]) -> float:
+async def streaming(specs: list[TierSpec], seconds: float, size: tuple[int, int]) -> tuple[float | None, str]:
+    """The process's share of a core while the lanes stream (``None`` when they did not stream all through the
+    window: a figure measured after the race would be an idle screen's), and the screen's own share."""
     from tui.app import build_app
 
-    app = build_app([spec], TurnRequest("cpu", spec.max_tokens or 0))
+    app = build_app(specs, TurnRequest("cpu", max(spec.max_tokens or 0 for spec in specs)))
     async with app.run_test(headless=True, size=size):
         runner = app.runner
         await runner.wait_started()
-        while runner.live.lanes[0].ttft is None:
+        while any(lane.ttft is None for lane in runner.live.lanes):
             await asyncio.sleep(0.01)
+        started = time.perf_counter()
         await asyncio.sleep(WARM_UP_S)
-        share = await cpu_share(seconds)
+        late = time.perf_counter() - started - WARM_UP_S
+        share, frames = await cpu_and_frames(seconds)
+        ended = [lane for lane in runner.live.lanes if lane.ended_at is not None]
         await runner.stop()
-    return share
+    if ended:
+        return None, (f"  not measured: the lanes stopped streaming before the window closed (the warm-up's "
+                      f"{WARM_UP_S:g} s sleep woke {late:.1f} s late: the event loop was held); {frames.strip()}")
+    return share, frames
 
 
 async def idle(seconds: float, size: tuple[int, int]) -> float:
@@ -94,20 +168,23 @@ async def idle(seconds: float, size: tuple[int, int]) -> float:
         return await cpu_share(seconds)
 
 
-def rows(rates: list[float], seconds: float, size: tuple[int, int], sources: list[str],
-         ) -> list[tuple[str, str, str, bool]]:
+def rows(rates: list[float], seconds: float, size: tuple[int, int], sources: list[str], lanes: int = 1,
+         ) -> list[tuple[str, str, str, bool, str]]:
     out = []
+    what = "one {} lane" if lanes == 1 else f"{lanes} {{}} lanes"
     for source in sources:
         for rate in rates:
             if source == "http":
-                share = with_server(rate, lambda port, r=rate: asyncio.run(  # type: ignore[misc]
-                    streaming(http_tier(r, seconds, port), seconds, size)))
+                share, frames = with_server(rate, lambda port, r=rate: asyncio.run(  # type: ignore[misc]
+                    streaming([http_tier(r, seconds, port) for _ in range(lanes)], seconds, size)))
             else:
-                share = asyncio.run(streaming(tier(rate, seconds), seconds, size))
-            out.append((f"screen CPU, one {source} lane at {rate:,.0f} tok/s", f"< {RATE_GOAL:g} %",
-                        f"{share:.1f} %", share < RATE_GOAL))
+                share, frames = asyncio.run(streaming([tier(rate, seconds, seed=i + 1) for i in range(lanes)],
+                                                      seconds, size))
+            out.append((f"screen CPU, {what.format(source)} at {rate:,.0f} tok/s", f"< {RATE_GOAL:g} %",
+                        "—" if share is None else f"{share:.1f} %", share is not None and share < RATE_GOAL,
+                        frames))
     share = asyncio.run(idle(seconds, size))
-    out.append(("screen CPU, idle (race over)", f"< {IDLE_GOAL:g} %", f"{share:.1f} %", share < IDLE_GOAL))
+    out.append(("screen CPU, idle (race over)", f"< {IDLE_GOAL:g} %", f"{share:.1f} %", share < IDLE_GOAL, ""))
     return out
 
 
@@ -117,15 +194,21 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--size", default="160x45", help="terminal size, COLSxROWS")
     parser.add_argument("--source", choices=("http", "synthetic", "both"), default="both")
+    parser.add_argument("--lanes", type=int, default=1, help="lanes racing at each rate (default 1)")
     args = parser.parse_args()
+    if args.lanes < 1:
+        parser.error("--lanes must be at least 1")
+    METER.install()
     sources = ["http", "synthetic"] if args.source == "both" else [args.source]
     cols, lines = (int(x) for x in args.size.lower().split("x"))
     ok = True
     print(f"{'measure':52} {'goal':>10} {'measured':>10}   (headless {cols}x{lines}, {args.seconds:g} s each)")
-    for name, goal, got, met in rows([float(r) for r in args.rates.split(",")], args.seconds, (cols, lines),
-                                     sources):
+    for name, goal, got, met, frames in rows([float(r) for r in args.rates.split(",")], args.seconds,
+                                             (cols, lines), sources, args.lanes):
         ok = ok and met
-        print(f"{name:52} {goal:>10} {got:>10}  {'met' if met else 'MISSED'}")
+        print(f"{name:52} {goal:>10} {got:>10}  {'met' if met else 'MISSED'}", flush=True)
+        if frames:
+            print(frames, flush=True)
     return 0 if ok else 1
 
 

@@ -19,9 +19,9 @@ import re
 import socket
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -31,6 +31,7 @@ from ..clock import Clock
 from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
 from ..masking import mask_url, url_has_userinfo
 from .frames import TextFrames
+from .lean import LeanTransport
 from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
 from .transport import READERS, StampedBackend
 
@@ -337,6 +338,7 @@ class HTTPProvider(Provider):
         self._client: httpx.AsyncClient | None = None
         self._stamped = False
         self._backend: StampedBackend | None = None
+        self._lean: LeanTransport | None = None
         self._url: httpx.URL | None = None
         """Whether the client writes through the socket-time transport (each write one blocking ``sendall``)."""
         self._key = ""
@@ -381,6 +383,7 @@ class HTTPProvider(Provider):
             backend = self._backend = StampedBackend() if self._transport is None else None
             transport = self._transport or stamped_transport(backend)
             self._stamped = transport is not None and backend is not None
+            self._lean = transport if self._stamped and isinstance(transport, LeanTransport) else None
             self._client = httpx.AsyncClient(
                 transport=transport,
                 timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
@@ -406,6 +409,7 @@ class HTTPProvider(Provider):
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+            self._lean = None
         if self._backend is not None:
             self._backend.close()
             self._backend = None
@@ -426,30 +430,49 @@ class HTTPProvider(Provider):
 
     async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
         url = self.endpoint()
-        start = clock.now()
-        yield Request(t=start, turn=request.turn, model=self.tier.model, endpoint=url)
         try:
             if self._client is None:
                 await self.prepare()
             payload = self.body(request)
         except TokraceError as exc:
-            yield Error(t=clock.now(), error="config", message=self.clean(str(exc)))
+            now = clock.now()
+            yield Request(t=now, turn=request.turn, model=self.tier.model, endpoint=url)
+            yield Error(t=now, error="config", message=self.clean(str(exc)))
             return
         payload.update(self.extra_body)
         client = self._client
         assert client is not None
         headers = self._headers()
         headers["accept-encoding"] = "identity"  # compressing would hold events back in buffers
+        # The body is encoded and the request built before the turn starts: the clock starts where the request is
+        # handed to the HTTP client (DESIGN: ``request``), as a peer benchmark client's does, not before our own
+        # JSON encoding. Each attempt gets a request of its own (its own trace), built before its own start.
+        req = client.build_request("POST", self._url or url, json=payload, headers=headers)
         retries = 0
+        marks = _Marks(clock, len(req.content), exact_writes=self._stamped)
+        req.extensions["trace"] = marks.trace
+        start = attempt = clock.now()
+        sending = self._send(client, req)
+        # Request first in order, stamped before the send; it goes out once the request is on its way, so that
+        # what the lane's consumer does with it (record it, draw it) is not inside connect_s.
+        try:
+            yield Request(t=start, turn=request.turn, model=self.tier.model, endpoint=url)
+        except BaseException:  # the consumer stopped at once: the send is nobody's now
+            _settle(sending)
+            raise
+        pending: asyncio.Future[httpx.Response] | None = sending
         while True:
-            attempt = clock.now()
-            req = client.build_request("POST", self._url or url, json=payload, headers=headers)
-            marks = _Marks(clock, len(req.content), exact_writes=self._stamped)
-            req.extensions["trace"] = marks.trace
-            sending = asyncio.ensure_future(client.send(req, stream=True))
+            if pending is None:
+                req = client.build_request("POST", self._url or url, json=payload, headers=headers)
+                marks = _Marks(clock, len(req.content), exact_writes=self._stamped)
+                req.extensions["trace"] = marks.trace
+                attempt = clock.now()
+                pending = self._send(client, req)
+            sending, pending = pending, None
             connected = False
             try:
-                await asyncio.wait((sending, marks.wire), return_when=asyncio.FIRST_COMPLETED)
+                if not (sending.done() or marks.wire.done()):  # (a wait costs a pass of the loop even when done)
+                    await asyncio.wait((sending, marks.wire), return_when=asyncio.FIRST_COMPLETED)
                 if not sending.done():  # on the wire, the head still to come: say so now (the lane is waiting)
                     connected = True
                     yield marks.connect_segment(attempt)
@@ -491,6 +514,28 @@ class HTTPProvider(Provider):
                                           _TurnLimits(start + self.turn_timeout, self.max_tokens(request))):
                 yield event
             return
+
+    def _send(self, client: httpx.AsyncClient, req: httpx.Request) -> asyncio.Future[httpx.Response]:
+        """The request under way. On the socket-time transport its first step runs now, in this task, up to
+        its first real wait (the response head): connecting (a loopback handshake completes inside ``connect``)
+        and writing the request cost no pass of the event loop, where a task of its own would start only on the
+        loop's next pass, behind whatever else is ready (a screen's frame). Its waits are timers on futures, bound
+        to no task, so the rest can go on in a task of its own. On any other transport (anyio's cancel scopes
+        belong to the task they start in) the whole send is a task."""
+        if self._lean is None:
+            return asyncio.ensure_future(client.send(req, stream=True))
+        return eager(self._send_direct(client, self._lean, req))
+
+    @staticmethod
+    async def _send_direct(client: httpx.AsyncClient, transport: LeanTransport, req: httpx.Request
+                           ) -> httpx.Response:
+        """``client.send`` for the socket-time transport, straight to it: a request built by the client (its
+        headers, cookies and timeouts merged in) and sent without httpx's auth and redirect machinery (tokrace uses
+        neither: keys are headers, redirects are never followed), ~35 µs before the connect that was part of every
+        first request's TTFT. The client's cookie jar still learns what the response sets."""
+        response = await transport.handle_async_request(req)
+        client.cookies.extract_cookies(response)
+        return response
 
     async def _wait_retry(self, clock: Clock, attempt: float, what: str, headers: Mapping[str, str],
                           retries: int) -> Segment:
@@ -802,6 +847,61 @@ class _Marks:
         return self.on_wire if connected and self.on_wire is not None else attempt
 
 
+T = TypeVar("T")
+
+
+def eager(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+    """Run ``coro`` up to its first wait now, in the calling task, and the rest in a task of its own (Python
+    3.12's eager tasks, for one coroutine). Only for code that binds nothing to the current task (no
+    ``asyncio.timeout``, no anyio cancel scope) across that wait."""
+    loop = asyncio.get_running_loop()
+    try:
+        waiting = coro.send(None)
+    except StopIteration as stop:
+        done: asyncio.Future[T] = loop.create_future()
+        done.set_result(stop.value)
+        return done
+    except Exception as exc:
+        failed: asyncio.Future[T] = loop.create_future()
+        failed.set_exception(exc)
+        return failed
+    return loop.create_task(_resumed(coro, waiting))
+
+
+async def _resumed(coro: Coroutine[Any, Any, T], waiting: Any) -> T:
+    return await _Resume(coro, waiting)
+
+
+class _Resume(Generic[T]):
+    """Awaits a coroutine already stepped once, which is waiting on ``waiting``: ``yield from`` by hand."""
+
+    __slots__ = ("coro", "waiting")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], waiting: Any) -> None:
+        self.coro = coro
+        self.waiting = waiting
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        coro, waiting = self.coro, self.waiting
+        self.waiting = None
+        while True:
+            try:
+                sent = yield waiting
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation, or an exception thrown in: into the coroutine
+                try:
+                    waiting = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+            else:
+                try:
+                    waiting = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+
+
 def _settle(task: asyncio.Future[Any]) -> None:
     """A send abandoned (the lane stopped, the generator closed) is cancelled; its outcome is taken so that it is
     never reported as an exception nobody retrieved."""
@@ -818,18 +918,20 @@ def at_socket(clock: Clock, perf: float | None, fallback: float | None = None) -
 
 
 async def first_use(base_url: str, backend: StampedBackend | None = None) -> None:
-    """Pay before the race what the first request would otherwise pay inside its ``connect_s``: httpcore's lazy
-    imports (its locks and events load anyio's asyncio backend on first use, h11 on the first HTTP/1.1
-    connection), the event loop's resolver thread, and the name lookup itself (which warms the system's cache).
-    Measured on the first request of a process: 25–55 ms before, all of it set-up, none of it the network."""
-    import anyio
-    import h11  # noqa: F401 - imported for its side effect: loaded now, not on the first connection
-    import httpcore._async.http11  # noqa: F401
+    """Pay before the race what the first request would otherwise pay inside its ``connect_s``: on httpx's own
+    transport (``backend`` None: behind a proxy, or a test's) httpcore's lazy imports (its locks and events load
+    anyio's asyncio backend on first use, h11 on the first HTTP/1.1 connection) and the event loop's resolver
+    thread; on the socket-time transport a parked reader thread, and the name lookup (which also makes the first
+    connection's socket). Measured on the first request of a process: 25–55 ms before, all of it set-up."""
+    if backend is None:
+        import anyio
+        import h11  # noqa: F401 - imported for its side effect: loaded now, not on the first connection
+        import httpcore._async.http11  # noqa: F401
 
-    anyio.Event().set()
-    with anyio.CancelScope(shield=True):
-        pass
-    if backend is not None:
+        anyio.Event().set()
+        with anyio.CancelScope(shield=True):
+            pass
+    else:
         READERS.reserve()
     parts = urlsplit(base_url)
     if parts.hostname:
@@ -842,21 +944,14 @@ async def first_use(base_url: str, backend: StampedBackend | None = None) -> Non
 
 
 def stamped_transport(backend: StampedBackend | None = None) -> httpx.AsyncBaseTransport | None:
-    """httpx's transport on the socket-time backend (:mod:`.transport`); ``None`` (httpx's own) behind a proxy,
-    which the backend does not speak through."""
+    """The socket-time transport (:mod:`.lean` over :mod:`.transport`); ``None`` (httpx's own) behind a proxy,
+    which it does not speak through."""
     import urllib.request
-
-    import httpcore
 
     if urllib.request.getproxies():
         return None
     context = httpx.create_ssl_context(trust_env=True)
-    transport = httpx.AsyncHTTPTransport(verify=context)
-    if not hasattr(transport, "_pool"):
-        return None
-    transport._pool = httpcore.AsyncConnectionPool(ssl_context=context, http1=True, http2=False,
-                                                   network_backend=backend or StampedBackend())
-    return transport
+    return LeanTransport(backend or StampedBackend(), context)
 
 
 def tool_parts(tool: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:

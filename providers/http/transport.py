@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import queue
 import socket
 import ssl
-import struct
 import sys
 import threading
 import time
@@ -26,15 +26,17 @@ from typing import Any, Final
 
 import httpcore
 
-SO_TIMESTAMPNS: Final[int] = 35
-"""Linux's socket option (and control message type) for nanosecond receive timestamps (CLOCK_REALTIME)."""
+from ..clock import SO_TIMESTAMPNS, TIMESPEC, packet_time
 
 READ_SIZE: Final[int] = 64 * 1024
 SMALL_WRITE: Final[int] = 64 * 1024
 """Writes up to this size go straight to the socket (its buffer takes them at once); bigger ones go through a
 worker thread so that a slow peer never blocks the event loop."""
 
-_TIMESPEC: Final[struct.Struct] = struct.Struct("@ll")
+
+READ_SLICE_S: Final[float] = 0.002
+"""A reader that keeps finding bytes already there (a stream faster than the loop parses it) still lets the event
+loop run this often: the screen, the other lanes and timers are never held for a whole stream."""
 
 
 class ReaderThreads:
@@ -90,7 +92,7 @@ READERS: Final[ReaderThreads] = ReaderThreads()
 class StampedStream(httpcore.AsyncNetworkStream):
     """A TCP connection read by its own thread; ``read_at`` and ``sent_at`` are ``time.perf_counter()`` values."""
 
-    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop, read_now: bool = True) -> None:
         self.sock = sock
         self.loop = loop
         self.read_at: float | None = None
@@ -106,8 +108,19 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self._pending_size = 0
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
+        self._reading = False
+        self._yielded = time.perf_counter()
+        """When a read last let the event loop run (waiting for bytes, or yielding after a slice of work)."""
         sock.setblocking(True)
-        READERS.run(self._pump)
+        if read_now:
+            self.start_reading()
+
+    def start_reading(self) -> None:
+        """Hand the socket to a reader thread (once). :class:`LeanTransport` does it after the request is on the
+        wire: a reader thread woken before would take the GIL from the request's own ``sendall``."""
+        if not self._reading:
+            self._reading = True
+            READERS.run(self._pump)
 
     @staticmethod
     def enable_kernel_stamps(sock: socket.socket) -> bool:
@@ -122,7 +135,7 @@ class StampedStream(httpcore.AsyncNetworkStream):
 
     def _pump(self) -> None:
         """The reader thread: take bytes off the socket as they come, stamp them, hand them to the loop."""
-        space = socket.CMSG_SPACE(_TIMESPEC.size)
+        space = socket.CMSG_SPACE(TIMESPEC.size)
         while True:
             try:
                 data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, space)
@@ -149,17 +162,26 @@ class StampedStream(httpcore.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._pending:  # whatever is still to send goes before we wait for an answer
             await self._send(timeout)
+        if not self._reading:
+            self.start_reading()
+        if self._reads and time.perf_counter() - self._yielded > READ_SLICE_S:
+            await asyncio.sleep(0)  # bytes keep coming faster than they are parsed: let the loop run a pass
+            self._yielded = time.perf_counter()
         while not self._reads:
             if self._closed:
                 return b""
-            self._waiter = self.loop.create_future()
+            # The timeout is a timer on the waiter, not ``asyncio.timeout``: it belongs to no task (a request's
+            # first step runs in the lane's task, the rest in a task of its own) and costs one timer, not three
+            # objects, per wait.
+            waiter = self._waiter = self.loop.create_future()
+            timer = None if timeout is None else self.loop.call_later(timeout, _expire, waiter)
             try:
-                async with asyncio.timeout(timeout):
-                    await self._waiter
-            except TimeoutError:
-                raise httpcore.ReadTimeout("timed out") from None
+                await waiter
             finally:
                 self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+            self._yielded = time.perf_counter()
         item = self._reads.popleft()
         if isinstance(item, OSError):
             self._reads.appendleft(item)  # every later read fails the same way
@@ -186,6 +208,13 @@ class StampedStream(httpcore.AsyncNetworkStream):
                 return
         await self._send(timeout)
 
+    async def send(self, data: bytes, timeout: float | None = None) -> None:
+        """Send ``data`` now, in one write (a request's head and body, as :class:`LeanTransport` gives them)."""
+        if data:
+            self._pending.append(data)
+            self._pending_size += len(data)
+        await self._send(timeout)
+
     async def _send(self, timeout: float | None) -> None:
         if not self._pending:
             return
@@ -195,9 +224,8 @@ class StampedStream(httpcore.AsyncNetworkStream):
         try:
             if len(buffer) <= SMALL_WRITE:
                 self.sock.sendall(buffer)
-            else:
-                async with asyncio.timeout(timeout):
-                    await self.loop.run_in_executor(None, self.sock.sendall, buffer)
+            else:  # wait_for, not asyncio.timeout: bound to no task (see read)
+                await asyncio.wait_for(self.loop.run_in_executor(None, self.sock.sendall, buffer), timeout)
         except TimeoutError:
             raise httpcore.WriteTimeout("timed out") from None
         except OSError as exc:
@@ -205,6 +233,10 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self.sent_at = time.perf_counter()
 
     async def aclose(self) -> None:
+        self.close_now()
+
+    def close_now(self) -> None:
+        """Close the connection (at once: nothing is waited for)."""
         if self._closed:
             return
         self._closed = True
@@ -234,14 +266,15 @@ class StampedStream(httpcore.AsyncNetworkStream):
         return None
 
 
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(httpcore.ReadTimeout("timed out"))
+
+
 def _stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
     """The kernel's arrival time of the packet just read, as a ``perf_counter()`` value; else now."""
-    for level, kind, raw in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-            sec, nsec = (int(x) for x in _TIMESPEC.unpack_from(raw))
-            age_ns = time.time_ns() - (sec * 1_000_000_000 + nsec)  # integers: no float rounding
-            return (time.perf_counter_ns() - max(age_ns, 0)) / 1e9
-    return time.perf_counter()
+    stamp = packet_time(ancillary)
+    return time.perf_counter() if stamp is None else stamp
 
 
 class StampedTLSStream(httpcore.AsyncNetworkStream):
@@ -303,6 +336,21 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError(str(exc)) from exc
         await self._flush(timeout)
 
+    async def send(self, data: bytes, timeout: float | None = None) -> None:
+        """Encrypt ``data`` and send it now, in one write."""
+        try:
+            self.obj.write(data)
+        except ssl.SSLError as exc:
+            raise httpcore.WriteError(str(exc)) from exc
+        await self.raw.send(self._outgoing.read(), timeout)
+
+    def start_reading(self) -> None:
+        self.raw.start_reading()
+
+    def close_now(self) -> None:
+        """Close at once, without the close_notify (for a connection given up mid-response)."""
+        self.raw.close_now()
+
     async def aclose(self) -> None:
         with contextlib.suppress(ssl.SSLError):
             self.obj.unwrap()  # queues our close_notify; the peer's is not waited for
@@ -321,6 +369,63 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
 
 
 AddrInfo = list[tuple[Any, Any, int, str, Any]]
+
+_UNDER_WAY: Final[frozenset[int]] = frozenset({errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK, errno.EALREADY})
+
+
+def _new_socket(family: int, kind: int, proto: int) -> socket.socket:
+    """A TCP socket set up for a stamped connection: kernel receive stamps, non-blocking, TCP_NODELAY."""
+    sock = socket.socket(family, kind, proto)
+    try:
+        StampedStream.enable_kernel_stamps(sock)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def connected_now(sock: socket.socket) -> bool:
+    """Whether ``sock``'s connection is established at this moment (``getpeername`` answers only then: cheaper
+    than a poll that does not wait)."""
+    try:
+        sock.getpeername()
+    except OSError:
+        return False
+    return True
+
+
+async def _connect(loop: asyncio.AbstractEventLoop, sock: socket.socket, address: Any,
+                   deadline: float | None) -> None:
+    """Connect the non-blocking ``sock``: a handshake done by the time ``connect`` returns (loopback's is) costs
+    no pass of the event loop; else wait until the socket is writable, or ``deadline`` (``TimeoutError``)."""
+    err = sock.connect_ex(address)
+    if err in _UNDER_WAY:
+        if not connected_now(sock):
+            done: asyncio.Future[None] = loop.create_future()
+            fd = sock.fileno()
+            loop.add_writer(fd, _settle_done, done)
+            timer = None if deadline is None else loop.call_at(deadline, _time_out, done)
+            try:
+                await done
+            finally:
+                loop.remove_writer(fd)
+                if timer is not None:
+                    timer.cancel()
+        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err:
+        raise OSError(err, os.strerror(err))
+
+
+def _settle_done(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
+
+
+def _time_out(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_exception(TimeoutError())
 
 
 def _stamping_socket(family: int) -> socket.socket | None:
@@ -347,6 +452,9 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
     def __init__(self) -> None:
         self._addresses: dict[tuple[str, int], AddrInfo] = {}
         self._stamping: socket.socket | None = None
+        self._spares: dict[tuple[str, int], socket.socket] = {}
+        """A socket made (and set up) for each server looked up, for its first connection: creating one is set-up,
+        not connecting, and sits before the ``connect`` call a server waits for."""
 
     async def resolve(self, host: str, port: int) -> AddrInfo:
         """The addresses of ``host`` (looked up once per session; a literal address without a lookup)."""
@@ -360,6 +468,9 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
             self._addresses[key] = infos
             if infos and self._stamping is None:
                 self._stamping = _stamping_socket(infos[0][0])
+            if infos and key not in self._spares:
+                with contextlib.suppress(OSError):
+                    self._spares[key] = _new_socket(*infos[0][:3])
         return infos
 
     def close(self) -> None:
@@ -367,39 +478,52 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
         if self._stamping is not None:
             self._stamping.close()
             self._stamping = None
+        spares, self._spares = self._spares, {}
+        for sock in spares.values():
+            sock.close()
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
                           socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-                          ) -> httpcore.AsyncNetworkStream:
+                          *, read_now: bool = True) -> httpcore.AsyncNetworkStream:
+        """A connection to ``host``; a loopback (or any) handshake that completes inside the ``connect`` call is
+        taken at once, with no pass of the event loop; only one still under way waits for the socket to be
+        writable. No ``asyncio.timeout``: the wait belongs to no task (see :meth:`StampedStream.read`)."""
         loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        spare: socket.socket | None = None
         try:
-            async with asyncio.timeout(timeout):
-                infos = await self.resolve(host, port)
-                failure: OSError | None = None
-                for family, kind, proto, _, address in infos:
-                    sock = socket.socket(family, kind, proto)
-                    StampedStream.enable_kernel_stamps(sock)
-                    try:
-                        sock.setblocking(False)
-                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                        for option in socket_options or ():
-                            sock.setsockopt(*option)
-                        if local_address is not None:
-                            sock.bind((local_address, 0))
-                        await loop.sock_connect(sock, address)
-                    except OSError as exc:
-                        sock.close()
-                        failure = exc
-                        continue
-                    except BaseException:  # timed out or cancelled mid-connect: the socket is nobody's now
-                        sock.close()
-                        raise
-                    return StampedStream(sock, loop)
+            infos = self._addresses.get((host, port))
+            if infos is None:
+                infos = await asyncio.wait_for(self.resolve(host, port), timeout)
+            failure: OSError | None = None
+            spare = self._spares.pop((host, port), None)
+            for family, kind, proto, _, address in infos:
+                if spare is not None and spare.family == family:
+                    sock, spare = spare, None
+                else:
+                    sock = _new_socket(family, kind, proto)
+                try:
+                    for option in socket_options or ():
+                        sock.setsockopt(*option)
+                    if local_address is not None:
+                        sock.bind((local_address, 0))
+                    await _connect(loop, sock, address, deadline)
+                except OSError as exc:
+                    sock.close()
+                    failure = exc
+                    continue
+                except BaseException:  # timed out or cancelled mid-connect: the socket is nobody's now
+                    sock.close()
+                    raise
+                return StampedStream(sock, loop, read_now=read_now)
         except TimeoutError:
             raise httpcore.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
         except socket.gaierror as exc:
             raise httpcore.ConnectError(f"[Errno {exc.errno}] {exc.strerror}: name resolution failed") from exc
+        finally:
+            if spare is not None:  # made for an address family this connection did not use
+                spare.close()
         if failure is None:
             raise httpcore.ConnectError(f"no address for {host}")
         why = os.strerror(failure.errno) if failure.errno else str(failure)  # "Connection refused", ...

@@ -12,9 +12,11 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import os
 import socket
 import ssl
 import struct
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final, SupportsIndex
 
 from ..base import MAX_TOKENS_LIMIT, ConfigError, TokraceError
-from ..clock import Clock, RealClock
+from ..clock import SO_TIMESTAMPNS, TIMESPEC, Clock, RealClock, packet_time
 from ..events import Delta, Done, Error, Headers, Request, Segment, ToolCall, Usage
 from ..metrics import split_turns
 from ..synthetic import Profile, pieces, schedule
@@ -274,18 +276,61 @@ def _max_tokens(body: dict[str, Any], default: int) -> int:
     return default
 
 
+_PEEK_SIZE: Final[int] = 64 * 1024
+"""How much of a new connection's queued bytes a peek looks at (a request's head and body, as a rule)."""
+
+
 class _ArrivalReader(asyncio.StreamReader):
     """A stream reader that notes when bytes came off the socket: the loop reads them as soon as it polls, while
-    the handler may get to them only after other requests' handlers have run."""
+    the handler may get to them only after other requests' handlers have run.
+
+    A new connection's first bytes (its first request, often whole in one packet) arrive while the server is still
+    accepting it, a few loop passes before its transport first reads: on the real clock, :meth:`peek_arrival`
+    takes the kernel's receive stamp of what is already queued then, and the first read that brings exactly those
+    bytes keeps it."""
 
     def __init__(self, clock: Clock) -> None:
         super().__init__()
         self.clock = clock
         self.arrived = 0.0
+        self._queued: tuple[int, float] | None = None
+        """(bytes queued, the kernel's stamp of them) when the connection was made."""
+
+    def peek_arrival(self, sock: Any) -> None:
+        """Look (without reading) at what a just-accepted socket holds, and when the kernel received it."""
+        try:
+            fd = os.dup(sock.fileno())
+        except (OSError, AttributeError):
+            return
+        with socket.socket(fileno=fd) as view, contextlib.suppress(OSError):
+            data, ancillary, _, _ = view.recvmsg(_PEEK_SIZE, socket.CMSG_SPACE(TIMESPEC.size),
+                                                 socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            stamp = packet_time(ancillary)
+            if data and stamp is not None:
+                self._queued = (len(data), stamp)
 
     def feed_data(self, data: Iterable[SupportsIndex]) -> None:
-        self.arrived = self.clock.now()
+        queued, self._queued = self._queued, None
+        if queued is not None and len(data) == queued[0]:  # type: ignore[arg-type]
+            self.arrived = queued[1]  # exactly the bytes peeked at: they arrived when the kernel said
+        else:
+            self.arrived = self.clock.now()
         super().feed_data(data)
+
+
+class _ArrivalProtocol(asyncio.StreamReaderProtocol):
+    """Hands a new plain-TCP connection's socket to its :class:`_ArrivalReader` before the transport first reads."""
+
+    def __init__(self, reader: _ArrivalReader, handler: Any) -> None:
+        super().__init__(reader, handler)
+        self._arrival = reader
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if transport.get_extra_info("sslcontext") is None and isinstance(self._arrival.clock, RealClock):
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                self._arrival.peek_arrival(sock)
+        super().connection_made(transport)
 
 
 class ServeServer:
@@ -321,9 +366,13 @@ class ServeServer:
         loop = asyncio.get_running_loop()
 
         def protocol() -> asyncio.StreamReaderProtocol:
-            return asyncio.StreamReaderProtocol(_ArrivalReader(self.clock), self._connection)
+            return _ArrivalProtocol(_ArrivalReader(self.clock), self._connection)
 
         self._server = await loop.create_server(protocol, host, port, ssl=tls)
+        if tls is None and isinstance(self.clock, RealClock) and sys.platform == "linux":
+            for sock in self._server.sockets:  # accepted connections inherit it: their packets are stamped
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
 
     @property
     def port(self) -> int:

@@ -163,3 +163,42 @@ def test_the_transport_steps_aside_behind_a_proxy(monkeypatch: pytest.MonkeyPatc
     assert stamped_transport() is not None
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
     assert stamped_transport() is None
+
+
+async def test_a_reader_that_always_finds_bytes_waiting_still_lets_the_event_loop_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream faster than its parsing: every read finds bytes already there, so without a yield the lane's task
+    would hold the loop (the screen, the other lanes, timers) for the whole stream."""
+    import providers.http.transport as transport
+
+    monkeypatch.setattr(transport, "READ_SLICE_S", 0.0)
+    stream, writer, server = await pair()
+    try:
+        for i in range(50):
+            writer.write(b"x" * 10)
+            await writer.drain()
+            await asyncio.sleep(0.001)  # separate packets, each its own read
+        deadline = time.perf_counter() + 5
+        while len(stream._reads) < 5 and time.perf_counter() < deadline:
+            await asyncio.sleep(0.001)
+        queued = len(stream._reads)
+        assert queued >= 5
+        passes = 0
+
+        async def count() -> None:
+            nonlocal passes
+            while True:
+                passes += 1
+                await asyncio.sleep(0)
+
+        counter = asyncio.create_task(count())
+        await asyncio.sleep(0)
+        before = passes
+        for _ in range(queued):
+            await stream.read(1024, timeout=5)
+        assert passes - before >= queued - 1  # the other task ran between the reads
+        counter.cancel()
+    finally:
+        await stream.aclose()
+        writer.close()
+        server.close()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -18,6 +21,7 @@ from providers.serve.server import (
     RecordingSource,
     ServeError,
     ServeOptions,
+    Served,
     ServeServer,
     SyntheticSource,
     build_server,
@@ -172,3 +176,34 @@ async def test_a_busy_port_is_a_one_line_error_naming_it() -> None:
         server = build_server(ServeOptions(port=busy.port))
         with pytest.raises(ServeError, match=f"cannot listen on 127.0.0.1:{busy.port}"):
             await serve_forever(server, ServeOptions(port=busy.port), lambda line: None)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's")
+async def test_a_new_connections_request_is_received_when_it_reached_the_socket_not_when_the_loop_got_to_it() -> None:
+    """The server's truth starts at the request's arrival: a loop busy elsewhere while a new connection's request
+    comes in (accepting it takes a few passes) does not move the moment the request counts as received."""
+    served: list[Served] = []
+    server = ServeServer(fast_source(), on_served=served.append)
+    await server.start()
+    body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode()
+    sent = 0.0
+
+    def client() -> bytes:
+        nonlocal sent
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(head + body)
+            sent = time.perf_counter()
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+    thread = asyncio.get_running_loop().run_in_executor(None, client)
+    time.sleep(0.3)  # the loop is held: the request waits in the kernel, stamped when it came
+    answer = await thread
+    await server.close()
+    assert b"[DONE]" in answer
+    assert len(served) == 1
+    assert abs(served[0].received - sent) < 0.1  # not the 300 ms the loop was away

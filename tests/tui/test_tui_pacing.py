@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+from textual.geometry import Region
+
+import tui.widgets.lane as lane_widgets
 from providers.base import TierSpec, TurnRequest
 from tui.app import build_app
 from tui.screens.race import FRAME_HZ, IDLE_AFTER, IDLE_HZ, RaceScreen
@@ -35,3 +39,25 @@ async def test_the_frame_timer_idles_after_a_race_and_wakes_for_the_next() -> No
         await asyncio.sleep(0.05)
         assert screen._hz == FRAME_HZ and screen._frame > drawn
         await runner.wait_finished()
+
+
+async def test_the_last_frames_of_a_race_show_the_end_of_its_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lane_widgets, "MARKDOWN_MAX_CHARS", 0)  # the streaming tail stays in view after the race
+    app = build_app([quick_tier()], TurnRequest("hi", max_tokens=300), freeze_gc=False)
+    async with app.run_test(size=(60, 20)):
+        runner = app.runner
+        await runner.wait_started()
+        await runner.wait_finished()
+        screen = app.screen
+        assert isinstance(screen, RaceScreen)
+        for _ in range(100):  # until the frames have idled: whatever changed last has been drawn
+            if screen._hz == IDLE_HZ:
+                break
+            await asyncio.sleep(1 / FRAME_HZ)
+        tail = screen.views[0].tail
+        assert tail.display
+        shown = ["".join(s.text for s in strip).strip() for strip in tail.render_lines(Region(0, 0, *tail.size))]
+        shown = [line for line in shown if line]
+        text = "".join(text for _, text in runner.live.lanes[0].tail(4000)).rstrip()
+        assert shown and text.endswith(shown[-1])
+        assert len(text.split()) > len(shown)  # more text than fits: the tail shows its end, not its start

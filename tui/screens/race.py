@@ -1,8 +1,8 @@
 """The race screen: a prompt bar, the lanes side by side (stacked when narrow), the shared timeline, the summary.
 
 One timer samples the live model at frame rate and hands each widget what it needs; no event ever touches a
-widget. Text repaints every other frame, gauges and figures four times a second, the timeline ten;
-nothing repaints while nothing moves.
+widget. Text and the timeline repaint at 15 Hz (only the lines that changed), gauges and figures under four times a
+second; nothing repaints while nothing moves.
 """
 
 from __future__ import annotations
@@ -42,13 +42,12 @@ from .podium import PodiumScreen, finish
 if TYPE_CHECKING:
     from providers.voice.speak import Speaker
 
-FRAME_HZ = 30
-SLOW_EVERY = 8
-"""Gauges and figures repaint every 8th frame (under 4 Hz)."""
-TIMELINE_EVERY = 3
-TEXT_EVERY = 2
-"""The streaming text repaints every 2nd frame (15 Hz): re-wrapping a lane's visible tail is most of a frame's work,
-and text moving 15 times a second reads as smoothly as 30."""
+FRAME_HZ = 15
+"""Frames a second while anything moves. Each frame repaints only what changed since the last: the streaming text
+(15 Hz reads as smoothly as 30, and every frame of text is a repaint of the lines it moved), the timeline, a state;
+the widgets whose figures change with time itself at their own, slower pace."""
+SLOW_EVERY = 4
+"""Gauges and figures repaint every 4th frame (under 4 Hz)."""
 IDLE_HZ = 2
 """The frame rate once nothing has changed for ``IDLE_AFTER`` frames (a finished race, a paused replay): enough to
 notice what changes next without a key press (a problem to report), at a fifteenth of the work."""
@@ -242,13 +241,11 @@ class RaceScreen(Screen[None]):
         self._frame += 1
         slow = force or self._frame % SLOW_EVERY == 0
         scale = self._scale(now) if slow else nice_scale(self._peak)
-        text = force or self._frame % TEXT_EVERY == 0
         for view in self.views:
-            view.sample(now, scale, slow, text)
+            view.sample(now, scale, slow)
         if self.voice.on:
             self._sample_voice(now, slow)
-        if force or self._frame % TIMELINE_EVERY == 0:
-            self.timeline.sample(now)
+        self.timeline.sample(now)
         if slow and self.bottlenecks.display:
             self.bottlenecks.sample(runner, now)
         pace = self.replay.badge() if self.replay is not None else ""

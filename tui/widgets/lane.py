@@ -17,6 +17,7 @@ from textual.widgets import Static
 from providers.live import SOURCE_MARK, LiveLane
 
 from .gauge import Gauge
+from .printable import printable
 from .tail import TailText
 from .voice import VoicePanel
 
@@ -173,9 +174,8 @@ class LaneView(Vertical):
         if self.final.display:
             self.final.focus()
 
-    def sample(self, now: float, scale: float, slow: bool, text: bool = True) -> None:
-        """Repaint what moved since the last frame; the text only when ``text``, the gauge and figures only when
-        ``slow``."""
+    def sample(self, now: float, scale: float, slow: bool) -> None:
+        """Repaint what moved since the last frame; the gauge and figures only when ``slow``."""
         lane = self.lane
         state = lane.state_at(now)
         if state != self._state:
@@ -188,11 +188,11 @@ class LaneView(Vertical):
                 label = f"✓ {lane.e2e:.2f} s"
             self.badge.update(Content(f" {label} "), layout=False)
             self.badge.set_classes(f"badge -{state}")
-        if lane.version != self._version and (text or slow):
+        if lane.version != self._version:
             self._version = lane.version
-            self.tail.refresh()
+            self.tail.sync()
             if lane.error and not self.error.display:
-                self.error.update(Content(f"✗ {lane.error}"))
+                self.error.update(Content(f"✗ {printable(lane.error)}"))
                 self.error.display = True
             if lane.tier_got != self._tier_got:
                 self._tier_got = lane.tier_got
@@ -212,7 +212,7 @@ class LaneView(Vertical):
         answer = lane.answer_text()
         if not answer or len(answer) > MARKDOWN_MAX_CHARS:
             return  # keep the tail in view: nothing to render, or too much to render without a visible pause
-        self.final_text.update(Markdown(answer))
+        self.final_text.update(Markdown(printable(answer.expandtabs(4))))
         self._final_shown = True
         if not self.voice_on:
             self.tail.display = False

@@ -1,7 +1,9 @@
 """The streaming text of a lane: only the visible tail is wrapped and drawn, line by line (the Line API).
 
-History lives in the live model, never in the widget: each frame wraps just enough trailing characters to fill
-the widget, so the cost per frame is the size of the widget, not the length of the answer.
+History lives in the live model, never in the widget: the widget keeps just the lines it shows. Each frame wraps
+only the text that came since the last one onto them (a new size wraps the visible tail again), and draws only
+the lines that changed, so the cost per frame is the new text and the lines it moved, never the length of the
+answer.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from typing import Final
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
 from providers.live import LiveLane
 
 from .palette import palette
+from .printable import printable
 
 _WORD: Final[re.Pattern[str]] = re.compile(r"\n|[^\S\n]+|\S+")
 
@@ -30,37 +34,119 @@ def _width(text: str) -> int:
 
 
 def wrap(runs: list[tuple[str, str]], width: int) -> list[Line]:
-    """Word-wrap (channel, text) runs to ``width`` cells; words longer than a line are cut."""
-    width = max(width, 1)
-    lines: list[Line] = [[]]
-    used = 0
+    """Word-wrap (channel, text) runs to ``width`` cells; words longer than a line are cut. A word may come in
+    several runs of one channel (a model's tokens split words): it wraps as one word."""
+    wrapper = Wrapper(width)
     for channel, text in runs:
+        wrapper.feed(channel, text)
+    return wrapper.lines
+
+
+class Wrapper:
+    """Word wrap fed one run at a time: after any sequence of :meth:`feed` calls, :attr:`lines` ends with exactly
+    the lines :func:`wrap` gives for every run fed so far (only the first ones are gone once :meth:`trim` dropped
+    them), and the same lines as for those runs joined into one per channel. Feeding a run costs its own length,
+    never the length of what came before: the new text continues the last line where the previous text left it,
+    and a word (or a run of spaces) the previous text left open is taken back and wrapped again with what
+    continues it."""
+
+    __slots__ = ("dropped", "lines", "open", "used", "width")
+
+    def __init__(self, width: int) -> None:
+        self.width = max(width, 1)
+        self.lines: list[Line] = [[]]
+        self.used = 0
+        """Cells used on the last line."""
+        self.dropped = 0
+        """Lines trimmed from the front (they still count: a wrapped line never starts with a space)."""
+        self.open: tuple[str, int, int, bool] | None = None
+        """What the last run left open at the end of the last line: (channel, characters, cells used before
+        them, whether they are spaces). More of the same in the same channel is one word with them."""
+
+    def feed(self, channel: str, text: str) -> None:
+        if not text:
+            return
+        text = printable(text)  # a terminal obeys control characters: never send the model's to it
+        width, lines, used = self.width, self.lines, self.used
+        if self.open is not None:
+            open_channel, chars, before, spaces = self.open
+            self.open = None
+            if open_channel == channel and text[0] != "\n" and text[0].isspace() == spaces:
+                line = lines[-1]
+                kept, run_channel = line[-1]
+                text = kept[-chars:] + text
+                if len(kept) == chars:
+                    line.pop()
+                else:
+                    line[-1] = (kept[:-chars], run_channel)
+                used = before
+        ascii_only = text.isascii()
+        parts: list[str] = []
+        """This run's text on the last line so far, added to the line once it is done (not word by word)."""
+        word = ""
+        placed = False
         for word in _WORD.findall(text):
+            placed = False
             if word == "\n":
+                if parts:
+                    _add(lines[-1], "".join(parts), channel)
+                    parts = []
                 lines.append([])
                 used = 0
                 continue
-            size = _width(word)
+            size = len(word) if ascii_only else _width(word)
             if word.isspace():
-                if used == 0 and len(lines) > 1:
+                if used == 0 and len(lines) + self.dropped > 1:
                     continue  # a wrapped line does not start with the space that broke it
                 if used + size > width:
+                    if parts:
+                        _add(lines[-1], "".join(parts), channel)
+                        parts = []
                     lines.append([])
                     used = 0
                     continue
             elif used + size > width and used > 0:
+                if parts:
+                    _add(lines[-1], "".join(parts), channel)
+                    parts = []
                 lines.append([])
                 used = 0
             while size > width:  # a word wider than the line: cut it
-                head = word[:width] if word.isascii() else _cut(word, width)
-                _add(lines[-1], head, channel)
+                head = word[:width] if ascii_only or word.isascii() else _cut(word, width)
+                parts.append(head)
+                _add(lines[-1], "".join(parts), channel)
+                parts = []
                 lines.append([])
                 word = word[len(head):]
-                size = _width(word)
+                size = len(word) if ascii_only else _width(word)
                 used = 0
-            _add(lines[-1], word, channel)
+            parts.append(word)
+            placed = bool(word)  # a word cut to the end leaves nothing open: what follows starts a new piece
             used += size
-    return lines
+        if parts:
+            _add(lines[-1], "".join(parts), channel)
+        if placed:
+            self.open = (channel, len(word), used - (len(word) if ascii_only else _width(word)), word.isspace())
+        self.used = used
+
+    def trim(self, keep: int) -> None:
+        """Keep only the last ``keep`` lines (at least one: the line the next text continues)."""
+        extra = len(self.lines) - max(keep, 1)
+        if extra > 0:
+            del self.lines[:extra]
+            self.dropped += extra
+
+
+def joined(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Pieces of one channel in a row as one run (wrapping one run costs less than wrapping its pieces, and gives
+    the same lines)."""
+    runs: list[tuple[str, list[str]]] = []
+    for channel, text in pieces:
+        if runs and runs[-1][0] == channel:
+            runs[-1][1].append(text)
+        else:
+            runs.append((channel, [text]))
+    return [(channel, "".join(texts)) for channel, texts in runs]
 
 
 def _add(line: Line, text: str, channel: str) -> None:
@@ -81,7 +167,10 @@ def _cut(word: str, width: int) -> str:
 
 
 class TailText(Widget):
-    """The last lines of a lane's text, re-wrapped only when the lane or the size changed."""
+    """The last lines of a lane's text. :meth:`sync` (once a frame, when the lane changed) wraps only the text that
+    came since the last sync onto the lines kept, and repaints only the lines that changed (every line once the
+    text scrolls); a change of lane or size wraps the visible tail again from the lane. Drawing shows the lines
+    as of the last sync, so a frame never paints half of one state and half of another."""
 
     DEFAULT_CSS = """
     TailText { height: 1fr; }
@@ -90,45 +179,160 @@ class TailText(Widget):
     def __init__(self, lane: LiveLane | None = None, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.lane = lane
-        self._key: tuple[object, ...] | None = None
-        self._lines: list[Line] = []
+        self._layout: tuple[int, int, int] | None = None
+        """(lane, width, height) the lines were wrapped for."""
+        self._wrapper = Wrapper(1)
+        self._last: tuple[str, str] | None = None
+        """The lane's last piece already wrapped (by identity: the lane keeps each piece as it came)."""
+        self._version = -1
+        self._strips: list[Strip | None] = []
+        """The drawn line for each of the wrapper's lines, once drawn (``None``: to draw)."""
         self._styles_key: tuple[Style, object] | None = None
         self._style_map: dict[str, Style] = {}
+        self._pass: tuple[int, Style, dict[str, Style], range] = (0, Style(), {}, range(0))
+        """What every line of one drawing pass needs: width, base style, channel styles, lines shown."""
 
     def bind(self, lane: LiveLane) -> None:
         self.lane = lane
-        self._key = None
+        self._layout = None
         self.refresh()
 
-    def _visible(self) -> list[Line]:
+    def sync(self) -> None:
+        """Catch up with the lane's text, and repaint what that changed: the lines from the first one that
+        changed to the bottom while nothing scrolled, every line once it did (or the lane or the size changed)."""
+        width, height = self.size
+        top = self._wrapper.dropped + self._shown().start
+        first = self._update()
+        if first is None:
+            return
+        shown = self._shown()
+        if first < 0 or self._wrapper.dropped + shown.start != top:
+            self.refresh()
+        elif first < shown.stop:
+            y = max(first - shown.start, 0)
+            self.refresh(Region(0, y, width, height - y))
+
+    def _update(self) -> int | None:
+        """Bring the lines up to the lane's text: ``None`` when nothing changed, -1 when every line was wrapped
+        again, else the index (in :attr:`_wrapper` lines) of the first line that changed."""
         width, height = self.size
         lane = self.lane
-        key = (id(lane), lane.version if lane else 0, width, height)
-        if key != self._key:
-            self._key = key
-            if lane is None or height <= 0:
-                self._lines = []
-            else:
-                lines = wrap(lane.tail((height + 1) * (width + 1)), width)
-                if len(lines) > 1 and not lines[-1]:
-                    lines.pop()  # a trailing newline does not push the text up
-                self._lines = lines[-height:]
-        return self._lines
+        layout = (id(lane), width, height)
+        if layout != self._layout:
+            self._layout = layout
+            self._rewrap()
+            return -1
+        if lane is None or lane.version == self._version or height <= 0:
+            return None  # nothing new, or no room to show it (a new size wraps the visible tail afresh)
+        self._version = lane.version
+        new = self._new_pieces(lane, (height + 1) * (width + 1))
+        if new is None:
+            self._rewrap()
+            return -1
+        if not new:
+            return None
+        wrapper = self._wrapper
+        count = len(wrapper.lines)
+        for channel, text in joined(new):
+            wrapper.feed(channel, text)
+        self._last = new[-1]
+        strips = self._strips
+        strips[count - 1:] = [None] * (len(wrapper.lines) - count + 1)
+        drop = len(wrapper.lines) - (height + 1)
+        if drop > 0:
+            wrapper.trim(height + 1)
+            del strips[:drop]
+        return count - 1 - max(drop, 0)
+
+    def _new_pieces(self, lane: LiveLane, limit: int) -> list[tuple[str, str]] | None:
+        """The pieces the lane got since the last one wrapped, oldest first; ``None`` when that piece is gone or
+        more than ``limit`` characters came since (wrapping the visible tail again is then as cheap)."""
+        last = self._last
+        if last is None:
+            return None
+        new: list[tuple[str, str]] = []
+        chars = 0
+        for piece in reversed(lane.pieces):
+            if piece is last:
+                new.reverse()
+                return new
+            new.append(piece)
+            chars += len(piece[1])
+            if chars > limit:
+                return None
+        return None
+
+    def _rewrap(self) -> None:
+        """Wrap the lane's visible tail afresh (a new lane, a new size, or too much new text)."""
+        width, height = self.size
+        lane = self.lane
+        self._wrapper = wrapper = Wrapper(width)
+        self._last = None
+        self._version = lane.version if lane is not None else -1
+        if lane is not None and height > 0:
+            for channel, text in joined(lane.tail((height + 1) * (width + 1))):
+                wrapper.feed(channel, text)
+            wrapper.trim(height + 1)
+            if lane.pieces:
+                self._last = lane.pieces[-1]
+        self._strips = [None] * len(wrapper.lines)
+
+    def _shown(self) -> range:
+        """Which of the wrapper's lines are on screen: the last ``height``, less a trailing empty line (a newline
+        at the end does not push the text up)."""
+        lines = self._wrapper.lines
+        end = len(lines)
+        if end + self._wrapper.dropped > 1 and not lines[-1]:
+            end -= 1
+        return range(max(end - self.size.height, 0), end)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        size = self.size
+        if self._layout != (id(self.lane), *size):  # drawn before a sync at this size
+            self._update()
+        base = self.visual_style.rich_style
+        self._pass = (size.width, base, self._styles(base), self._shown())  # once a pass, not once a line
+        if not self._plain():
+            return super().render_lines(crop)
+        # Nothing of Textual's own styling to draw around or over the text: its per-line pipeline would hand back
+        # the lines as they are, so they go out directly (with the app's filters, as that pipeline applies them).
+        strips = [self.render_line(y) for y in crop.line_range]
+        filters = self.get_line_filters()
+        if filters:
+            background = self.background_colors[1]
+            for index, strip in enumerate(strips):
+                for line_filter in filters:
+                    strip = strip.apply_filter(line_filter, background)
+                strips[index] = strip
+        if crop.column_span != (0, size.width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def _plain(self) -> bool:
+        """No border, padding, outline, tint, hatch or opacity: Textual would draw each line as it is given."""
+        styles = self.styles
+        return (not any(styles.gutter) and not any(edge for edge, _ in styles.outline) and not styles.tint.a
+                and styles.text_opacity == 1 and self.opacity == 1
+                and not (styles.has_rule("hatch") and styles.hatch != "none"))
 
     def render_line(self, y: int) -> Strip:
-        base = self.visual_style.rich_style
-        lines = self._visible()
-        if y >= len(lines):
-            return Strip.blank(self.size.width, base)
-        styles = self._styles(base)
-        segments = [Segment(text, styles.get(channel, base)) for text, channel in lines[y]]
-        return Strip(segments).adjust_cell_length(self.size.width, base)
+        width, base, styles, shown = self._pass
+        index = shown.start + y
+        if index >= shown.stop:
+            return Strip.blank(width, base)
+        strip = self._strips[index]
+        if strip is None:
+            segments = [Segment(text, styles.get(channel, base)) for text, channel in self._wrapper.lines[index]]
+            strip = self._strips[index] = Strip(segments).adjust_cell_length(width, base)
+        return strip
 
     def _styles(self, base: Style) -> dict[str, Style]:
         pal = palette(self.app)
         key = (base, pal)
         if self._styles_key != key:
             self._styles_key = key
+            self._strips = [None] * len(self._strips)
             self._style_map = {
                 "content": base,
                 "reasoning": base + Style(dim=True, italic=True),

@@ -18,7 +18,7 @@ from typing import Final
 
 from rich.segment import Segment
 from rich.style import Style
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -164,6 +164,8 @@ class Timeline(Widget):
         self.rows: list[Row] = []
         """What each row draws, as of the last sample."""
         self._lines: tuple[list[Row], int, list[tuple[Row, int]]] = ([], 1, [])
+        self._drawn: tuple[tuple[object, ...], list[Strip]] | None = None
+        """Every line as last drawn, and what it was drawn from (rows, time, size, style, zoom)."""
 
     def on_mount(self) -> None:
         # Another theme may ask for other row heights: lay out again (a theme change alone only repaints).
@@ -175,8 +177,21 @@ class Timeline(Widget):
         self.refresh(layout=True)
 
     def sample(self, now: float) -> None:
+        """Move to ``now`` and repaint the lines that changed (none when the bars moved less than a cell)."""
         self.now = now
-        self.refresh(layout=self._update_rows())
+        before = self._drawn
+        if self._update_rows() or before is None:
+            self.refresh(layout=True)
+            return
+        key, strips = self._draw()
+        if key[2:] != before[0][2:]:  # another size, style, zoom or row height: everything moves
+            self.refresh()
+            return
+        width = self.size.width
+        changed = [Region(0, y, width, 1) for y, strip in enumerate(strips)
+                   if y >= len(before[1]) or strip != before[1][y]]
+        if changed or len(strips) != len(before[1]):
+            self.refresh(*changed)
 
     def _update_rows(self) -> bool:
         """Cut every lane's spans into rows at ``now``; True when the number of rows changed."""
@@ -224,18 +239,27 @@ class Timeline(Widget):
         return axis_span(longest) / self.zoom
 
     def render_line(self, y: int) -> Strip:
+        _, strips = self._draw()
+        if y < len(strips):
+            return strips[y]
+        return Strip.blank(self.size.width, self.visual_style.rich_style)
+
+    def _draw(self) -> tuple[tuple[object, ...], list[Strip]]:
+        """Every line above the axis and the axis, drawn once for the rows, time, size, style and zoom of now."""
         width = self.size.width
         base = self.visual_style.rich_style
+        lines = self.lines()
+        key = (self.now, self.rows, width, base, palette(self.app), self.zoom, self._lines[1])
+        drawn = self._drawn
+        if drawn is not None and drawn[0][0] == key[0] and drawn[0][1] is key[1] and drawn[0][2:] == key[2:]:
+            return drawn
         cells = max(width - LABEL_WIDTH, 1)
         span = self.span
-        lines = self.lines()
-        if y < len(lines):
-            row, line = lines[y]
-            height = 1 if row.track else self._lines[1]
-            return self._lane_row(row, line, height, cells, span, base).adjust_cell_length(width, base)
-        if y == len(lines):
-            return self._axis(cells, span, base).adjust_cell_length(width, base)
-        return Strip.blank(width, base)
+        strips = [self._lane_row(row, line, 1 if row.track else self._lines[1], cells, span,
+                                 base).adjust_cell_length(width, base) for row, line in lines]
+        strips.append(self._axis(cells, span, base).adjust_cell_length(width, base))
+        self._drawn = (key, strips)
+        return self._drawn
 
     def _lane_row(self, row: Row, line: int, height: int, cells: int, span: float, base: Style) -> Strip:
         """Line ``line`` of a row ``height`` lines tall: the label and end mark on the first, bars on every one."""

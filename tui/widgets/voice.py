@@ -25,6 +25,7 @@ from providers.voice.lens import CONVERSATION_GAP_S
 from providers.voice.live import VoiceLane, VoiceNow, VoiceShown
 
 from .palette import palette
+from .printable import printable
 from .tail import _cut, _width
 
 _TOKEN: Final[re.Pattern[str]] = re.compile(r"\n|[^\S\n]+|\S+")
@@ -180,7 +181,7 @@ class VoiceText(Widget):
 
         def put(start: int, end: int, style: Style) -> None:
             if end > start:
-                segments.append(Segment(text[start:end], style))
+                segments.append(Segment(printable(text[start:end]), style))
 
         cut = min(max(spoken, a), b)
         put(a, cut, styles["said"])
