@@ -174,7 +174,7 @@ async def test_a_reader_that_always_finds_bytes_waiting_still_lets_the_event_loo
     monkeypatch.setattr(transport, "READ_SLICE_S", 0.0)
     stream, writer, server = await pair()
     try:
-        for i in range(50):
+        for _ in range(50):
             writer.write(b"x" * 10)
             await writer.drain()
             await asyncio.sleep(0.001)  # separate packets, each its own read

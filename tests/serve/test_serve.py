@@ -19,9 +19,9 @@ from providers.recording import Recorder
 from providers.serve.server import (
     Fault,
     RecordingSource,
+    Served,
     ServeError,
     ServeOptions,
-    Served,
     ServeServer,
     SyntheticSource,
     build_server,
