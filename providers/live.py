@@ -13,7 +13,7 @@ from typing import Any, Final, Literal, TypeAlias
 from .base import TierSpec
 from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage, is_loop_end
 from .loop.metrics import LoopMetrics, breakdown, model_time
-from .metrics import SegmentSpan, cost, cut_gaps, is_stall_gap, usage_counts
+from .metrics import STALL_THRESHOLD_S, SegmentSpan, cost, cut_gaps, is_stall_gap, usage_counts
 
 LaneState: TypeAlias = Literal["idle", "connecting", "waiting", "thinking", "streaming", "tool", "human",
                                "retry", "done", "error", "stopped"]
@@ -265,7 +265,8 @@ class LiveLane:
             turn.streamed_reasoning = True
         if turn.last_token is not None:
             gap = t - turn.last_token
-            if is_stall_gap(gap, turn.token_events - 1, turn.last_token - (turn.first or t)):
+            if gap > STALL_THRESHOLD_S and is_stall_gap(gap, turn.token_events - 1,
+                                                        turn.last_token - (turn.first or t)):
                 turn.gaps.append((turn.last_token, t))
         turn.last_token = t
         turn.token_events += 1

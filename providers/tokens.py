@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import weakref
 from functools import lru_cache
 from typing import Any, Final
 
@@ -93,12 +94,40 @@ def count(text: str, model: str = "") -> tuple[int, str] | None:
     return len(enc.encode_ordinary(text)), name
 
 
+MEMO_SIZE: Final[int] = 2048
+"""Tails remembered per encoding with what encoding them gave (see :class:`IncrementalCounter`): at most about
+0.5 MB, and never more however long the stream."""
+
+_MEMOS: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, int, int]]] = weakref.WeakKeyDictionary()
+
+
+def _memo_for(encoding: Any) -> dict[str, tuple[int, int, int]]:
+    """The memo shared by every counter of ``encoding`` (a lane's second turn, a race's other lanes)."""
+    try:
+        return _MEMOS.setdefault(encoding, {})
+    except TypeError:  # an encoding that cannot be weakly referenced: a memo of its own
+        return {}
+
+
+MEMO_TRIAL: Final[int] = 1024
+"""Tails a counter looks up before it judges its memo: with fewer than one in four found there (text that does not
+repeat, as most answers), it stops using it and pays only the tokenizer."""
+
+
 class IncrementalCounter:
     """Counts tokens of a growing text in constant time per delta: only the tail is re-encoded, and all but the
-    last two tokens of it are committed (a new delta can still merge with those)."""
+    last two tokens of it are committed (a new delta can still merge with those).
+
+    What a delta does depends on the tail it makes and nothing else, so each tail's outcome is remembered (a
+    bounded memo per encoding): a tail seen before (repeated text: a demo's passage, a replayed answer, an agent
+    loop's repeated steps) costs a dictionary look-up instead of a call into the tokenizer, with the same count.
+    A counter whose text does not repeat stops using the memo after :data:`MEMO_TRIAL` tails."""
 
     def __init__(self, encoding: Any) -> None:
         self._enc = encoding
+        self._memo: dict[str, tuple[int, int, int]] | None = _memo_for(encoding)
+        self._looked = 0
+        self._found = 0
         self._committed = 0
         self._tail = ""
         self.total = 0
@@ -106,18 +135,41 @@ class IncrementalCounter:
 
     def feed(self, text: str) -> int:
         """Add text; return the new total."""
-        self._tail += text
-        toks = self._enc.encode_ordinary(self._tail)
-        if len(self._tail) > TAIL_CHARS and len(toks) > 2:
+        tail = self._tail + text
+        memo = self._memo
+        step = memo.get(tail) if memo is not None else None
+        if step is None:
+            step = self._step(tail)
+            if memo is not None:
+                self._remember(memo, tail, step)
+        else:
+            self._found += 1
+        kept_chars, kept_tokens, count = step
+        if kept_chars:
+            self._committed += kept_tokens
+            tail = tail[kept_chars:]
+        self._tail = tail
+        self.total = self._committed + count
+        return self.total
+
+    def _remember(self, memo: dict[str, tuple[int, int, int]], tail: str, step: tuple[int, int, int]) -> None:
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()  # all at once: dropping the oldest one by one makes a dict's iteration crawl
+        memo[tail] = step
+        self._looked += 1
+        if self._looked >= MEMO_TRIAL and self._found * 4 < self._looked + self._found:
+            self._memo = None
+
+    def _step(self, tail: str) -> tuple[int, int, int]:
+        """(characters committed, tokens committed, tokens of what is left) for a tail: the tail's count when it
+        is short, else all but its last two tokens committed when they decode to the tail's start."""
+        toks = self._enc.encode_ordinary(tail)
+        if len(tail) > TAIL_CHARS and len(toks) > 2:
             keep = toks[:-2]
             try:
                 kept = self._enc.decode_bytes(keep).decode("utf-8")
             except UnicodeDecodeError:
                 kept = ""
-            if kept and self._tail.startswith(kept):
-                self._committed += len(keep)
-                self._tail = self._tail[len(kept):]
-                self.total = self._committed + 2
-                return self.total
-        self.total = self._committed + len(toks)
-        return self.total
+            if kept and tail.startswith(kept):
+                return len(kept), len(keep), 2
+        return 0, 0, len(toks)

@@ -83,6 +83,8 @@ def anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class AnthropicDecoder(StreamDecoder):
     """Messages events → tokrace events; ``message_stop`` ends it, an ``error`` event fails it."""
 
+    text_keys = (('"text":"', "content"), ('"thinking":"', "reasoning"))
+
     def __init__(self, asked_tier: str | None) -> None:
         super().__init__(asked_tier)
         self.stop_reason: str | None = None

@@ -101,6 +101,8 @@ def chat_usage(usage: Mapping[str, Any], t: float) -> Usage:
 class ChatDecoder(StreamDecoder):
     """Chat chunks → events; ``[DONE]``, or the end of the bytes after a ``finish_reason``, ends it."""
 
+    text_keys = (('"content":"', "content"), ('"reasoning":"', "reasoning"), ('"reasoning_content":"', "reasoning"))
+
     def __init__(self, asked_tier: str | None) -> None:
         super().__init__(asked_tier)
         self.finish: str | None = None
@@ -114,38 +116,48 @@ class ChatDecoder(StreamDecoder):
         if not isinstance(chunk, dict):
             raise StreamProblem("protocol", f"the server sent {type(chunk).__name__} where a chunk object "
                                             "belongs; is base_url a Chat Completions endpoint?")
-        out: list[Event] = self.reported_tier(chunk.get("service_tier"), t)
-        failure = chunk.get("error") or (chunk.get("x_groq") or {}).get("error")
+        # JSON objects are dicts: ``type(x) is dict`` says what ``isinstance(x, Mapping)`` would, far cheaper.
+        tier = chunk.get("service_tier")
+        out: list[Event] = self.reported_tier(tier, t) if tier is not None and tier != self._reported_tier else []
+        groq = chunk.get("x_groq")
+        failure = chunk.get("error") or (groq or {}).get("error")
         if failure:
             self.finished = True
             return [*out, self._failed(failure, t)]
         for choice in chunk.get("choices") or ():
-            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+            if type(choice) is not dict or choice.get("index", 0) != 0:
                 continue
             out.extend(self._choice(choice, t))
         usage = chunk.get("usage")
-        groq = chunk.get("x_groq")
-        if isinstance(usage, Mapping):
+        if type(usage) is dict:
             out.append(chat_usage(usage, t))
-        elif isinstance(groq, Mapping) and isinstance(groq.get("usage"), Mapping):
+        elif type(groq) is dict and type(groq.get("usage")) is dict:
             out.append(chat_usage(groq["usage"], t))
-        out.extend(timing_extras(chunk, t))
+        if groq is not None or "time_info" in chunk or "timings" in chunk:
+            out.extend(timing_extras(chunk, t))
         return out
 
     def _choice(self, choice: Mapping[str, Any], t: float) -> list[Event]:
         out: list[Event] = []
         delta = choice.get("delta") or {}
-        for field in ("reasoning", "reasoning_content"):
-            text = delta.get(field)
-            if isinstance(text, str) and text:
-                out.append(self.delta(t, text, "reasoning"))
-        for field in ("content", "refusal"):
-            text = delta.get(field)
+        if len(delta) == 1 and "content" in delta:  # nearly every chunk: one piece of the answer
+            text = delta["content"]
             if isinstance(text, str) and text:
                 out.append(self.delta(t, text))
-        for fragment in delta.get("tool_calls") or ():
-            out.extend(self._tool_fragment(fragment, t))
+        elif delta:
+            for field in ("reasoning", "reasoning_content"):
+                text = delta.get(field)
+                if isinstance(text, str) and text:
+                    out.append(self.delta(t, text, "reasoning"))
+            for field in ("content", "refusal"):
+                text = delta.get(field)
+                if isinstance(text, str) and text:
+                    out.append(self.delta(t, text))
+            for fragment in delta.get("tool_calls") or ():
+                out.extend(self._tool_fragment(fragment, t))
         finish = choice.get("finish_reason")
+        if finish is None:
+            return out
         if finish == "error":
             self.finished = True
             out.append(self._failed(choice.get("error") or "the provider stopped the stream", t))

@@ -72,3 +72,35 @@ def test_a_masker_masks_every_text_field_a_server_can_fill() -> None:
 @given(before=st.text(max_size=30), after=st.text(max_size=30))
 def test_a_known_secret_never_survives_masking_whatever_surrounds_it(before: str, after: str) -> None:
     assert SECRET not in redact(before + SECRET + after, [SECRET])
+
+
+def _redact_every_check(text: str) -> str:
+    """``redact`` as it was before its one-search gate: every check tried on every text."""
+    from providers import masking
+
+    lowered = text.lower()
+    if any(w in lowered for w in masking._CREDENTIAL_WORDS) or any(c in text for c in masking._I_LOOKALIKES):
+        for pattern in masking._CREDENTIALS:
+            text = pattern.sub(rf"\g<1>\g<2>{MASK}", text)
+    if any(hint in text for hint in masking._KEY_PREFIX_HINTS):
+        text = masking._KEY_SHAPE.sub(MASK, text)
+    if "://" in text or "=" in text:
+        text = mask_url(text)
+    return text
+
+
+_TRICKY = st.sampled_from(["API", "aPi", "BeArEr ", "BASIC ", "authoriZATION: ", "İ", "ı", "K", "sk-", "sk_", "gh",
+                           "AIza", "aiza", "hf_", "=", "://", "Bearer abc123def456ghi", "sk-proj-abcdEFGH1234ijkl",
+                           "x", " ", "0", "?key=v", "ſ", "ß"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.one_of(_TRICKY, st.text(max_size=6)), max_size=8))
+def test_the_one_search_gate_masks_exactly_what_every_check_would(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert redact(text, ()) == _redact_every_check(text)
+
+
+@pytest.mark.parametrize("text", [" streams", " fifty", " tokens", ",", "\n\n", "When"])
+def test_plain_streamed_pieces_come_back_as_they_were(text: str) -> None:
+    assert redact(text, ()) is text

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import random
+import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,3 +98,92 @@ def test_incremental_counter_re_encodes_only_a_short_tail() -> None:
         counter.feed(piece)
         longest = max(longest, len(counter._tail))
     assert longest <= tokens.TAIL_CHARS + 16
+
+
+def _reference_totals(encoding: Any, parts: list[str]) -> list[int]:
+    """The incremental count as it was before the memo: the tail encoded on every delta."""
+    committed, tail, totals = 0, "", []
+    for text in parts:
+        tail += text
+        toks = encoding.encode_ordinary(tail)
+        if len(tail) > tokens.TAIL_CHARS and len(toks) > 2:
+            keep = toks[:-2]
+            try:
+                kept = encoding.decode_bytes(keep).decode("utf-8")
+            except UnicodeDecodeError:
+                kept = ""
+            if kept and tail.startswith(kept):
+                committed += len(keep)
+                tail = tail[len(kept):]
+                totals.append(committed + 2)
+                continue
+        totals.append(committed + len(toks))
+    return totals
+
+
+class _Counting:
+    """An encoding that counts the calls into the tokenizer."""
+
+    def __init__(self, encoding: Any) -> None:
+        self.encoding = encoding
+        self.calls = 0
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.calls += 1
+        return self.encoding.encode_ordinary(text)  # type: ignore[no-any-return]
+
+    def decode_bytes(self, toks: list[int]) -> bytes:
+        return self.encoding.decode_bytes(toks)  # type: ignore[no-any-return]
+
+
+PARTS = [*pieces(PASSAGE) * 4, *"Über ☃ 12345 \n\n  x", " é", "\u0301", "\U0001f600", *pieces(PASSAGE) * 2]
+
+
+def test_the_tail_memo_gives_the_counts_the_tokenizer_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Repeated text is counted from the memo (far fewer tokenizer calls) to exactly the same totals, delta by
+    delta, as re-encoding every tail; a second counter of the same encoding shares the memo."""
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    monkeypatch.setattr(tokens, "_MEMOS", weakref.WeakKeyDictionary())
+    counting = _Counting(encoding)
+    counter = tokens.IncrementalCounter(counting)
+    assert [counter.feed(p) for p in PARTS] == _reference_totals(encoding, PARTS)
+    assert counting.calls < len(PARTS) * 2 // 3  # the passage from its third time on comes from the memo
+    again = tokens.IncrementalCounter(counting)
+    before = counting.calls
+    assert [again.feed(p) for p in PARTS] == _reference_totals(encoding, PARTS)
+    assert counting.calls - before < len(PARTS) // 10
+
+
+def test_a_full_memo_starts_afresh_and_still_counts_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    monkeypatch.setattr(tokens, "MEMO_SIZE", 50)
+    monkeypatch.setattr(tokens, "_MEMOS", weakref.WeakKeyDictionary())
+    counting = _Counting(encoding)
+    counter = tokens.IncrementalCounter(counting)
+    totals = []
+    for p in PARTS:
+        totals.append(counter.feed(p))
+        assert len(tokens._MEMOS[counting]) <= 50
+    assert totals == _reference_totals(encoding, PARTS)
+
+
+def test_a_counter_whose_text_does_not_repeat_stops_using_the_memo_and_counts_the_same(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    monkeypatch.setattr(tokens, "MEMO_TRIAL", 100)
+    monkeypatch.setattr(tokens, "_MEMOS", weakref.WeakKeyDictionary())
+    rng = random.Random(7)
+    words = pieces(PASSAGE)
+    varied = ["".join(rng.choice(words) for _ in range(rng.randint(1, 3))) for _ in range(600)]
+    counting = _Counting(encoding)
+    counter = tokens.IncrementalCounter(counting)
+    assert [counter.feed(p) for p in varied] == _reference_totals(encoding, varied)
+    assert counter._memo is None
+    assert counting.calls > len(varied) - 50  # nearly every tail went to the tokenizer
+    monkeypatch.setattr(tokens, "MEMO_TRIAL", 1024)
+    repeating = tokens.IncrementalCounter(counting)  # a lane whose text repeats keeps it
+    assert [repeating.feed(p) for p in PARTS] == _reference_totals(encoding, PARTS)
+    assert repeating._memo is not None

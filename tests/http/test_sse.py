@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.http.sse import SSEEvent, SSEParser
+from providers.http.sse import EventTooLarge, SSEEvent, SSEParser
 
 
 def parse(*chunks: bytes) -> list[SSEEvent]:
@@ -104,3 +104,52 @@ def test_bytes_that_are_not_utf8_decode_to_replacement_and_mark_the_event() -> N
 def test_a_multibyte_character_split_across_chunks_is_whole() -> None:
     snowman = "☃".encode()
     assert datas(b"data: " + snowman[:1], snowman[1:] + b"\n\n") == ["☃"]
+
+
+LF_STREAM = (b'data: {"a": 1}\n\nevent: delta\nid: 9\ndata: {"b": "\xe2\x98\x83"}\n\n: keep-alive\n\n'
+             b"data:one\ndata\ndata:  two\n\nretry: 250\nevent: none\n\ndata: bad \xff\n\nData: no\nid: 3\0\n"
+             b"data: last\n\n")
+LF_EVENTS = [("message", '{"a": 1}', "", True), ("delta", '{"b": "☃"}', "9", True),
+             ("message", "one\n\n two", "9", True), ("message", "bad \ufffd", "9", False),
+             ("message", "last", "9", True)]
+
+
+def fields(events: list[SSEEvent]) -> list[tuple[str, str, str, bool]]:
+    return [(e.event, e.data, e.id, e.valid_utf8) for e in events]
+
+
+def test_lf_only_chunks_give_the_same_events_at_every_pair_of_cuts() -> None:
+    """After the first chunk, chunks without a CR take the LF-only path: cut anywhere, even mid-character, into
+    three chunks or one byte at a time, they decode as the whole stream does."""
+    assert fields(parse(LF_STREAM)) == LF_EVENTS
+    for first in range(len(LF_STREAM)):
+        for second in range(first, len(LF_STREAM)):
+            got = parse(LF_STREAM[:first], LF_STREAM[first:second], LF_STREAM[second:])
+            assert fields(got) == LF_EVENTS, (first, second)
+    assert fields(parse(*(LF_STREAM[i : i + 1] for i in range(len(LF_STREAM))))) == LF_EVENTS
+
+
+def test_chunks_with_and_without_cr_mix_and_give_the_same_events() -> None:
+    stream = b"data: a\r\n\r\ndata: b\n\ndata: c\r\rdata: d\ndata: e\r\n\ndata: f\n\n"
+    whole = [e.data for e in parse(stream)]
+    assert whole == ["a", "b", "c", "d\ne", "f"]
+    for cut in range(len(stream)):
+        for size in (1, 2, 3, 7):
+            head, rest = stream[:cut], stream[cut:]
+            assert datas(head, *(rest[i : i + size] for i in range(0, len(rest), size))) == whole, (cut, size)
+
+
+def test_the_size_limit_holds_on_lf_only_chunks() -> None:
+    growing = SSEParser(max_event_bytes=1000)
+    growing.feed(b"data: start\n\n")
+    with pytest.raises(EventTooLarge):
+        for _ in range(20):
+            growing.feed(b"data: " + b"x" * 93 + b"\n")
+    endless = SSEParser(max_event_bytes=1000)
+    endless.feed(b"data: start\n\n")
+    endless.feed(b"data: " + b"x" * 900)
+    with pytest.raises(EventTooLarge):
+        endless.feed(b"x" * 200)
+    fine = SSEParser(max_event_bytes=1000)
+    fine.feed(b"data: start\n\n")
+    assert len([e for _ in range(20) for e in fine.feed(b"data: " + b"x" * 93 + b"\n\n")]) == 20

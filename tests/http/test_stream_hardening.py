@@ -289,3 +289,26 @@ def test_a_decoder_under_random_splits_truncations_and_wrong_types_raises_only_i
             if events and isinstance(events[-1], Done | Error):
                 return
     assert all(isinstance(e, Done | Error) for e in decoder.end(2.0))
+
+
+_JSONISH = st.sampled_from(['{"a": 1}', "[1, 2]", " {}", "{} ", "{}\n", "{}x", "{} {}", "\ufeff{}", "NaN", "-",
+                            '"text"', "1e999", '{"a": [1, {"b": null}]', "", "  ", "nul", "true", "[", "}", "\x00"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.one_of(_JSONISH, st.text(max_size=5)), max_size=4))
+def test_load_json_reads_what_json_loads_reads_and_refuses_what_it_refuses(parts: list[str]) -> None:
+    """The scanner's fast path returns exactly what ``json.loads`` returns, and anything else it refuses (white
+    space around the value, something after it) goes to ``json.loads`` as before."""
+    from providers.http.provider import load_json
+    from providers.http.sse import SSEEvent
+
+    text = "".join(parts)
+    try:
+        expected: object = json.loads(text)
+    except json.JSONDecodeError:
+        with pytest.raises(StreamProblem, match="malformed JSON"):
+            load_json(SSEEvent("message", text))
+        return
+    got = load_json(SSEEvent("message", text))
+    assert repr(got) == repr(expected)  # repr: NaN is not equal to itself

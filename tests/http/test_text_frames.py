@@ -1,0 +1,161 @@
+"""Text frames: an event that is the last text event's frame around a new JSON string becomes its delta without
+being parsed; every stream decodes to exactly the events it decodes to when each event is parsed in full."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from providers.base import TierSpec
+from providers.clock import VirtualClock
+from providers.events import Delta, Event
+from providers.http.anthropic import AnthropicProvider
+from providers.http.frames import TextFrames
+from providers.http.openai_chat import OpenAIChatProvider
+from providers.http.openai_responses import OpenAIResponsesProvider
+from providers.http.provider import HTTPProvider, StreamDecoder
+from providers.http.sse import SSEEvent
+from providers.serve.wire import AnthropicWire, Call, ChatWire, Piece, Plan, ResponsesWire, Timing, Wire
+
+
+class _Chunks(httpx.AsyncByteStream):
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+def provider_for(kind: str) -> HTTPProvider:
+    if kind == "anthropic":
+        return AnthropicProvider(TierSpec(name="t", provider="anthropic", model="m", base_url="http://h"))
+    if kind == "openai-responses":
+        return OpenAIResponsesProvider(TierSpec(name="t", provider=kind, model="m", base_url="http://h/v1"))
+    return OpenAIChatProvider(TierSpec(name="t", provider="openai", model="m", base_url="http://h/v1"))
+
+
+def read(provider: HTTPProvider, chunks: list[bytes], frames: bool) -> tuple[list[Event], int]:
+    """The events ``_read`` makes of the chunks, with text frames or with every event parsed in full, and how
+    many events the decoder parsed."""
+    make = provider.decoder
+    parsed = 0
+
+    def decoder() -> StreamDecoder:
+        d = make()
+        if not frames:
+            d.text_keys = ()
+        feed = d.feed
+
+        def counting(sse: SSEEvent, t: float) -> list[Event]:
+            nonlocal parsed
+            parsed += 1
+            return feed(sse, t)
+
+        d.feed = counting  # type: ignore[method-assign]
+        return d
+
+    provider.decoder = decoder  # type: ignore[method-assign]
+    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunks(chunks))
+
+    async def run() -> list[Event]:
+        return [e async for e in provider._read(response, VirtualClock(), None, 0.0)]
+
+    events = asyncio.run(run())
+    return events, parsed
+
+
+PARSED: list[tuple[int, int]] = []
+"""(events parsed with frames, events parsed in full) of each :func:`both`."""
+
+
+def both(kind: str, chunks: list[bytes]) -> list[Event]:
+    with_frames, parsed = read(provider_for(kind), chunks, True)
+    in_full, all_parsed = read(provider_for(kind), chunks, False)
+    assert with_frames == in_full
+    PARSED.append((parsed, all_parsed))
+    return with_frames
+
+
+def texts(events: list[Event]) -> list[tuple[str, str]]:
+    return [(e.channel, e.text) for e in events if isinstance(e, Delta)]
+
+
+PIECES = [Piece(0.0, "Hi", "reasoning"), Piece(0.0, " there", "reasoning"), Piece(0.0, "The"),
+          Piece(0.0, ' "quoted"'), Piece(0.0, " é\n\t"), Piece(0.0, " 😀"), Piece(0.0, "\\"), Piece(0.0, " end"),
+          Piece(0.0, '{"a":', "tool_args", call=0), Piece(0.0, " 1}", "tool_args", call=0), Piece(0.0, " after")]
+
+
+@pytest.mark.parametrize(("kind", "wire_type", "flavor"), [
+    ("openai", ChatWire, "openai"), ("openai", ChatWire, "groq"), ("openai", ChatWire, "cerebras"),
+    ("openai", ChatWire, "llamacpp"), ("anthropic", AnthropicWire, "openai"),
+    ("openai-responses", ResponsesWire, "openai")])
+def test_every_protocol_decodes_the_same_with_frames_one_event_per_chunk_or_cut_anywhere(
+        kind: str, wire_type: type[Wire], flavor: str) -> None:
+    plan = Plan(head_t=0.0, pieces=PIECES * 3, end_t=0.0, input_tokens=3, output_tokens=33,
+                calls=[Call("c1", "f")], finish="tool_calls")
+    wire = wire_type({"stream_options": {"include_usage": True}}, "r", "m", "default", True, flavor)
+    frames = [wire.opening(plan), *(wire.piece(plan, p) for p in plan.pieces), wire.closing(plan, Timing(0.0))]
+    PARSED.clear()
+    events = both(kind, frames)
+    assert texts(events) == [(p.channel, p.text) for p in plan.pieces]
+    parsed, all_parsed = PARSED[-1]
+    if kind == "openai-responses":  # every event numbered: no two frames alike, none kept
+        assert parsed == all_parsed
+    else:
+        assert parsed <= all_parsed - 15  # the text events after the first of each run of them
+    whole = b"".join(frames)
+    for size in (1, 7, 64, 1000):
+        assert both(kind, [whole[i:i + size] for i in range(0, len(whole), size)]) == events
+
+
+def chat(delta: dict[str, object], tier: str = "default", **extra: object) -> bytes:
+    chunk = {"id": "c", "service_tier": tier, "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+             **extra}
+    return b"data: " + json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+
+
+def test_a_frame_is_used_only_around_exactly_one_string() -> None:
+    """Same start and end as the frame but more than a string between them (another field, a second choice), a
+    changed service tier, a string with a raw control character: each is parsed in full, and says so."""
+    frame_prefix = chat({"content": "a"})
+    more_fields = chat({"content": "b", "role": "x"}).replace(b'"role":"x"', b'"refusal":"x"')
+    events = both("openai", [
+        frame_prefix, chat({"content": "b"}), more_fields, chat({"content": "c"}),
+        chat({"content": "d"}, tier="flex"), chat({"content": "e"}), chat({"content": "f"}, tier="default"),
+        chat({"content": ""}), chat({"content": "g"}),
+        b"data: [DONE]\n\n"])
+    assert texts(events) == [("content", t) for t in ["a", "b", "b", "x", "c", "d", "e", "f", "g"]]
+    tiers = [e.data["got"] for e in events if getattr(e, "source", "") == "service_tier"]  # type: ignore[attr-defined]
+    assert tiers == ["default", "flex", "default"]
+    raw_control = frame_prefix.replace(b'"a"', b'"a\tb"')  # JSON forbids a raw tab in a string
+    broken = both("openai", [frame_prefix, chat({"content": "b"}), raw_control])
+    assert broken[-1].kind == "error" and "malformed JSON" in broken[-1].message  # type: ignore[union-attr]
+
+
+def test_text_that_looks_like_a_key_or_a_second_choice_is_never_taken_for_the_frame() -> None:
+    sneaky = chat({"content": 'say "content":"x"'})
+    second = b'data: {"choices":[{"index":1,"delta":{"content":"%s"}},{"index":0,"delta":{"content":"yes"}}]}\n\n'
+    events = both("openai", [sneaky, chat({"content": "b"}), second % b"no", second % b"yes", second % b"zzz",
+                             b"data: [DONE]\n\n"])
+    assert texts(events) == [("content", 'say "content":"x"'), ("content", "b"), ("content", "yes"),
+                             ("content", "yes"), ("content", "yes")]
+
+
+def test_frames_serve_repeated_text_events_and_stop_being_kept_when_a_field_changes_every_event() -> None:
+    kept = TextFrames((('"content":"', "content"),))
+    first, second = SSEEvent("message", chat({"content": "a"})[6:-2].decode()), \
+        SSEEvent("message", chat({"content": "b\\n"})[6:-2].decode())
+    kept.learn(first, [Delta(t=0.0, text="a")])
+    assert kept.text(second) == "b\\n"
+    assert kept.text(SSEEvent("other", second.data)) is None  # another event type: parse it
+    changing = TextFrames((('"content":"', "content"),))
+    for n in range(TextFrames.GIVE_UP + 1):
+        sse = SSEEvent("message", chat({"content": "x"}, obfuscation=str(n))[6:-2].decode())
+        assert changing.text(sse) is None
+        changing.learn(sse, [Delta(t=0.0, text="x")])
+    assert changing.keys == () and changing.prefix is None
