@@ -306,3 +306,33 @@ def test_a_short_write_goes_on_with_the_rest_of_the_line_and_a_write_taking_noth
     trickle.per_write = 0
     recorder(0, Delta(t=0.6, text="lost", tokens=1))
     assert recorder.closed and recorder.problem is not None and "took none of the bytes" in recorder.problem
+
+
+def test_a_buffered_recording_is_byte_for_byte_the_unbuffered_one(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The screen's recorder masks each line on its own when it writes what it kept: the same bytes as bench's
+    recorder writing each event at once (keys, credential shapes, URL secrets and plain text alike)."""
+    from providers.events import ToolCall
+
+    monkeypatch.setenv("TOKRACE_REC_KEY", FAKE_KEY)
+    tier = TierSpec(name="t", provider="openai", model="m", api_key_env="TOKRACE_REC_KEY")
+    events: list[tuple[int, Event]] = [
+        (0, Delta(t=0.25, text=" plain", channel="content", tokens=1)),
+        (0, Delta(t=0.5, text=f" {FAKE_KEY}", channel="content", tokens=1)),
+        (1, Delta(t=0.5, text="Authorization: Bearer abcdef0123456789", channel="reasoning")),
+        (1, ToolCall(t=0.75, id="c1", name="fetch", arguments='{"url": "https://h.example/?token=abc0123456"}')),
+        (0, Delta(t=1.0, text=" plain", channel="content", tokens=1)),
+        (1, Error(t=1.25, error="http", message="sk-proj-0123456789abcdefghij at the end")),
+    ]
+    bodies = []
+    for buffered in (False, True):
+        path = tmp_path / f"{buffered}.jsonl"
+        recorder = Recorder(path, "Why?", [tier], buffered=buffered)
+        for i, (lane, event) in enumerate(events):
+            recorder(lane, event)
+            if buffered and i == 3:
+                recorder.flush()
+        recorder.close()
+        bodies.append(path.read_bytes().partition(b"\n")[2])
+    assert bodies[0] == bodies[1]
+    assert FAKE_KEY.encode() not in bodies[0] and b"abc0123456" not in bodies[0] and b"[redacted]" in bodies[0]
