@@ -202,3 +202,45 @@ async def test_a_reader_that_always_finds_bytes_waiting_still_lets_the_event_loo
         await stream.aclose()
         writer.close()
         server.close()
+
+
+async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamps_until_the_time_is_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader thread takes every packet at once (its stamp is its own) but wakes the loop at most once per
+    HAND_OVER_S: packets right after a wake-up are not announced one by one; the end of the stream is at once."""
+    import providers.http.transport as transport
+
+    monkeypatch.setattr(transport, "HAND_OVER_S", 60.0)
+    stream, writer, server = await pair()
+    wakes = 0
+    wake = stream._wake
+
+    def counted() -> None:
+        nonlocal wakes
+        wakes += 1
+        wake()
+
+    monkeypatch.setattr(stream, "_wake", counted)
+    try:
+        writer.write(b"first")
+        await writer.drain()
+        assert await stream.read(1024, timeout=5) == b"first"  # the first read after a long quiet: at once
+        assert wakes == 1
+        for i in range(5):
+            writer.write(f"p{i}".encode())
+            await writer.drain()
+            await asyncio.sleep(0.005)
+        deadline = time.perf_counter() + 5
+        while len(stream._reads) < 5 and time.perf_counter() < deadline:
+            await asyncio.sleep(0.001)
+        assert [data for data, _ in stream._reads] == [b"p0", b"p1", b"p2", b"p3", b"p4"]
+        stamps = [stamp for _, stamp in stream._reads]
+        assert stamps == sorted(stamps) and len(set(stamps)) == 5  # each packet its own time
+        assert wakes == 1  # held: the loop was not woken for them
+        writer.close()
+        got = b"".join([await stream.read(1024, timeout=5) for _ in range(5)])
+        assert got == b"p0p1p2p3p4"
+        assert await stream.read(1024, timeout=5) == b""  # the end is handed over at once
+    finally:
+        await stream.aclose()
+        server.close()
