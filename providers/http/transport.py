@@ -15,7 +15,6 @@ import contextlib
 import errno
 import os
 import queue
-import select
 import socket
 import ssl
 import sys
@@ -36,8 +35,9 @@ worker thread so that a slow peer never blocks the event loop."""
 
 
 HAND_OVER_S: Final[float] = 0.004
-"""The event loop is woken for a connection's reads at most this often (each read keeps its own stamp, so no
-figure moves; a lane's text reaches the screen up to this much later, a fraction of one 67 ms frame)."""
+"""After a connection's reads were handed over, the event loop looks for the next ones by itself this much later
+instead of being woken by the reader thread per packet (each read keeps its own stamp, so no figure moves; a
+lane's text reaches the screen up to this much later, a fraction of one 67 ms frame)."""
 
 READ_SLICE_S: Final[float] = 0.002
 """A reader that keeps finding bytes already there (a stream faster than the loop parses it) still lets the event
@@ -114,6 +114,9 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         self._reading = False
+        self._ticking = False
+        """The loop will look for reads by itself soon (a timer after a wake-up): reads need not wake it."""
+        self._tick_handle: asyncio.TimerHandle | None = None
         self._yielded = time.perf_counter()
         """When a read last let the event loop run (waiting for bytes, or yielding after a slice of work)."""
         sock.setblocking(True)
@@ -139,58 +142,44 @@ class StampedStream(httpcore.AsyncNetworkStream):
         return True
 
     def _pump(self) -> None:
-        """The reader thread: take bytes off the socket as they come, stamp them, hand them to the loop. Every read
-        is taken at once (its stamp is its packet's), but the loop is woken at most once per :data:`HAND_OVER_S`:
-        a read soon after a wake-up waits in the queue, and the thread wakes the loop when that time is up and no
-        more bytes came (or sooner, when it ends). Waking the loop per packet cost a lane more than parsing it."""
+        """The reader thread: take bytes off the socket as they come, stamp them, hand them to the loop."""
         space = socket.CMSG_SPACE(TIMESPEC.size)
-        poller = select.poll() if hasattr(select, "poll") else None
-        if poller is not None:
-            poller.register(self.sock.fileno(), select.POLLIN)
-        woke = -HAND_OVER_S
-        held = False
         while True:
-            if held and poller is not None:
-                wait = woke + HAND_OVER_S - time.perf_counter()
-                try:
-                    ready = wait > 0 and bool(poller.poll(wait * 1000.0))
-                except OSError:
-                    ready = True  # let the read say what is wrong
-                if not ready:  # the time is up with nothing more on the socket: hand over what came
-                    held = False
-                    woke = time.perf_counter()
-                    self._announce()
-                    continue
             try:
                 data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, space)
             except OSError as exc:
-                self._reads.append(exc)
-                self._announce()
+                self._hand_over(exc, at_once=True)
                 return
-            self._reads.append((data, _stamp(ancillary)))
+            self._hand_over((data, _stamp(ancillary)), at_once=not data)
             if not data:
-                self._announce()
                 return
-            now = time.perf_counter()
-            if now - woke >= HAND_OVER_S or poller is None:
-                woke = now
-                held = False
-                self._announce()
-            else:
-                held = True
 
-    def _announce(self) -> None:
-        """Wake the loop for the reads handed over (once: a wake-up it has not run yet covers them all)."""
-        if self._wake_due:
+    def _hand_over(self, item: tuple[bytes, float] | OSError, at_once: bool = False) -> None:
+        self._reads.append(item)
+        if self._wake_due:  # the loop has not run the last wake-up yet: it will find this read too
+            return
+        if self._ticking and not at_once:  # the loop looks again by itself soon (:meth:`_tick`)
             return
         self._wake_due = True
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is reading any more
             self.loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
+        """On the loop: hand the reads over, and look again in :data:`HAND_OVER_S` rather than be woken by the reader
+        thread for every packet (each read keeps its own stamp; waking the loop per packet cost a lane more than
+        parsing it). The end of the stream, or a failure, still wakes the loop at once."""
         self._wake_due = False  # before looking: a read handed over from now on wakes the loop again
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+        if not self._ticking and not self._closed and HAND_OVER_S > 0:
+            self._ticking = True
+            self._tick_handle = self.loop.call_later(HAND_OVER_S, self._tick)
+
+    def _tick(self) -> None:
+        self._ticking = False  # before looking: a read handed over from now on wakes the loop itself
+        self._tick_handle = None
+        if self._reads:
+            self._wake()
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._pending:  # whatever is still to send goes before we wait for an answer
@@ -273,6 +262,9 @@ class StampedStream(httpcore.AsyncNetworkStream):
         if self._closed:
             return
         self._closed = True
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+            self._tick_handle = None
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader thread, which then ends
         self.sock.close()

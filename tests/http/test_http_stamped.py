@@ -206,8 +206,8 @@ async def test_a_reader_that_always_finds_bytes_waiting_still_lets_the_event_loo
 
 async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamps_until_the_time_is_up(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The reader thread takes every packet at once (its stamp is its own) but wakes the loop at most once per
-    HAND_OVER_S: packets right after a wake-up are not announced one by one; the end of the stream is at once."""
+    """The reader thread takes every packet at once (its stamp is its own), but after a wake-up the loop looks for
+    the next reads by itself HAND_OVER_S later: packets meanwhile do not wake it one by one; the end does at once."""
     import providers.http.transport as transport
 
     monkeypatch.setattr(transport, "HAND_OVER_S", 60.0)
