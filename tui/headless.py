@@ -9,7 +9,6 @@ import datetime as dt
 import json
 import os
 import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,14 +79,7 @@ def verdict_line(result: SessionResult, settings: VoiceSettings) -> str:
 def write_json(result: SessionResult, target: str, voice: VoiceSettings | None = None) -> None:
     """Write the JSON contract to a file, or stdout for ``-``; with ``voice``, the voice lens on every run."""
     text = json.dumps(report(result, voice), indent=2, ensure_ascii=False, allow_nan=False)
-    if target == "-":
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-        return
-    try:
-        Path(target).write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise TokraceError(f"{target}: cannot write the JSON ({exc.strerror or exc})") from None
+    tables.write_text(text + "\n", target, "the JSON")
 
 
 def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast_forward: bool,

@@ -9,12 +9,15 @@ row becomes a block of "column: value" lines instead of a table whose cells Rich
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Final, TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
+
+from providers.base import TokraceError
 
 PIPED_WIDTH: Final[int] = 10_000
 """Piped output or ``--wide``: as wide as the content needs (a table takes its natural width, lines never wrap)."""
@@ -100,3 +103,16 @@ def print_table(out: Console, table: Table) -> None:
             if isinstance(column.header, Text):
                 column.header.no_wrap = False
     out.print(table)
+
+
+def write_text(text: str, target: str, what: str = "it") -> None:
+    """Write ``text`` to the file ``target``, or to stdout for ``-``; a file that cannot be written is one
+    :class:`TokraceError` naming it and ``what`` it was to hold."""
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise TokraceError(f"{target}: cannot write {what} ({exc.strerror or exc})") from None

@@ -26,7 +26,7 @@ from providers.traces.read import FORMATS, Found, files, read_file
 from providers.traces.summary import SetSummary
 
 from .tables import console as table_console
-from .tables import print_table
+from .tables import print_table, write_text
 from .traces_common import file_json, price_arg, read_each
 
 MAX_LANES: Final[int] = 6
@@ -255,12 +255,4 @@ def replayable(path: Path, idle_cap: float | None) -> Iterator[tuple[Path, bool]
 
 
 def _write_json(doc: dict[str, Any], target: str) -> None:
-    text = json.dumps(doc, indent=2, ensure_ascii=False)
-    if target == "-":
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-        return
-    try:
-        Path(target).write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise TokraceError(f"{target}: cannot write the JSON ({exc.strerror or exc})") from None
+    write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", target, "the JSON")

@@ -130,17 +130,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(target: str, text: str) -> None:
-    if target == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    try:
-        Path(target).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise TokraceError(f"{target}: cannot write it ({exc.strerror})") from None
-
-
 def print_comparison(cmp: Comparison) -> None:
     """The comparison on the terminal: the verdict, the checklist table, the per-trace table, the notes."""
     from rich.markup import escape
@@ -179,6 +168,8 @@ def write_comparison(cmp: Comparison, args: argparse.Namespace,
     from providers import __version__
     from providers.traces.report import comparison_json, csv_text, markdown
 
+    from .tables import write_text
+
     json_target = getattr(args, "json_target", None)
     targets = [t for t in (json_target, args.markdown, args.csv_target) if t is not None]
     if targets.count("-") > 1:
@@ -189,11 +180,11 @@ def write_comparison(cmp: Comparison, args: argparse.Namespace,
         doc = comparison_json(cmp, __version__)
         if files is not None:
             doc["files"] = list(files)
-        _write(json_target, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", json_target)
     if args.markdown is not None:
-        _write(args.markdown, markdown(cmp))
+        write_text(markdown(cmp), args.markdown)
     if args.csv_target is not None:
-        _write(args.csv_target, csv_text(cmp))
+        write_text(csv_text(cmp), args.csv_target)
 
 
 def wants_compare(args: argparse.Namespace) -> bool:
