@@ -145,13 +145,17 @@ class RealClock:
         and a lane streaming faster than the grid hands over every event due by then in one go.
 
         For lanes that stamp their events at the times they planned (synthetic, replay): how late they wake
-        changes none of their figures, only when the screen gets them (a few milliseconds; a frame is 33)."""
-        now = time.perf_counter()
-        if t <= now:
-            return await self._due(now)
+        changes none of their figures, only when the screen gets them (a few milliseconds; a frame is 33).
+
+        A moment that came due since the last grid point waits for the next one too: a lane that wakes, hands over
+        what is due and finds its next moment passed meanwhile (while it handed over) goes back to sleep rather
+        than waking twice per grid point. A moment due before that (a lane behind its schedule) is due at once."""
         wake = math.ceil(t / COARSE_WAKE_S) * COARSE_WAKE_S
-        while t > (now := time.perf_counter()):
-            await asyncio.sleep(max(wake - now, 0.0))
+        now = time.perf_counter()
+        if wake <= now:
+            return await self._due(now)
+        while wake > (now := time.perf_counter()):
+            await asyncio.sleep(wake - now)
         self._yielded = now
         return now
 

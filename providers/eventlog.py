@@ -293,6 +293,12 @@ class EventLog(Sequence[Event]):
         if len(self._texts) >= BLOCK or isinstance(event, _ENDS):
             self.seal()
 
+    def extend(self, events: Iterable[Event]) -> None:
+        """Keep several more events, in order (as :meth:`append` keeps each)."""
+        append = self.append
+        for event in events:
+            append(event)
+
     def seal(self) -> None:
         """Write the open block out now, however small (at a lane's end, say); later events start a new one."""
         count = len(self._texts)

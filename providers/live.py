@@ -217,6 +217,23 @@ class LiveLane:
             self._set_state("done")
             self._end(t)
 
+    def on_deltas(self, deltas: Sequence[Delta]) -> None:
+        """Fold several deltas into the lane, in order: :meth:`on_event` for each, without its dispatch."""
+        if not deltas:
+            return
+        if self.first_t is None:
+            self.first_t = deltas[0].t
+        self.version += len(deltas)
+        on_delta = self._on_delta
+        last_t = self.last_t
+        for delta in deltas:
+            t = delta.t
+            if t > last_t:
+                last_t = t
+            if delta.text:
+                on_delta(delta, t)
+        self.last_t = last_t
+
     def _on_span(self, span: Segment) -> None:
         """A span announced ahead (a scenario's tool, person or wait; a retry's back-off) shows on the badge until
         it ends; tool calls running side by side show together."""
@@ -581,6 +598,10 @@ class LiveRace:
 
     def __call__(self, lane: int, event: Event) -> None:
         self.lanes[lane].on_event(event)
+
+    def on_deltas(self, lane: int, deltas: Sequence[Delta]) -> None:
+        """Several deltas of a lane at once (see ``Race.emit_many``)."""
+        self.lanes[lane].on_deltas(deltas)
 
     def finish(self) -> None:
         """The race ended: every lane is final."""

@@ -163,25 +163,55 @@ class Race:
             message = redact(f"{type(exc).__name__}: {exc}", secret_values([self.tiers[index]]))
             self.emit(index, Error(t=clock.now(), error="internal", message=message))
 
+    def emit_many(self, lane: int, deltas: list[Delta]) -> None:
+        """:meth:`emit` for the deltas a lane has due at once (a synthetic lane's wake-up), in one go: each
+        listener gets all of them, in order, through its ``on_deltas(lane, deltas)`` when it has one (the live
+        model, the recorder), else one call per event. Every listener sees the same events in the same order
+        as through :meth:`emit`; only which listener sees them first differs."""
+        mask = self._masks[lane]
+        events: Sequence[Event] = [mask(d) for d in deltas] if mask.active else deltas
+        self.lanes[lane].events.extend(events)
+        for listener in self.listeners:
+            many: Callable[[int, Sequence[Event]], None] | None = getattr(listener, "on_deltas", None)
+            if many is not None:
+                many(lane, events)
+            else:
+                for event in events:
+                    listener(lane, event)
+
     async def run_turn(self, index: int, provider: Provider, clock: LaneClock, request: TurnRequest) -> bool:
         """Stream one turn of a lane; True when it ended normally."""
         seen_request = False
         emit = self.emit
-        async for event in provider.stream(request, clock):
-            if seen_request and type(event) is Delta:  # nearly every event: straight through
-                emit(index, event)
+        batched: Callable[[TurnRequest, Clock], AsyncIterator[Event | list[Delta]]] | None = getattr(
+            provider, "stream_batched", None)
+        stream = batched(request, clock) if batched is not None else provider.stream(request, clock)
+        async for item in stream:
+            if seen_request and type(item) is Delta:  # nearly every event: straight through
+                emit(index, item)
                 continue
-            if isinstance(event, Request):
-                seen_request = True
-            elif not seen_request and not provider.plays_whole_lane:
-                # A recorded lane carries its own requests (a loop may even start with a person or a tool).
-                self.emit(index, Request(t=event.t, turn=request.turn, model=provider.tier.model))
-                seen_request = True
-            self.emit(index, event)
-            if isinstance(event, Error):
-                return False
-            if isinstance(event, Done) and not provider.plays_whole_lane:
-                return True
+            if type(item) is list:  # deltas due at once (a synthetic lane): after its request, as they always are
+                if seen_request:
+                    self.emit_many(index, item)
+                    continue
+                items: list[Event] = item  # type: ignore[assignment]
+            else:
+                items = [item]  # type: ignore[list-item]
+            for event in items:
+                if seen_request and type(event) is Delta:
+                    emit(index, event)
+                    continue
+                if isinstance(event, Request):
+                    seen_request = True
+                elif not seen_request and not provider.plays_whole_lane:
+                    # A recorded lane carries its own requests (a loop may even start with a person or a tool).
+                    self.emit(index, Request(t=event.t, turn=request.turn, model=provider.tier.model))
+                    seen_request = True
+                self.emit(index, event)
+                if isinstance(event, Error):
+                    return False
+                if isinstance(event, Done) and not provider.plays_whole_lane:
+                    return True
         last = self.lanes[index].events[-1] if self.lanes[index].events else None
         if isinstance(last, Done) or (last is not None and is_loop_end(last)):
             return True

@@ -183,6 +183,17 @@ class Recorder:
                 except RecordingError:  # kept in self.problem
                     return
 
+    def on_deltas(self, lane: int, deltas: Sequence[Delta]) -> None:
+        """Several deltas of a lane at once (see ``Race.emit_many``): kept together when buffered, else each
+        written as its own line, as :meth:`__call__` writes it (a crash loses at most the line being written)."""
+        if self.buffered:
+            if self._fh is not None:
+                run = self.run
+                self._pending.extend([(lane, run, delta) for delta in deltas])
+        else:
+            for delta in deltas:
+                self(lane, delta)
+
     def _line(self, lane: int, event: Event, run: int | None = None) -> str:
         """``redact(event_line(lane, run, event), secrets)`` (``run``: this run by default), for a delta without
         looking for shapes in the whole line when its text was already found to hold none.

@@ -54,6 +54,10 @@ def _cycle(text: str, n: int) -> Iterator[str]:
     return itertools.islice(itertools.cycle(pieces(text)), n)
 
 
+BATCH_MAX: Final[int] = 256
+"""The most deltas a synthetic lane hands over at once: a lane far behind its schedule (a held event loop) catches
+up a list at a time, letting the other lanes and the screen run between lists (see ``RealClock._due``)."""
+
 MIN_RATE: Final[float] = 0.01
 MAX_RATE: Final[float] = 10_000_000.0
 """The token rates a profile may have: slower than a token every 100 s or faster than ten million a second is a
@@ -212,6 +216,23 @@ class SyntheticProvider(Provider):
         self.profile = Profile.from_options(tier.options)
 
     async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        async for item in self._batches(request, clock):
+            if type(item) is list:
+                for event in item:
+                    yield event
+            else:
+                yield item  # type: ignore[misc]
+
+    def stream_batched(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event | list[Delta]]:
+        """:meth:`stream`'s events, with the deltas due at one wake-up handed over together, as a list (at most
+        BATCH_MAX of them): the same events, in the same order, at the same times, for a fraction of the calls
+        (the race hands such a list to its listeners in one go: ``Race.emit_many``). A subclass that streams its
+        own way (its own :meth:`stream`) is streamed as it says, an event at a time."""
+        if type(self).stream is not SyntheticProvider.stream:
+            return self.stream(request, clock)
+        return self._batches(request, clock)
+
+    async def _batches(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event | list[Delta]]:
         profile = self.profile
         start = clock.now()
         yield Request(t=start, turn=request.turn, model=self.tier.model or "synthetic", endpoint="synthetic")
@@ -233,26 +254,36 @@ class SyntheticProvider(Provider):
         called = 0
         fail_after = profile.fail_after_tokens
         sleep_until = clock.sleep_until
-        while step is not None:  # once per event: kept lean
-            t, text, channel, tokens, call_no = step
-            following = next(steps, None)
-            last = start + t
-            await sleep_until(last)
-            yield Delta(last, text, channel, tokens)  # type: ignore[arg-type]
-            produced += tokens
-            if channel == "reasoning":
-                reasoning += tokens
-            else:
-                answer += tokens
-            if fail_after is not None and answer >= fail_after:
-                yield Error(t=last, error="synthetic", message="synthetic failure after "
-                            f"{answer} tokens (fail_after_tokens in this tier's profile)")
-                return
-            if call_no is not None and (following is None or following[4] != call_no):
-                while called <= call_no:
-                    yield _tool_call(calls[called], last)  # a call's event comes as its last argument piece lands
-                    called += 1
-            step = following
+        while step is not None:  # once per wake-up: every step due by the moment of waking goes in one list
+            due = await sleep_until(start + step[0])
+            batch: list[Delta] = []
+            while step is not None:  # once per event: kept lean
+                t, text, channel, tokens, call_no = step
+                following = next(steps, None)
+                last = start + t
+                batch.append(Delta(last, text, channel, tokens))  # type: ignore[arg-type]
+                produced += tokens
+                if channel == "reasoning":
+                    reasoning += tokens
+                else:
+                    answer += tokens
+                if fail_after is not None and answer >= fail_after:
+                    yield batch
+                    yield Error(t=last, error="synthetic", message="synthetic failure after "
+                                f"{answer} tokens (fail_after_tokens in this tier's profile)")
+                    return
+                step = following
+                if call_no is not None and (following is None or following[4] != call_no):
+                    yield batch
+                    batch = []
+                    while called <= call_no:
+                        yield _tool_call(calls[called], last)  # a call's event comes as its last argument lands
+                        called += 1
+                    break
+                if following is None or start + following[0] > due or len(batch) >= BATCH_MAX:
+                    break
+            if batch:
+                yield batch
         for call in calls[called:]:
             yield _tool_call(call, last)
         yield Usage(t=last, input=input_tokens, output=produced, reasoning=reasoning)
