@@ -45,6 +45,10 @@ COARSE_WAKE_S: Final[float] = 0.004
 """The grid on which lanes that stamp their own planned times wake on the real clock (see
 :meth:`RealClock.sleep_until_coarse`): 250 wake-ups a second at most, whatever their rate."""
 
+FAST_FORWARD_GRID_S: Final[float] = COARSE_WAKE_S
+"""The virtual clock's grid in bench's ``--fast-forward`` (see :class:`VirtualClock`): the real clock's, so a
+recording orders lanes' events as a real race does."""
+
 LONG_WAIT_S: Final[float] = 0.02
 """A wait longer than this wakes ``MAX_LEAD_S`` early, whatever the recent latency."""
 
@@ -234,8 +238,14 @@ class VirtualClock:
 
     virtual = True
 
-    def __init__(self, start: float = 0.0) -> None:
+    def __init__(self, start: float = 0.0, grid: float = 0.0) -> None:
         self._now = start
+        self.grid = grid
+        """With a grid (seconds; bench's ``--fast-forward``), lanes that stamp their own planned times (synthetic)
+        hand over every event of a grid cell together, at the moment of the cell's last one: time moves once per
+        cell and lane, not once per event. The events and their times are the same; only the order of events of
+        different lanes within one cell differs (as on the real clock, where such lanes wake on a grid too). A
+        screen sampling time in between would see a cell's events late: screens run without one."""
         self._sleepers = Sleepers()
         # While drive runs (see there): the task, its loop, the loop's queue of callbacks ready to run (``None``
         # otherwise), and drive's look for a stall: waiting in that queue, or on a timer.
@@ -398,6 +408,8 @@ class LaneClock:
         self.origin = origin
         self.virtual = base.virtual
         self.coarse = coarse
+        self.grid: float = getattr(base, "grid", 0.0) if coarse and base.virtual else 0.0
+        """The virtual clock's grid for a lane that stamps its planned times (see :class:`VirtualClock`)."""
         coarse_wait: Callable[[float], Awaitable[float]] | None = getattr(base, "sleep_until_coarse", None)
         self._wait = coarse_wait if coarse and coarse_wait is not None else base.sleep_until
 

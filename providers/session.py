@@ -13,7 +13,7 @@ from typing import Any
 
 from . import __version__
 from .base import ConfigError, Provider, TierSpec, TurnRequest
-from .clock import Clock, RealClock, VirtualClock
+from .clock import FAST_FORWARD_GRID_S, Clock, RealClock, VirtualClock
 from .events import finite_json as finite_json  # the JSON's rule, re-exported for its users
 from .loop.metrics import loop_metrics
 from .loop.scenario import Scenario
@@ -91,7 +91,7 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
         for run in range(runs):
             if on_run_start is not None:
                 on_run_start(run)
-            clock: Clock = VirtualClock() if fast_forward else RealClock()
+            clock: Clock = VirtualClock(grid=FAST_FORWARD_GRID_S) if fast_forward else RealClock()
             race = Race(tiers, request, pace(run, clock) if pace is not None else clock, listeners,
                         providers=provs, scenario=scenario)
             lanes = await (clock.drive(race.run()) if isinstance(clock, VirtualClock) else race.run())

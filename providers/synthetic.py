@@ -6,6 +6,7 @@ Same profile and seed give the same events, byte for byte; the offline demo and 
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
@@ -225,9 +226,9 @@ class SyntheticProvider(Provider):
 
     def stream_batched(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event | list[Delta]]:
         """:meth:`stream`'s events, with the deltas due at one wake-up handed over together, as a list (at most
-        BATCH_MAX of them): the same events, in the same order, at the same times, for a fraction of the calls
-        (the race hands such a list to its listeners in one go: ``Race.emit_many``). A subclass that streams its
-        own way (its own :meth:`stream`) is streamed as it says, an event at a time."""
+        BATCH_MAX of them; a delta alone comes as itself): the same events, in the same order, at the same times,
+        for a fraction of the calls (the race hands such a list to its listeners in one go: ``Race.emit_many``).
+        A subclass that streams its own way (its own :meth:`stream`) is streamed as it says, an event at a time."""
         if type(self).stream is not SyntheticProvider.stream:
             return self.stream(request, clock)
         return self._batches(request, clock)
@@ -254,11 +255,21 @@ class SyntheticProvider(Provider):
         called = 0
         fail_after = profile.fail_after_tokens
         sleep_until = clock.sleep_until
-        while step is not None:  # once per wake-up: every step due by the moment of waking goes in one list
-            due = await sleep_until(start + step[0])
+        # On a virtual clock with a grid (bench's --fast-forward), the lane hands over each grid cell's steps
+        # together at the moment of the cell's last one (see VirtualClock): one hand-over of time per cell, not per
+        # event, and time stands exactly where it stood after that event. Elsewhere it hands over every step due
+        # by the moment it woke (on the real clock, a few milliseconds' worth; on virtual time, that moment's).
+        grid: float = getattr(clock, "grid", 0.0) if clock.virtual else 0.0
+        while step is not None:  # once per wake-up
+            if grid:
+                horizon = math.ceil((start + step[0]) / grid) * grid
+            else:
+                horizon = await sleep_until(start + step[0])
             batch: list[Delta] = []
-            while step is not None:  # once per event: kept lean
-                t, text, channel, tokens, call_no = step
+            failed = False
+            call_end: int | None = None
+            while True:  # once per event: kept lean
+                t, text, channel, tokens, call_no = step  # type: ignore[misc]  # never None here
                 following = next(steps, None)
                 last = start + t
                 batch.append(Delta(last, text, channel, tokens))  # type: ignore[arg-type]
@@ -267,23 +278,26 @@ class SyntheticProvider(Provider):
                     reasoning += tokens
                 else:
                     answer += tokens
-                if fail_after is not None and answer >= fail_after:
-                    yield batch
-                    yield Error(t=last, error="synthetic", message="synthetic failure after "
-                                f"{answer} tokens (fail_after_tokens in this tier's profile)")
-                    return
                 step = following
+                if fail_after is not None and answer >= fail_after:
+                    failed = True
+                    break
                 if call_no is not None and (following is None or following[4] != call_no):
-                    yield batch
-                    batch = []
-                    while called <= call_no:
-                        yield _tool_call(calls[called], last)  # a call's event comes as its last argument lands
-                        called += 1
+                    call_end = call_no
                     break
-                if following is None or start + following[0] > due or len(batch) >= BATCH_MAX:
+                if following is None or start + following[0] > horizon or len(batch) >= BATCH_MAX:
                     break
-            if batch:
-                yield batch
+            if grid:
+                await sleep_until(last)
+            yield batch[0] if len(batch) == 1 else batch
+            if failed:
+                yield Error(t=last, error="synthetic", message="synthetic failure after "
+                            f"{answer} tokens (fail_after_tokens in this tier's profile)")
+                return
+            if call_end is not None:
+                while called <= call_end:
+                    yield _tool_call(calls[called], last)  # a call's event comes as its last argument lands
+                    called += 1
         for call in calls[called:]:
             yield _tool_call(call, last)
         yield Usage(t=last, input=input_tokens, output=produced, reasoning=reasoning)

@@ -13,11 +13,12 @@ import pytest
 from conftest import race_virtually, synthetic
 
 from providers.base import TierSpec, TurnRequest
-from providers.clock import COARSE_WAKE_S, LaneClock, RealClock, VirtualClock
+from providers.clock import COARSE_WAKE_S, FAST_FORWARD_GRID_S, LaneClock, RealClock, VirtualClock
 from providers.events import Delta, Event
 from providers.live import LiveLane, LiveRace
 from providers.race import Race
 from providers.recording import Recorder, read_recording
+from providers.session import run_session
 from providers.synthetic import BATCH_MAX, Profile, SyntheticProvider, schedule
 
 CALLS = [{"id": "c1", "name": "read", "arguments": '{"path": "a.py", "lines": [1, 2, 3]}'},
@@ -39,17 +40,22 @@ async def _flat(provider: SyntheticProvider, request: TurnRequest, clock: LaneCl
     source = provider.stream_batched(request, clock) if batched else provider.stream(request, clock)
     async for item in source:
         if isinstance(item, list):
-            assert item and all(type(d) is Delta for d in item)
+            assert len(item) > 1 and all(type(d) is Delta for d in item)  # a delta alone comes as itself
             sizes.append(len(item))
             events.extend(item)
         else:
+            if type(item) is Delta:
+                sizes.append(1)
             events.append(item)
+        if clock.virtual:  # handed over at the moment of its last event, exactly
+            assert clock.now() == events[-1].t
     return events, sizes
 
 
-def _virtual(profile: dict[str, Any], batched: bool, request: TurnRequest) -> tuple[list[Event], list[int]]:
+def _virtual(profile: dict[str, Any], batched: bool, request: TurnRequest,
+             grid: float = 0.0) -> tuple[list[Event], list[int]]:
     async def go() -> tuple[list[Event], list[int]]:
-        clock = VirtualClock()
+        clock = VirtualClock(grid=grid)
         provider = SyntheticProvider(synthetic("s", **profile))
         return await clock.drive(_flat(provider, request, LaneClock(clock, 0.0, coarse=True), batched))
 
@@ -67,6 +73,20 @@ def test_a_synthetic_lane_batched_gives_the_events_it_streams_one_at_a_time(
     assert max(sizes) <= BATCH_MAX
     # on virtual time a sleeper wakes at its moment exactly: a list holds the deltas of that one moment
     assert all(len({d.t for d in group}) == 1 for group in _groups(many, sizes))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("calls", [[], CALLS])
+def test_on_a_grid_a_lane_hands_over_each_cell_at_its_last_moment_with_the_same_events(
+        profile: dict[str, Any], calls: list[dict[str, Any]]) -> None:
+    request = TurnRequest("Why?", max_tokens=120, scripted_tool_calls=calls)
+    one, _ = _virtual(profile, False, request)
+    many, sizes = _virtual(profile, True, request, grid=FAST_FORWARD_GRID_S)  # at each list's last moment: _flat
+    assert many == one
+    groups = _groups(many, sizes)
+    assert all(len({math.ceil(d.t / FAST_FORWARD_GRID_S) for d in group}) == 1 for group in groups)
+    if profile["tok_s"] >= 10_000:
+        assert len(groups) < len([e for e in many if type(e) is Delta]) / 2
 
 
 def _groups(events: list[Event], sizes: list[int]) -> list[list[Event]]:
@@ -239,3 +259,49 @@ def test_deltas_handed_over_together_are_masked_as_one_at_a_time(monkeypatch: py
     assert texts == ["key *** here", " and nothing"] or ("abcdefghijklmnop" not in "".join(texts) and len(texts) == 2)
     assert [e.text for e in race.lanes[0].events if type(e) is Delta] == texts
     assert "abcdefghijklmnop" not in "".join(text for _, text in live.lanes[0].pieces)
+
+
+def _race_on(grid: float, tiers: list[TierSpec], max_tokens: int) -> tuple[list[list[Event]], list[tuple[int, Event]]]:
+    plain = Plain()
+
+    async def go() -> list[list[Event]]:
+        clock = VirtualClock(grid=grid)
+        race = Race(tiers, TurnRequest("Why?", max_tokens=max_tokens), clock, [plain])
+        return [list(run.events) for run in await clock.drive(race.run())]
+
+    return asyncio.run(go()), plain.seen
+
+
+def test_lanes_on_a_grid_give_the_same_events_ordered_across_lanes_cell_by_cell() -> None:
+    tiers = [synthetic(f"l{i}", ttft_ms=100 + 7 * i, tok_s=700 + 500 * i, jitter=0.3, seed=i,
+                       thinking_tokens=40 * i) for i in range(4)]
+    exact, _ = _race_on(0.0, tiers, 400)
+    gridded, seen = _race_on(FAST_FORWARD_GRID_S, tiers, 400)
+    assert gridded == exact
+    cells = [math.ceil(e.t / FAST_FORWARD_GRID_S) for _, e in seen]
+    assert cells == sorted(cells)  # no event comes before one of an earlier cell, whatever its lane
+    times = [e.t for _, e in seen]
+    assert times != sorted(times)  # within a cell, a lane's events come together (fewer hand-overs of time)
+
+
+def test_fast_forward_gives_the_figures_and_events_of_exact_virtual_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench --fast-forward (on its grid) and the same lanes on exact virtual time: the same events, the same
+    figures, for a single turn with tool calls and failures, and for a whole scenario's loop."""
+    from providers.demo import demo_tiers
+    from providers.loop.scenario_file import load_scenario
+    from providers.session import report
+
+    tiers = [*demo_tiers(), synthetic("fails", ttft_ms=50, tok_s=3000, fail_after_tokens=150)]
+
+    def both(**kwargs: Any) -> list[Any]:
+        out = []
+        for grid in (FAST_FORWARD_GRID_S, 0.0):
+            monkeypatch.setattr("providers.session.FAST_FORWARD_GRID_S", grid)
+            result = asyncio.run(run_session(tiers, fast_forward=True, **kwargs))
+            out.append((report(result), [[list(lane.events) for lane in run] for run in result.runs]))
+        return out
+
+    gridded, exact = both(request=TurnRequest("Why?", max_tokens=400, scripted_tool_calls=CALLS))
+    assert gridded == exact
+    gridded, exact = both(request=TurnRequest(""), scenario=load_scenario("coding-loop"))
+    assert gridded == exact
