@@ -116,8 +116,8 @@ class Recorder:
         """Keep events for :meth:`flush` (called by the owner every tick) instead of writing each one at once."""
         self._pending: list[tuple[int, int, Event]] = []
         self._secrets = secret_values(tiers)
-        self._plain: set[str] = set()
-        """Delta texts (in JSON) found to hold nothing :func:`redact` looks for: see :meth:`_line`."""
+        self._plain: dict[str, str] = {}
+        """Delta texts found to hold nothing :func:`redact` looks for, each with its JSON: see :meth:`_line`."""
         self.problem: str | None = None
         """Why the recording stopped early (a write failed), or ``None``."""
         try:
@@ -171,17 +171,19 @@ class Recorder:
         if self.buffered:
             if self._fh is not None:
                 self._pending.append((lane, self.run, event))
-        elif self._fh is not None:  # a hot path: one write when the file takes the whole line, as it does
-            data = (self._line(lane, event) + "\n").encode("utf-8")
-            try:
-                written = self._fh.write(data)
-            except OSError:
-                written = 0  # _write tries again and reports it
-            if written != len(data):
-                try:
-                    self._write(data, written or 0)
-                except RecordingError:  # kept in self.problem
-                    return
+        elif self._fh is not None:
+            self._write_line((self._line(lane, event) + "\n").encode("utf-8"))
+
+    def _write_line(self, data: bytes) -> None:
+        """Write one whole line (a hot path: one write when the file takes the whole line, as it does)."""
+        assert self._fh is not None
+        try:
+            written = self._fh.write(data)
+        except OSError:
+            written = 0  # _write tries again and reports it
+        if written != len(data):
+            with contextlib.suppress(RecordingError):  # kept in self.problem
+                self._write(data, written or 0)
 
     def on_deltas(self, lane: int, deltas: Sequence[Delta]) -> None:
         """Several deltas of a lane at once (see ``Race.emit_many``): kept together when buffered, else each
@@ -191,8 +193,11 @@ class Recorder:
                 run = self.run
                 self._pending.extend([(lane, run, delta) for delta in deltas])
         else:
+            run, line, write = self.run, self._line, self._write_line
             for delta in deltas:
-                self(lane, delta)
+                if self._fh is None:  # a write failed: the recording stopped
+                    return
+                write((line(lane, delta, run) + "\n").encode("utf-8"))
 
     def _line(self, lane: int, event: Event, run: int | None = None) -> str:
         """``redact(event_line(lane, run, event), secrets)`` (``run``: this run by default), for a delta without
@@ -204,14 +209,15 @@ class Recorder:
         run = self.run if run is None else run
         if type(event) is not Delta or event.channel not in _PLAIN_CHANNELS:
             return redact(event_line(lane, run, event), self._secrets)
-        text = encode_basestring(event.text)
-        line = _delta_line(lane, run, event, text)
-        if text not in self._plain:
+        text = self._plain.get(event.text)
+        if text is None:
+            text = encode_basestring(event.text)
             if not shapes_free(text):
-                return redact(line, self._secrets)
+                return redact(_delta_line(lane, run, event, text), self._secrets)
             if len(self._plain) >= PLAIN_TEXTS_KEPT:
                 self._plain.clear()
-            self._plain.add(text)
+            self._plain[event.text] = text
+        line = _delta_line(lane, run, event, text)
         for secret in self._secrets:
             if secret in line:
                 return redact(line, self._secrets)
