@@ -249,10 +249,13 @@ class LiveLane:
             self._set_state(state, detail)
 
     def _on_delta(self, delta: Delta, t: float) -> None:
-        turn = self.turns[-1] if self.turns else None
-        if turn is None:  # a provider that skipped its Request: the race adds one, but stay safe
+        """Fold one delta with text into the lane (nearly every event: kept lean)."""
+        turns = self.turns
+        if turns:
+            turn = turns[-1]
+        else:  # a provider that skipped its Request: the race adds one, but stay safe
             turn = _Turn(start=0.0, wait_from=0.0)
-            self.turns.append(turn)
+            turns.append(turn)
         channel = delta.channel
         self._add_piece(channel, delta.text)
         if delta.tokens is not None:
@@ -276,29 +279,33 @@ class LiveLane:
             turn.first_reasoning = channel == "reasoning"
             if self.ttft is None:
                 self.ttft = t - self.turns[0].start
-        if channel != "reasoning" and turn.answer is None:
-            turn.answer = t
         if channel == "reasoning":
             turn.streamed_reasoning = True
-        if turn.last_token is not None:
-            gap = t - turn.last_token
-            if gap > STALL_THRESHOLD_S and is_stall_gap(gap, turn.token_events - 1,
-                                                        turn.last_token - (turn.first or t)):
-                turn.gaps.append((turn.last_token, t))
+            state: LaneState = "thinking"
+        else:
+            if turn.answer is None:
+                turn.answer = t
+            state = "streaming"
+        last = turn.last_token
+        if last is not None:
+            gap = t - last
+            if gap > STALL_THRESHOLD_S and is_stall_gap(gap, turn.token_events - 1, last - (turn.first or t)):
+                turn.gaps.append((last, t))
         turn.last_token = t
         turn.token_events += 1
         turn.streamed += inc
-        self._stream_total += inc
+        total = self._stream_total = self._stream_total + inc
         window = self._window
-        window.append((t, self._stream_total))
-        if len(window) > _MAX_WINDOW_SAMPLES:
-            self._prune(t)
+        window.append((t, total))
+        if len(window) > _MAX_WINDOW_SAMPLES:  # as _prune(t), inline: at high rates, once per event
+            cutoff = t - WINDOW_S
+            while len(window) > 1 and window[1][0] <= cutoff:
+                window.popleft()
         bucket = int(t / BUCKET_S)
         history = self.history
         if bucket >= len(history):
             history.extend([0] * (bucket + 1 - len(history)))
         history[bucket] += inc
-        state: LaneState = "thinking" if channel == "reasoning" else "streaming"
         if self.state != state:
             self._set_state(state)
 
@@ -307,13 +314,15 @@ class LiveLane:
         break); the oldest pieces go once more than the limit is kept. Constant time per piece."""
         pieces = self.pieces
         pieces.append((channel, text))
-        self._piece_chars += len(text)
-        while self._piece_chars > TAIL_KEEP and len(pieces) > 1:
-            self._piece_chars -= len(pieces.popleft()[1])
+        size = len(text)
+        chars = self._piece_chars = self._piece_chars + size
+        if chars > TAIL_KEEP:
+            while self._piece_chars > TAIL_KEEP and len(pieces) > 1:
+                self._piece_chars -= len(pieces.popleft()[1])
         if channel == "content" or (channel == "meta" and text == "\n\n"):
             answer = self._answer
             answer.append(text)
-            self._answer_chars += len(text)
+            self._answer_chars += size
             while self._answer_chars > ANSWER_KEEP and len(answer) > 1:
                 gone = len(answer.popleft())
                 self._answer_chars -= gone
