@@ -1,0 +1,40 @@
+"""The recorder's hot path: a delta text found to hold nothing to mask is remembered with its JSON, and written
+exactly as the slow path writes it; texts that hold a secret or a credential's shape are masked every time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from providers import recording
+from providers.base import TierSpec
+from providers.events import Delta
+from providers.recording import Recorder, event_line, redact
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[1:-1]  # not splitlines: a text may hold U+2028
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_remembered_texts_are_written_as_the_slow_path_writes_them_and_shapes_are_masked_every_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, many: bool) -> None:
+    monkeypatch.setattr(recording, "PLAIN_TEXTS_KEPT", 3)  # forgets often: every path is taken
+    tier = TierSpec(name="a", provider="synthetic", model="m")
+    texts = [" plain", " é\u2028\"quoted\"", " sk-proj-ABCDEFGHIJKLMNOPQRSTUV123456", " plain", "\n", " x", " y", " z",
+             " plain", " sk-proj-ABCDEFGHIJKLMNOPQRSTUV123456"] * 3
+    deltas = [Delta(0.01 * i, text, "content" if i % 3 else "reasoning", 1 if i % 2 else None)
+              for i, text in enumerate(texts)]
+    recorder = Recorder(tmp_path / "r.jsonl", "Why?", [tier])
+    if many:
+        recorder.on_deltas(0, deltas[:7])
+        recorder.on_deltas(0, deltas[7:])
+    else:
+        for delta in deltas:
+            recorder(0, delta)
+    recorder.close()
+    assert len(recorder._plain) <= 3
+    lines = _lines(tmp_path / "r.jsonl")
+    assert lines == [redact(event_line(0, 0, delta), []) for delta in deltas]
+    assert all("ABCDEFGHIJKLMNOP" not in line for line in lines)
