@@ -4,6 +4,8 @@ Shown only when stderr is a terminal, and erased at the end, so piped or logged 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -61,6 +63,9 @@ class BenchProgress:
         else:
             return
         self._progress.update(self._task, description=self._describe())
+
+    def on_deltas(self, lane: int, deltas: Sequence[Event]) -> None:
+        """Deltas handed over together (``Race.emit_many``): nothing it shows changes with them."""
 
     def _describe(self) -> str:
         requests = f" · {self._requests} model request{'s' if self._requests != 1 else ''}" if self.loop else ""
