@@ -305,3 +305,49 @@ def test_fast_forward_gives_the_figures_and_events_of_exact_virtual_time(monkeyp
     assert gridded == exact
     gridded, exact = both(request=TurnRequest(""), scenario=load_scenario("coding-loop"))
     assert gridded == exact
+
+
+def test_a_crash_while_a_list_of_deltas_is_written_leaves_every_line_before_it_whole(tmp_path: Path) -> None:
+    """Fast-forward hands the recorder lists of deltas; the process dies at the 40th event's write (inside a
+    list): the 39 lines before it are on disk, whole, and the recording reads back without a warning."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "crash.jsonl"
+    script = f"""
+import asyncio, os, sys
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+from conftest import synthetic
+from providers.base import TurnRequest
+from providers.clock import FAST_FORWARD_GRID_S, VirtualClock
+from providers.race import Race
+from providers.recording import Recorder
+tiers = [synthetic("a", tok_s=3000), synthetic("b", tok_s=4000)]
+recorder = Recorder(__import__("pathlib").Path({str(path)!r}), "Why?", tiers)
+fh, writes = recorder._fh, []
+class Dying:
+    def write(self, data):
+        writes.append(data)
+        if len(writes) == 40:
+            sys.stderr.write(str(max(many)))  # the deltas handed over together so far, at most
+            sys.stderr.flush()
+            os._exit(3)
+        return fh.write(data)
+recorder._fh = Dying()
+many = []
+class Noting:
+    def __call__(self, lane, event): pass
+    def on_deltas(self, lane, deltas): many.append(len(deltas))
+async def go():
+    clock = VirtualClock(grid=FAST_FORWARD_GRID_S)
+    await clock.drive(Race(tiers, TurnRequest("Why?", max_tokens=200), clock, [Noting(), recorder]).run())
+asyncio.run(go())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 3, done.stderr
+    assert int(done.stderr) > 1  # it died inside a list
+    raw = path.read_bytes()
+    assert raw.endswith(b"\n") and raw.count(b"\n") == 40  # the header and 39 events
+    rec = read_recording(path)
+    assert rec.warnings == [] and sum(len(events) for events in rec.events.values()) == 39
