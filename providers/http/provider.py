@@ -30,10 +30,11 @@ from ..base import ConfigError, Provider, TierSpec, TokraceError, TurnRequest
 from ..clock import Clock
 from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
 from ..masking import mask_url, url_has_userinfo
+from ..metrics import PACED_SOURCE
 from .frames import TextFrames
 from .lean import LeanTransport
 from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
-from .transport import READERS, StampedBackend
+from .transport import PACE_S, READERS, StampedBackend
 
 HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "headers": (dict,),
@@ -42,10 +43,11 @@ HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "read_timeout_s": (int, float),
     "max_retries": (int,),
     "turn_timeout_s": (int, float),
+    "exact_reads": (bool,),
 }
 """Config keys every HTTP tier accepts: extra request headers (never keys), extra JSON body fields, timeouts
-(``read_timeout_s`` bounds the silence between two chunks, ``turn_timeout_s`` a whole turn) and how many times
-to retry."""
+(``read_timeout_s`` bounds the silence between two chunks, ``turn_timeout_s`` a whole turn), how many times
+to retry, and ``exact_reads`` (read every packet on its own even when packets come fast, see :mod:`.transport`)."""
 
 DEFAULT_MAX_RETRIES: Final[int] = 2
 MAX_RETRY_AFTER_S: Final[float] = 60.0
@@ -184,6 +186,31 @@ def decode(decoder: StreamDecoder, sse: SSEEvent, t: float) -> list[Event]:
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError):
         raise StreamProblem("protocol", f"the server sent a chunk tokrace cannot read: {excerpt(sse.data, 120)!r}; "
                                         "is base_url an endpoint of this tier's protocol? try again") from None
+
+
+class _Pacing:
+    """A turn on a stream that may pace its reads: allowed once the turn's first token is read (so the TTFT is
+    always a packet's own stamp), and said once, as an ``extra`` event (:data:`PACED_SOURCE`), when a paced read
+    brought bytes: the turn's inter-token gaps were not measured (``itl_ms`` null); TTFT, the last token's time,
+    e2e and the rates stay the packets' own stamps."""
+
+    __slots__ = ("allowed", "before", "stream")
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.allowed = False
+        self.before: int = stream.paced_reads
+
+    def check(self, deltas: int, t: float) -> Extra | None:
+        """Called as each read is taken (``deltas``: text pieces so far): the event to send when reads were paced."""
+        if not self.allowed:
+            if deltas:
+                self.allowed = True
+                self.stream.allow_pacing()
+            return None
+        if self.stream.paced_reads == self.before:
+            return None
+        return Extra(t=t, source=PACED_SOURCE, data={"paced_ms": round(PACE_S * 1000.0, 3)})
 
 
 class _TurnLimits:
@@ -327,6 +354,8 @@ class HTTPProvider(Provider):
         self.connect_timeout = float(opts.get("connect_timeout_s", CONNECT_TIMEOUT_S))
         self.read_timeout = float(opts.get("read_timeout_s", READ_TIMEOUT_S))
         self.turn_timeout = float(opts.get("turn_timeout_s", TURN_TIMEOUT_S))
+        self.exact_reads = bool(opts.get("exact_reads", False))
+        """Every packet read (and stamped) on its own, however fast they come: inter-token gaps always measured."""
         for key, value, most in (("max_retries", self.max_retries, MAX_RETRIES),
                                  ("connect_timeout_s", self.connect_timeout, MAX_TIMEOUT_S),
                                  ("read_timeout_s", self.read_timeout, MAX_TIMEOUT_S),
@@ -380,7 +409,7 @@ class HTTPProvider(Provider):
                 raise ConfigError(f"tier {self.tier.name!r}: the environment variable {self.key_env} is not "
                                   f"set; export it with the key for {self.host}", key="api_key_env")
         if self._client is None:
-            backend = self._backend = StampedBackend() if self._transport is None else None
+            backend = self._backend = StampedBackend(pace=not self.exact_reads) if self._transport is None else None
             transport = self._transport or stamped_transport(backend)
             self._stamped = transport is not None and backend is not None
             self._lean = transport if self._stamped and isinstance(transport, LeanTransport) else None
@@ -585,6 +614,7 @@ class HTTPProvider(Provider):
         opening, seen = b"", False  # the first bytes (to say what came if it was no event stream); any event?
         deadline = limits.deadline if limits is not None else math.inf
         max_chunks = limits.max_chunks if limits is not None else math.inf
+        pacing = _Pacing(stream) if stamped and hasattr(stream, "paced_reads") else None
         try:
             async for chunk in chunks:
                 now = clock.now()
@@ -592,6 +622,9 @@ class HTTPProvider(Provider):
                 arrived = now if read_at is None else now - max(time.perf_counter() - read_at, 0.0)
                 if arrived > t:
                     t = arrived
+                if pacing is not None and (paced := pacing.check(decoder.deltas, t)) is not None:
+                    yield paced  # reads are paced from here on: the turn's gaps are not measured
+                    pacing = None
                 if now > deadline and limits is not None and (late := limits.late(self, t, now, decoder.deltas)):
                     final = [late]
                     break

@@ -199,7 +199,8 @@ def loop_metrics(events: Iterable[Event], price: Price | None = None, model: str
             decoded += t.decode_tok_s * span
             span_total += span
     m.decode_tok_s = decoded / span_total if span_total > 0 else None
-    if gaps:
+    m.reads_paced_ms = max((t.reads_paced_ms for t in turns if t.reads_paced_ms is not None), default=None)
+    if gaps and m.reads_paced_ms is None:  # a turn read paced: its gaps are not the server's (see turn_metrics)
         m.itl_ms = {"p50": percentile(gaps, 50), "p90": percentile(gaps, 90), "p99": percentile(gaps, 99),
                     "max": max(gaps)}
     if m.token_events:
