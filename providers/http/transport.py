@@ -131,6 +131,9 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self._paced = False
         """The event loop reads the socket (paced looks) and no thread does; else a reader thread does, or nobody
         (not started yet, or the stream ended)."""
+        self._fresh = False
+        """The reader thread let go of the socket and no tick set a whole pace later has run yet (the first look
+        waits for one)."""
         self.read_at: float | None = None
         """When the bytes of the latest read reached the socket."""
         self.sent_at: float | None = None
@@ -172,6 +175,11 @@ class StampedStream(httpcore.AsyncNetworkStream):
             return False
         return True
 
+    @property
+    def paced(self) -> bool:
+        """Whether the event loop's paced looks read the socket now (no reader thread does)."""
+        return self._paced
+
     def allow_pacing(self) -> None:
         """Let reads of the response under way be paced from now on, when packets come fast (a provider allows it
         once the turn's first token is read, so that the TTFT is always a packet's own stamp)."""
@@ -198,6 +206,7 @@ class StampedStream(httpcore.AsyncNetworkStream):
             fast = fast + 1 if stamp - last < FAST_READ_S else 0
             last = stamp
             if fast >= PACE_AFTER and self._pace_ok and not self._closed:
+                self._fresh = True
                 self._paced = True  # before the hand-over: the loop that takes this read finds the socket its own
                 self._hand_over((data, stamp))
                 return  # this thread touches the socket no more
@@ -222,7 +231,9 @@ class StampedStream(httpcore.AsyncNetworkStream):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
         if not self._ticking and not self._closed:
-            delay = PACE_S if self._paced else HAND_OVER_S
+            delay = HAND_OVER_S
+            if self._paced:
+                delay, self._fresh = PACE_S, False  # (the first look is a whole pace after the hand-over)
             if delay > 0:
                 self._ticking = True
                 self._tick_handle = self.loop.call_later(delay, self._tick)
@@ -231,7 +242,10 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self._ticking = False  # before looking: a read handed over from now on wakes the loop itself
         self._tick_handle = None
         if self._paced and not self._closed:
-            self._look()
+            if self._fresh:  # the thread let go of the socket since this tick was set: it just read all there was
+                self._fresh = False
+            else:
+                self._look()
         if self._reads or self._paced:  # (paced: the next look is due even when this one's bytes were taken)
             self._wake()
 
