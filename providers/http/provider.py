@@ -30,11 +30,12 @@ from ..base import ConfigError, Provider, TierSpec, TokraceError, TurnRequest
 from ..clock import Clock
 from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
 from ..masking import mask_url, url_has_userinfo
-from ..metrics import PACED_SOURCE
+from ..metrics import PACED_SOURCE, _FirstSentence
+from . import transport as socket_reads
 from .frames import TextFrames
 from .lean import LeanTransport
 from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
-from .transport import PACE_S, READERS, StampedBackend
+from .transport import READERS, StampedBackend
 
 HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "headers": (dict,),
@@ -189,28 +190,35 @@ def decode(decoder: StreamDecoder, sse: SSEEvent, t: float) -> list[Event]:
 
 
 class _Pacing:
-    """A turn on a stream that may pace its reads: allowed once the turn's first token is read (so the TTFT is
-    always a packet's own stamp), and said once, as an ``extra`` event (:data:`PACED_SOURCE`), when a paced read
-    brought bytes: the turn's inter-token gaps were not measured (``itl_ms`` null); TTFT, the last token's time,
-    e2e and the rates stay the packets' own stamps."""
+    """A turn on a stream that may pace its reads (see :mod:`.transport`), watching the turn's events as they go
+    out. Pacing is allowed only once every moment a figure takes from one token has passed, each read per packet:
+    the first token (TTFT), the first answer text (``ttfa_s``, and where thinking ends) and the end of the answer's
+    first sentence (``ttfs_s``, found exactly as the metrics find it). A turn whose answer never completes a
+    sentence is never paced. Once a paced read brought bytes, that is said once, as an ``extra`` event
+    (:data:`PACED_SOURCE`): the turn's inter-token gaps were not measured (``itl_ms`` null); the last token's
+    time, e2e and the rates stay the packets' own stamps."""
 
-    __slots__ = ("allowed", "before", "stream")
+    __slots__ = ("allowed", "before", "sentence", "stream")
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
         self.allowed = False
         self.before: int = stream.paced_reads
+        self.sentence = _FirstSentence()
 
-    def check(self, deltas: int, t: float) -> Extra | None:
-        """Called as each read is taken (``deltas``: text pieces so far): the event to send when reads were paced."""
+    def see(self, event: Event) -> Extra | None:
+        """Called with each event before it goes out: the ``extra`` event to send before it once reads were paced
+        (then there is nothing more to watch)."""
         if not self.allowed:
-            if deltas:
-                self.allowed = True
-                self.stream.allow_pacing()
+            if isinstance(event, Delta) and event.channel == "content" and event.text:
+                self.sentence.feed(event.t, event.text)
+                if self.sentence.at is not None:
+                    self.allowed = True
+                    self.stream.allow_pacing()
             return None
         if self.stream.paced_reads == self.before:
             return None
-        return Extra(t=t, source=PACED_SOURCE, data={"paced_ms": round(PACE_S * 1000.0, 3)})
+        return Extra(t=event.t, source=PACED_SOURCE, data={"paced_ms": round(socket_reads.PACE_S * 1000.0, 3)})
 
 
 class _TurnLimits:
@@ -539,8 +547,12 @@ class HTTPProvider(Provider):
             if unread is not None:
                 yield unread
                 return
+            pacing = _Pacing(stream) if hasattr(stream, "paced_reads") and not clock.virtual else None
             async for event in self._read(response, clock, stream, head,
                                           _TurnLimits(start + self.turn_timeout, self.max_tokens(request))):
+                if pacing is not None and (paced := pacing.see(event)) is not None:
+                    yield paced  # reads are paced from here on: the turn's inter-token gaps are not measured
+                    pacing = None
                 yield event
             return
 
@@ -614,7 +626,6 @@ class HTTPProvider(Provider):
         opening, seen = b"", False  # the first bytes (to say what came if it was no event stream); any event?
         deadline = limits.deadline if limits is not None else math.inf
         max_chunks = limits.max_chunks if limits is not None else math.inf
-        pacing = _Pacing(stream) if stamped and hasattr(stream, "paced_reads") else None
         try:
             async for chunk in chunks:
                 now = clock.now()
@@ -622,9 +633,6 @@ class HTTPProvider(Provider):
                 arrived = now if read_at is None else now - max(time.perf_counter() - read_at, 0.0)
                 if arrived > t:
                     t = arrived
-                if pacing is not None and (paced := pacing.check(decoder.deltas, t)) is not None:
-                    yield paced  # reads are paced from here on: the turn's gaps are not measured
-                    pacing = None
                 if now > deadline and limits is not None and (late := limits.late(self, t, now, decoder.deltas)):
                     final = [late]
                     break

@@ -274,13 +274,15 @@ def chunk(text: str) -> bytes:
 
 class ChatServer:
     """An OpenAI Chat stream written by hand: ``preamble`` events without text, then tokens one by one (each once
-    the one before had time to be read) until the client's stream is paced (or ``per_packet`` of them), a burst,
-    and the end."""
+    the one before had time to be read; the third ends the answer's first sentence unless ``sentence`` is False)
+    until the client's stream is paced (or ``per_packet`` of them), a burst, and the end."""
 
-    def __init__(self, streams: list[StampedStream], preamble: int = 0, per_packet: int = 200) -> None:
+    def __init__(self, streams: list[StampedStream], preamble: int = 0, per_packet: int = 200,
+                 sentence: bool = True) -> None:
         self.streams = streams
         self.preamble = preamble
         self.per_packet = per_packet
+        self.sentence = sentence
         self.server: asyncio.Server | None = None
         self.writers: list[asyncio.StreamWriter] = []
 
@@ -293,7 +295,7 @@ class ChatServer:
             await send(writer, role)
             await asyncio.sleep(0.002)
         for i in range(self.per_packet):
-            await send(writer, chunk(f"a{i} "))
+            await send(writer, chunk(f"a{i}. " if i == 2 and self.sentence else f"a{i} "))
             await asyncio.sleep(0.002)
             if self.streams and self.streams[0].paced:
                 break
@@ -336,15 +338,15 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[StampedStream]]:
     yield made
 
 
-async def turn(spec: TierSpec, at_first_token: Callable[[], None] = lambda: None) -> list[Event]:
+async def turn(spec: TierSpec, on_delta: Callable[[Delta], None] = lambda delta: None) -> list[Event]:
     prov = provider(spec)
     await prov.prepare()
     events: list[Event] = []
     try:
         clock = RealClock()
         async for e in prov.stream(TurnRequest("hi", max_tokens=1000), LaneClock(clock, clock.now())):
-            if isinstance(e, Delta) and not any(isinstance(x, Delta) for x in events):
-                at_first_token()
+            if isinstance(e, Delta):
+                on_delta(e)
             events.append(e)
     finally:
         await prov.aclose()
@@ -382,13 +384,50 @@ async def test_exact_reads_read_every_packet_and_measure_the_gaps(captured: list
     assert m.to_json()["reads_paced_ms"] is None
 
 
-async def test_the_first_token_is_never_read_paced(captured: list[StampedStream],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Events without text came fast enough to pace long before the first token: pacing waits for that token."""
+async def test_no_token_a_figure_is_taken_from_is_read_paced(captured: list[StampedStream],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events without text came fast enough to pace long before the first token: pacing waits for the first
+    token, the first answer text and the end of the answer's first sentence (TTFT, ttfa_s, ttfs_s)."""
     monkeypatch.setattr(transport, "PACE_AFTER", 0)
-    paced_at_first: list[int] = []
+    seen: list[tuple[str, int]] = []
     async with ChatServer(captured, preamble=8) as chat:
-        events = await turn(chat.tier(), lambda: paced_at_first.append(captured[0].paced_reads))
+        events = await turn(chat.tier(), lambda delta: seen.append((delta.text, captured[0].paced_reads)))
     assert isinstance(events[-1], Done)
-    assert paced_at_first == [0]
-    assert captured[0].paced_reads > 0  # and after it, reads were paced
+    assert seen[:3] == [("a0 ", 0), ("a1 ", 0), ("a2. ", 0)]
+    assert captured[0].paced_reads > 0  # and after them, reads were paced
+    m = turn_metrics(events)
+    first = [e for e in events if isinstance(e, Delta)][:3]
+    assert m.ttft_s == m.ttfa_s and m.ttfs_s is not None and m.ttfs_s + m.start == first[2].t
+
+
+async def test_an_answer_that_never_ends_a_sentence_is_never_paced(captured: list[StampedStream]) -> None:
+    async with ChatServer(captured, per_packet=12, sentence=False) as chat:
+        events = await turn(chat.tier())
+    assert isinstance(events[-1], Done)
+    assert captured[0].paced_reads == 0 and turn_metrics(events).itl_ms is not None
+
+
+class FakeStream:
+    paced_reads = 0
+    allowed = False
+
+    def allow_pacing(self) -> None:
+        self.allowed = True
+
+
+def test_thinking_and_tool_arguments_do_not_allow_pacing_and_the_pace_is_said_once() -> None:
+    from providers.http.provider import _Pacing
+
+    stream = FakeStream()
+    pacing = _Pacing(stream)
+    for event in (Delta(t=0.1, text="Let me think. Yes. ", channel="reasoning"),
+                  Delta(t=0.2, text='{"a": 1}. ', channel="tool_args"), Delta(t=0.3, text="  ", channel="content"),
+                  Delta(t=0.4, text="Sure", channel="content")):
+        assert pacing.see(event) is None
+        assert not stream.allowed
+    assert pacing.see(Delta(t=0.5, text="! Here", channel="content")) is None
+    assert stream.allowed  # the first sentence ended: from the next read on reads may be paced
+    assert pacing.see(Delta(t=0.6, text=" it", channel="content")) is None  # no paced read yet
+    stream.paced_reads = 1
+    said = pacing.see(Delta(t=0.7, text=" is", channel="content"))
+    assert said == Extra(t=0.7, source="reads", data={"paced_ms": 3.0})
