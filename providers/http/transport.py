@@ -8,7 +8,8 @@ kernel merges packets queued on a TCP socket and keeps only the newest one's tim
 reads from a queue, each with its stamp; writes note when the request's last byte went to the socket.
 
 Reads are paced when packets come fast: after :data:`PACE_AFTER` reads in a row each under :data:`FAST_READ_S` after
-the one before (and once the reader's user allowed it: after a turn's first token), the thread lets go of the socket
+the one before (and once the response's reader allowed it: a provider does once the tokens its figures take their
+moments from were read, see :meth:`StampedStream.allow_pacing`), the thread lets go of the socket
 and the event loop's own timer reads whatever has queued every :data:`PACE_S` (one wake-up per look, not one per
 packet, each of which costs 30-55 µs of CPU on a small VM); a look that finds nothing hands the socket back to a
 thread, so a stall's end and a slow stream are stamped exactly again. A paced read is stamped with its newest
@@ -59,7 +60,7 @@ PACE_S: Final[float] = 0.008
 FAST_READ_S: Final[float] = 0.001
 PACE_AFTER: Final[int] = 16
 """Reads are paced after this many reads in a row, each stamped less than :data:`FAST_READ_S` after the one before:
-packets keep coming faster than 1,000 a second (a stream that slow, or one packet late, is read per packet)."""
+packets keep coming faster than 1,000 a second (a slower stream, or a burst of a few packets, is read per packet)."""
 
 MSG_DONTWAIT: Final[int] = getattr(socket, "MSG_DONTWAIT", 0)
 """A read that returns at once when nothing has come (none on this platform: reads are never paced)."""
@@ -182,7 +183,8 @@ class StampedStream(httpcore.AsyncNetworkStream):
 
     def allow_pacing(self) -> None:
         """Let reads of the response under way be paced from now on, when packets come fast (a provider allows it
-        once the turn's first token is read, so that the TTFT is always a packet's own stamp)."""
+        once the tokens its figures take their moments from were read per packet: the first token, the first answer
+        text, the first sentence's end). A new request on the connection withdraws it."""
         self._pace_ok = self.pace
 
     def _pump(self) -> None:
