@@ -324,6 +324,10 @@ class _Scan:
         return sorted(spans, key=lambda s: (s.start, s.end))
 
 
+_ZEROS: Final[array[float]] = array("d", bytes(8 * 256))
+"""Zero gaps, to extend the gaps of a joined delta with (see ``Delta.chunks``)."""
+
+
 def _scan(events: Iterable[Event], t0: float) -> _Scan:
     """One pass over a turn's events (its request at ``t0``)."""
     out = _Scan(t0=t0, latest=t0, wait_from=t0)
@@ -350,7 +354,10 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
                     out.stall_gaps.append((last_t, t))
                 total += gap
             last_t = t
-            count += 1
+            chunks = e.chunks
+            count += chunks
+            if chunks != 1:  # k chunks read together: k token events at t, the k - 1 gaps between them zero
+                gaps.extend(_ZEROS[: chunks - 1] if chunks <= len(_ZEROS) else array("d", bytes(8 * (chunks - 1))))
             if e.tokens != 0:
                 out.all_uncounted = False
             channel = e.channel

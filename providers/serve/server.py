@@ -208,12 +208,12 @@ class RecordingSource(Source):
                 if e.channel == "tool_args":
                     pending.append(e)
                 else:
-                    plan.pieces.append(Piece(t, e.text, e.channel, e.tokens or 1))
+                    plan.pieces.append(Piece(t, e.text, e.channel, e.tokens or e.chunks))
             elif isinstance(e, ToolCall):
                 plan.calls.append(Call(e.id, e.name))
                 index = len(plan.calls) - 1
                 parts = pending or [Delta(t=e.t, text=e.arguments, channel="tool_args")]
-                plan.pieces.extend(Piece(max(d.t - origin, 0.0), d.text, "tool_args", d.tokens or 1, index)
+                plan.pieces.extend(Piece(max(d.t - origin, 0.0), d.text, "tool_args", d.tokens or d.chunks, index)
                                    for d in parts)
                 pending = []
             elif isinstance(e, Usage):
