@@ -89,7 +89,7 @@ async def _run(provider: HTTPProvider, chunks: list[bytes], stage: str, encoding
     response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunks(chunks))
     real = RealClock()
     clock = LaneClock(real, real.now())  # a lane's clock, as the race gives it: seconds since the lane began
-    limits = _TurnLimits(1800.0, 4 * len(chunks))
+    limits = _TurnLimits(1800.0, sum(chunk.count(b"\n\n") for chunk in chunks))  # max_tokens: its events
     masker = Masker([], shapes=True)
     lane = LiveLane(TierSpec(name="bench", provider=provider.name, model="bench-model"))
     lane.set_encoding("cl100k_base", encoding)
@@ -100,14 +100,14 @@ async def _run(provider: HTTPProvider, chunks: list[bytes], stage: str, encoding
         started = time.process_time()
         for event in events:
             lane.on_event(masker(event))
-            deltas += isinstance(event, Delta)
+            deltas += event.chunks if isinstance(event, Delta) else 0
     elif stage == "parse":
         async for event in provider._read(response, clock, None, 0.0, limits):
-            deltas += isinstance(event, Delta)
+            deltas += event.chunks if isinstance(event, Delta) else 0
     else:
         async for event in provider._read(response, clock, None, 0.0, limits):
             lane.on_event(masker(event))
-            deltas += isinstance(event, Delta)
+            deltas += event.chunks if isinstance(event, Delta) else 0
     return time.process_time() - started, deltas
 
 

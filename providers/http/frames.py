@@ -7,6 +7,7 @@ but for that string: the decoder would say the same with the new text, so its de
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Final
 
@@ -15,6 +16,10 @@ from .sse import SSEEvent
 
 _SCAN_STRING: Final[Callable[[str, int], tuple[str, int]]] = json.decoder.scanstring  # type: ignore[attr-defined]
 """The JSON string scanner (from just after the opening quote to just after the closing one), as json.loads'."""
+
+_STRING_BODY: Final[str] = r'[^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*'
+"""What a JSON string holds between its quotes: no quote, backslash or control character but in an escape (each
+escape is checked by the JSON scanner when one is there)."""
 
 
 class TextFrames:
@@ -26,7 +31,7 @@ class TextFrames:
     decoding. Any event decoded in full forgets the frame (the decoder's state may have changed), and a stream
     whose frames never repeat (a field that changes every event) stops keeping them."""
 
-    __slots__ = ("channel", "event", "hits", "keys", "learned", "prefix", "suffix")
+    __slots__ = ("_fixed", "_pattern", "channel", "event", "hits", "keys", "learned", "prefix", "suffix")
 
     GIVE_UP: Final[int] = 32
     """Frames kept without one of them serving, after which a stream's frames are not kept any more."""
@@ -39,6 +44,11 @@ class TextFrames:
         self.event = ""
         self.learned = 0
         self.hits = 0
+        self._pattern: re.Pattern[str] | None = None
+        """The kept frame as a whole event (its ``event:`` line, its ``data:`` line, the blank line), made when first
+        used (see :meth:`whole`)."""
+        self._fixed = 0
+        """Characters of such an event that are not its text."""
 
     def text(self, sse: SSEEvent) -> str | None:
         """The new text of an event in the kept frame; ``None`` when it is not one (decode it in full)."""
@@ -60,9 +70,40 @@ class TextFrames:
         self.hits += 1
         return text
 
+    def whole(self, chunk: bytes) -> list[str] | None:
+        """The texts of a read made only of whole events in the kept frame (each a ``data:`` line, after an
+        ``event:`` line when the frame has one, and a blank line), in order, found in one pass over the read; the
+        same texts :meth:`text` finds event by event. ``None`` for any other read (or one with an empty text): parse
+        it event by event. The read must start a new event (``SSEParser.clean``)."""
+        prefix = self.prefix
+        if prefix is None:
+            return None
+        pattern = self._pattern
+        if pattern is None:
+            opening = ("data: " if self.event == "message" else f"event: {self.event}\ndata: ") + prefix
+            closing = self.suffix + "\n\n"
+            pattern = self._pattern = re.compile(f"{re.escape(opening)}({_STRING_BODY})\"{re.escape(closing)}")
+            self._fixed = len(opening) + 1 + len(closing)
+        try:
+            data = chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        raws: list[str] = pattern.findall(data)
+        # the events found, none overlapping, add up to the whole read: they are all of it, back to back
+        if not raws or self._fixed * len(raws) + sum(map(len, raws)) != len(data) or "" in raws:
+            return None
+        if "\\" in data:
+            try:
+                raws = [_SCAN_STRING(raw + '"', 0)[0] if "\\" in raw else raw for raw in raws]
+            except ValueError:
+                return None
+        self.hits += len(raws)
+        return raws
+
     def learn(self, sse: SSEEvent, events: list[Event]) -> None:
         """After a full decode: keep the event's frame when it said one piece of text from a text key."""
         self.prefix = None
+        self._pattern = None
         if not self.keys or len(events) != 1 or not isinstance(delta := events[0], Delta):
             return
         if self.hits == 0 and self.learned >= self.GIVE_UP:

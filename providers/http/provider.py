@@ -17,6 +17,7 @@ import os
 import random
 import re
 import socket
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping
@@ -584,7 +585,8 @@ class HTTPProvider(Provider):
         final: list[Event] = []
         opening, seen = b"", False  # the first bytes (to say what came if it was no event stream); any event?
         deadline = limits.deadline if limits is not None else math.inf
-        max_chunks = limits.max_chunks if limits is not None else math.inf
+        max_chunks = limits.max_chunks if limits is not None else sys.maxsize
+        joining = False  # whether text deltas are joined: after the turn's first (its count is not in the decode rate)
         try:
             async for chunk in chunks:
                 now = clock.now()
@@ -597,6 +599,19 @@ class HTTPProvider(Provider):
                     break
                 if not seen and len(opening) < _OPENING:  # only a body without events needs its opening
                     opening += chunk[: _OPENING - len(opening)]
+                if joining and parser.clean and (texts := frames.whole(chunk)) is not None:
+                    seen = True  # a read of text events in the kept frame: parsed in one pass, one delta
+                    room = max_chunks - decoder.deltas
+                    if len(texts) > room and limits is not None:  # as event by event: the one past the limit
+                        texts = texts[:room]                     # ends the turn instead
+                        final = [limits.runaway(t, max_chunks + 1)]
+                    decoder.deltas += len(texts)
+                    if texts:
+                        yield Delta(t, "".join(texts), frames.channel, None, len(texts))  # type: ignore[arg-type]
+                    if final:
+                        decoder.deltas += 1
+                        break
+                    continue
                 try:
                     sses = parser.feed(chunk)
                     if sses:
@@ -607,6 +622,10 @@ class HTTPProvider(Provider):
                         f"{decoder.deltas} text chunks (a line that never ends?); the stream is garbled, try "
                         "again"))]
                     break
+                # The text deltas of one read (one stamp) that follow each other in one channel are joined into one
+                # delta (``Delta.chunks``); the turn's first stays alone.
+                parts: list[str] = []
+                channel = ""
                 for sse in sses:
                     if not sse.valid_utf8:
                         final = [Error(t=t, error="encoding", message=self.clean(
@@ -616,6 +635,11 @@ class HTTPProvider(Provider):
                     text = frames.text(sse)
                     events: list[Event]
                     if text is not None:
+                        if joining and decoder.deltas < max_chunks and (not parts or channel == frames.channel):
+                            decoder.deltas += 1
+                            parts.append(text)
+                            channel = frames.channel
+                            continue
                         events = [decoder.delta(t, text, frames.channel)]
                     else:
                         try:
@@ -629,7 +653,18 @@ class HTTPProvider(Provider):
                         final = events
                         break
                     for event in events:
+                        if type(event) is Delta and event.text:
+                            if joining and event.tokens is None and (not parts or channel == event.channel):
+                                parts.append(event.text)
+                                channel = event.channel
+                                continue
+                            joining = True
+                        if parts:
+                            yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                            parts = []
                         yield event
+                if parts:
+                    yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
                 if final:
                     break
             else:
