@@ -343,7 +343,10 @@ class LiveLane:
             self._stream_total += adjust
             if self.turns:
                 self.turns[-1].streamed += adjust
-            self._window.clear()  # the re-count is not a burst of speed
+            self._window.clear()  # the re-count is not a burst of speed: the rate starts again from the last token
+            last = self.turns[-1].last_token if self.turns else None
+            if last is not None:
+                self._window.append((last, self._stream_total))
             self._sources.discard("chunks")
             self._sources.add("tokenizer")
         self.version += 1

@@ -480,7 +480,7 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
         if size < due:
             continue
         text = "".join(buffered)
-        cut = _word_break(text)
+        cut = tokenizer.word_break(text)
         if cut:
             counted = tokenizer.count(text[:cut], model)
             if counted is None:
@@ -491,15 +491,6 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
         due = max(COUNT_CHUNK, 2 * size)  # a text without a break is looked at again when twice as long: linear
     counted = tokenizer.count("".join(buffered), model)
     return None if counted is None else (total + counted[0], counted[1])
-
-
-def _word_break(text: str) -> int:
-    """The last space of ``text`` after a letter or a digit (0: none)."""
-    at = len(text)
-    while (at := text.rfind(" ", 1, at)) > 0:
-        if text[at - 1].isalnum():
-            return at
-    return 0
 
 
 def _event_tokens(delta: Delta, m: TurnMetrics, model: str) -> int:

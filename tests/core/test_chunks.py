@@ -130,12 +130,17 @@ def figures(lane: LiveLane, now: float) -> dict[str, Any]:
             "turns": [(t.token_events, t.streamed, t.first_tokens, t.gaps) for t in lane.turns]}
 
 
-@pytest.mark.parametrize("usage", [True, False])
-def test_the_live_lane_shows_the_same_figures_for_a_stream_and_its_joined_reads(usage: bool) -> None:
+@pytest.mark.parametrize("source", ["usage", "chunks", "tokenizer", "tokenizer loaded mid-stream"])
+def test_the_live_lane_shows_the_same_figures_for_a_stream_and_its_joined_reads(source: str) -> None:
+    usage = source == "usage"
     events = turn(random.Random(3), 0.0, 500, usage=usage, reasoning=40)
     merged = joined(events)
     tier = TierSpec(name="lane", provider="openai", model="m", price=Price(input=1.0, output=2.0))
     split_lane, joined_lane = LiveLane(tier), LiveLane(tier)
+    name, encoding = tokens.get_encoding("m")
+    if source == "tokenizer":
+        split_lane.set_encoding(name, encoding)
+        joined_lane.set_encoding(name, encoding)
     pending = list(merged)
     for i, e in enumerate(events):  # sampled as the screen does, once a read's chunks are all in
         split_lane.on_event(e)
@@ -143,9 +148,13 @@ def test_the_live_lane_shows_the_same_figures_for_a_stream_and_its_joined_reads(
             continue
         while pending and pending[0].t <= e.t:
             joined_lane.on_event(pending.pop(0))
+        if (source == "tokenizer loaded mid-stream" and i >= 120 and split_lane.encoding is None
+                and events[i + 1].t == events[i + 2].t):  # just before a read of several chunks
+            split_lane.set_encoding(name, encoding)
+            joined_lane.set_encoding(name, encoding)
         assert figures(joined_lane, e.t + 0.01) == figures(split_lane, e.t + 0.01)
     assert not pending
-    assert split_lane.tokens_source == ("usage" if usage else "chunks")
+    assert split_lane.tokens_source == source.split()[0]
     for now in (0.3, 1.0, 2.5, 9.0):
         assert figures(joined_lane, now) == figures(split_lane, now)
 
