@@ -9,7 +9,7 @@ tiktoken, as the screen does. No network and no screen: what is measured is this
 
 Goal (issue 12): per token, a few microseconds in these layers.
 
-    python scripts/bench_parse.py [--tokens 20000] [--runs 5] [--per-chunk 1,8,0] [--stage all|parse|live]
+    python scripts/bench_parse.py [--tokens 20000] [--runs 5] [--per-chunk 1,8,100,0] [--stage all|parse|live]
                                   [--text passage|varied|both]
 """
 
@@ -136,7 +136,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--per-chunk", default="1,8,0", help="events per chunk, comma-separated; 0 = 97-byte cuts")
+    parser.add_argument("--per-chunk", default="1,8,100,0",
+                        help="events per chunk, comma-separated (100: a paced read at 12k tok/s); 0 = 97-byte cuts")
     parser.add_argument("--stage", choices=("all", "parse", "live"), default="all",
                         help="all: bytes to live lane; parse: bytes to events; live: masking + live lane only")
     parser.add_argument("--text", choices=("passage", "varied", "both"), default="both",
