@@ -635,7 +635,10 @@ class HTTPProvider(Provider):
                     text = frames.text(sse)
                     events: list[Event]
                     if text is not None:
-                        if joining and decoder.deltas < max_chunks and (not parts or channel == frames.channel):
+                        if joining and decoder.deltas < max_chunks:  # its delta would join: only its text is kept
+                            if parts and channel != frames.channel:
+                                yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                                parts = []
                             decoder.deltas += 1
                             parts.append(text)
                             channel = frames.channel
@@ -654,7 +657,10 @@ class HTTPProvider(Provider):
                         break
                     for event in events:
                         if type(event) is Delta and event.text:
-                            if joining and event.tokens is None and (not parts or channel == event.channel):
+                            if joining and event.tokens is None:
+                                if parts and channel != event.channel:
+                                    yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                                    parts = []
                                 parts.append(event.text)
                                 channel = event.channel
                                 continue

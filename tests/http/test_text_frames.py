@@ -274,3 +274,14 @@ def test_openais_padding_and_event_numbers_change_every_event_and_the_frame_stil
     assert kept.text(SSEEvent("message", chat({"content": "b"}, obfuscation=1)[6:-2].decode())) is None
     assert kept.text(SSEEvent("message", chat({"content": "b"}, obfuscation="1", x=1)[6:-2].decode())) is None
     assert kept.whole(chat({"content": "b"}, obfuscation="q") + chat({"content": "c"}, obfuscation="")) == ["b", "c"]
+
+
+@pytest.mark.parametrize(("kind", "wire_type"), [("openai", ChatWire), ("anthropic", AnthropicWire),
+                                                 ("openai-responses", ResponsesWire)])
+def test_a_read_holding_reasoning_then_answer_is_one_delta_per_channel_run(kind: str, wire_type: type[Wire]) -> None:
+    pieces = [Piece(0.0, f" r{i}", "reasoning") for i in range(6)] + [Piece(0.0, f" c{i}") for i in range(5)]
+    frames = wire_frames(wire_type, pieces)
+    events = read_in(kind, [b"".join(frames[:2]), b"".join(frames[2:])], 1)
+    deltas = [(d.channel, d.text, d.chunks) for d in events if isinstance(d, Delta)]
+    assert deltas == [("reasoning", " r0", 1), ("reasoning", " r1 r2 r3 r4 r5", 5),
+                      ("content", " c0 c1 c2 c3 c4", 5)]
