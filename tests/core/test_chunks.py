@@ -182,10 +182,14 @@ def test_a_single_chunk_delta_is_written_as_before() -> None:
     assert event_from_dict({"kind": "delta", "t": 0.5, "text": "hi"}).chunks == 1  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "3", None, 10**13])
-def test_a_recorded_chunks_that_is_not_a_count_from_one_is_refused(bad: object) -> None:
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "3", None, 3, 10**13])
+def test_a_recorded_chunks_that_is_not_a_count_from_one_to_its_characters_is_refused(bad: object) -> None:
+    """Each chunk joined holds some text: more chunks than characters is a made-up line (and would make the metrics
+    hold a gap per chunk)."""
     with pytest.raises(EventFormatError, match="chunks is"):
         event_from_dict({"kind": "delta", "t": 0.5, "text": "hi", "chunks": bad})
+    assert event_from_dict({"kind": "delta", "t": 0.5, "text": "hi", "chunks": 2}).chunks == 2  # type: ignore[union-attr]
+    assert event_from_dict({"kind": "delta", "t": 0.5, "text": "", "chunks": 1}).chunks == 1  # type: ignore[union-attr]
 
 
 def test_the_event_log_keeps_joined_deltas_as_they_came() -> None:
