@@ -599,8 +599,11 @@ class HTTPProvider(Provider):
                     break
                 if not seen and len(opening) < _OPENING:  # only a body without events needs its opening
                     opening += chunk[: _OPENING - len(opening)]
-                if joining and parser.clean and (texts := frames.whole(chunk)) is not None:
-                    seen = True  # a read of text events in the kept frame: parsed in one pass, one delta
+                # A read of text events in the kept frame (up to the start of an event the next read completes):
+                # parsed in one pass, one delta; what follows the last whole event goes to the parser.
+                cut = chunk.rfind(b"\n\n") + 2 if joining and parser.clean else 0
+                if cut > 1 and (texts := frames.whole(chunk if cut == len(chunk) else chunk[:cut])) is not None:
+                    seen = True
                     room = max_chunks - decoder.deltas
                     if len(texts) > room and limits is not None:  # as event by event: the one past the limit
                         texts = texts[:room]                     # ends the turn instead
@@ -611,7 +614,9 @@ class HTTPProvider(Provider):
                     if final:
                         decoder.deltas += 1
                         break
-                    continue
+                    chunk = chunk[cut:]
+                    if not chunk:
+                        continue
                 try:
                     sses = parser.feed(chunk)
                     if sses:

@@ -285,3 +285,31 @@ def test_a_read_holding_reasoning_then_answer_is_one_delta_per_channel_run(kind:
     deltas = [(d.channel, d.text, d.chunks) for d in events if isinstance(d, Delta)]
     assert deltas == [("reasoning", " r0", 1), ("reasoning", " r1 r2 r3 r4 r5", 5),
                       ("content", " c0 c1 c2 c3 c4", 5)]
+
+
+def test_a_read_ending_inside_an_event_is_parsed_in_one_pass_up_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read capped by its size (or a packet cut) ends inside an event: the whole events before it are still one
+    pass and one delta, and the rest waits for the next read, as event by event."""
+    frames = wire_frames(ChatWire, [Piece(0.0, f" w{i}") for i in range(40)])
+    whole = b"".join(frames[2:-1])
+    reads = [b"".join(frames[:2]), whole[:1000], whole[1000:2500], whole[2500:], frames[-1]]
+    one_by_one = TextFrames.text
+    looked: list[int] = []
+    monkeypatch.setattr(TextFrames, "text", lambda self, sse: looked.append(1) or one_by_one(self, sse))
+    events = read_in("openai", reads, 1)
+    events_in = b"".join(frames).count(b"\n\n")
+    assert len(looked) == events_in - whole[:1000].count(b"\n\n")  # the first cut read: not event by event
+    assert joined(events) == joined(read_in("openai", frames, 1))
+    deltas = [d for d in events if isinstance(d, Delta)]
+    assert [d.chunks for d in deltas] == [1, *(text.count(b"\n\n") for text in _complete(reads[1:4]))]
+
+
+def _complete(reads: list[bytes]) -> list[bytes]:
+    """The part of each read that completes events (from its first whole event's start to its last one's end)."""
+    out, carry = [], b""
+    for read in reads:
+        data = carry + read
+        cut = data.rfind(b"\n\n") + 2
+        out.append(data[:cut])
+        carry = data[cut:]
+    return out
