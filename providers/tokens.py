@@ -99,6 +99,10 @@ MEMO_SIZE: Final[int] = 2048
 """Tails remembered per encoding with what encoding them gave (see :class:`IncrementalCounter`): at most about
 0.5 MB, and never more however long the stream."""
 
+MEMO_CHARS: Final[int] = 2 * TAIL_CHARS
+"""The longest tail remembered: a longer one (a delta joining many chunks, see ``Delta.chunks``) hardly ever
+repeats, and would make the memo's bound a matter of how text was read."""
+
 _MEMOS: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, int, int]]] = weakref.WeakKeyDictionary()
 
 
@@ -152,7 +156,7 @@ class IncrementalCounter:
     def feed(self, text: str) -> int:
         """Add text; return the new total."""
         tail = self._tail + text
-        memo = self._memo
+        memo = self._memo if len(tail) <= MEMO_CHARS else None
         step = memo.get(tail) if memo is not None else None
         if step is None:
             step = self._step(tail)
