@@ -219,3 +219,17 @@ def test_a_counter_whose_text_does_not_repeat_stops_using_the_memo_and_counts_th
     repeating = tokens.IncrementalCounter(counting)  # a lane whose text repeats keeps it
     assert [repeating.feed(p) for p in PARTS] == _reference_totals(encoding, PARTS)
     assert repeating._memo is not None
+
+
+def test_long_tails_of_joined_chunks_are_counted_but_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    monkeypatch.setattr(tokens, "_MEMOS", weakref.WeakKeyDictionary())
+    counting = _Counting(encoding)
+    counter = tokens.IncrementalCounter(counting)
+    joined = ["".join(PARTS[i:i + 40]) for i in range(0, len(PARTS), 40)]
+    text = ""
+    for piece in joined:
+        text += piece
+        assert counter.feed(piece) == len(encoding.encode_ordinary(text))
+    assert all(len(tail) <= tokens.MEMO_CHARS for tail in tokens._MEMOS[counting])
