@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 import pytest
+from serving import joined
 
 from providers import tokens
 from providers.base import Price, TierSpec
@@ -56,37 +57,6 @@ def turn(rng: random.Random, t0: float, n: int, usage: bool, reasoning: int = 0)
         out.append(Usage(t=t, input=12, output=n + 5, cached=4))
     out.append(Done(t=t))
     return out
-
-
-def joined(events: list[Event]) -> list[Event]:
-    """The same stream with each run of same-time, same-channel text deltas (no provider count) joined into one
-    delta of ``chunks=k``, as the HTTP provider joins the text chunks of one read; a turn's first text delta stays
-    alone."""
-    out: list[Event] = []
-    first = True
-    for e in events:
-        if isinstance(e, Request):
-            first = True
-        prev = out[-1] if out else None
-        if (isinstance(e, Delta) and e.text and e.tokens is None and isinstance(prev, Delta) and not first
-                and prev.text and prev.tokens is None and prev.t == e.t and prev.channel == e.channel
-                and not prev_is_first(out)):
-            out[-1] = Delta(e.t, prev.text + e.text, e.channel, None, prev.chunks + e.chunks)
-            continue
-        if isinstance(e, Delta) and e.text:
-            first = False
-        out.append(e)
-    return out
-
-
-def prev_is_first(out: list[Event]) -> bool:
-    """Whether the last event kept is its turn's first text delta (never joined with what follows)."""
-    for e in reversed(out[:-1]):
-        if isinstance(e, Request):
-            return True
-        if isinstance(e, Delta) and e.text:
-            return False
-    return True
 
 
 @pytest.fixture(params=["usage", "tokenizer", "chunks"])
