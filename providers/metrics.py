@@ -346,6 +346,10 @@ class _Scan:
         return sorted(spans, key=lambda s: (s.start, s.end))
 
 
+_ZEROS: Final[array[float]] = array("d", bytes(8 * 256))
+"""Zero gaps, to extend the gaps of a joined delta with (see ``Delta.chunks``)."""
+
+
 def _scan(events: Iterable[Event], t0: float) -> _Scan:
     """One pass over a turn's events (its request at ``t0``)."""
     out = _Scan(t0=t0, latest=t0, wait_from=t0)
@@ -372,7 +376,10 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
                     out.stall_gaps.append((last_t, t))
                 total += gap
             last_t = t
-            count += 1
+            chunks = e.chunks
+            count += chunks
+            if chunks != 1:  # k chunks read together: k token events at t, the k - 1 gaps between them zero
+                gaps.extend(_ZEROS[: chunks - 1] if chunks <= len(_ZEROS) else array("d", bytes(8 * (chunks - 1))))
             if e.tokens != 0:
                 out.all_uncounted = False
             channel = e.channel
@@ -496,7 +503,7 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
         if size < due:
             continue
         text = "".join(buffered)
-        cut = _word_break(text)
+        cut = tokenizer.word_break(text)
         if cut:
             counted = tokenizer.count(text[:cut], model)
             if counted is None:
@@ -507,15 +514,6 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
         due = max(COUNT_CHUNK, 2 * size)  # a text without a break is looked at again when twice as long: linear
     counted = tokenizer.count("".join(buffered), model)
     return None if counted is None else (total + counted[0], counted[1])
-
-
-def _word_break(text: str) -> int:
-    """The last space of ``text`` after a letter or a digit (0: none)."""
-    at = len(text)
-    while (at := text.rfind(" ", 1, at)) > 0:
-        if text[at - 1].isalnum():
-            return at
-    return 0
 
 
 def _event_tokens(delta: Delta, m: TurnMetrics, model: str) -> int:

@@ -17,6 +17,7 @@ import os
 import random
 import re
 import socket
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping
@@ -625,7 +626,8 @@ class HTTPProvider(Provider):
         final: list[Event] = []
         opening, seen = b"", False  # the first bytes (to say what came if it was no event stream); any event?
         deadline = limits.deadline if limits is not None else math.inf
-        max_chunks = limits.max_chunks if limits is not None else math.inf
+        max_chunks = limits.max_chunks if limits is not None else sys.maxsize
+        joining = False  # whether text deltas are joined: after the turn's first (its count is not in the decode rate)
         try:
             async for chunk in chunks:
                 now = clock.now()
@@ -638,6 +640,24 @@ class HTTPProvider(Provider):
                     break
                 if not seen and len(opening) < _OPENING:  # only a body without events needs its opening
                     opening += chunk[: _OPENING - len(opening)]
+                # A read of text events in the kept frame (up to the start of an event the next read completes):
+                # parsed in one pass, one delta; what follows the last whole event goes to the parser.
+                cut = chunk.rfind(b"\n\n") + 2 if joining and parser.clean else 0
+                if cut > 1 and (texts := frames.whole(chunk if cut == len(chunk) else chunk[:cut])) is not None:
+                    seen = True
+                    room = max_chunks - decoder.deltas
+                    if len(texts) > room and limits is not None:  # as event by event: the one past the limit
+                        texts = texts[:room]                     # ends the turn instead
+                        final = [limits.runaway(t, max_chunks + 1)]
+                    decoder.deltas += len(texts)
+                    if texts:
+                        yield Delta(t, "".join(texts), frames.channel, None, len(texts))  # type: ignore[arg-type]
+                    if final:
+                        decoder.deltas += 1
+                        break
+                    chunk = chunk[cut:]
+                    if not chunk:
+                        continue
                 try:
                     sses = parser.feed(chunk)
                     if sses:
@@ -648,6 +668,10 @@ class HTTPProvider(Provider):
                         f"{decoder.deltas} text chunks (a line that never ends?); the stream is garbled, try "
                         "again"))]
                     break
+                # The text deltas of one read (one stamp) that follow each other in one channel are joined into one
+                # delta (``Delta.chunks``); the turn's first stays alone.
+                parts: list[str] = []
+                channel = ""
                 for sse in sses:
                     if not sse.valid_utf8:
                         final = [Error(t=t, error="encoding", message=self.clean(
@@ -657,6 +681,14 @@ class HTTPProvider(Provider):
                     text = frames.text(sse)
                     events: list[Event]
                     if text is not None:
+                        if joining and decoder.deltas < max_chunks:  # its delta would join: only its text is kept
+                            if parts and channel != frames.channel:
+                                yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                                parts = []
+                            decoder.deltas += 1
+                            parts.append(text)
+                            channel = frames.channel
+                            continue
                         events = [decoder.delta(t, text, frames.channel)]
                     else:
                         try:
@@ -670,7 +702,21 @@ class HTTPProvider(Provider):
                         final = events
                         break
                     for event in events:
+                        if type(event) is Delta and event.text:
+                            if joining and event.tokens is None:
+                                if parts and channel != event.channel:
+                                    yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                                    parts = []
+                                parts.append(event.text)
+                                channel = event.channel
+                                continue
+                            joining = True
+                        if parts:
+                            yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                            parts = []
                         yield event
+                if parts:
+                    yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
                 if final:
                     break
             else:
