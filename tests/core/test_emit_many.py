@@ -351,3 +351,19 @@ asyncio.run(go())
     assert raw.endswith(b"\n") and raw.count(b"\n") == 40  # the header and 39 events
     rec = read_recording(path)
     assert rec.warnings == [] and sum(len(events) for events in rec.events.values()) == 39
+
+
+@pytest.mark.parametrize("tokens", [1, 7, None])
+@pytest.mark.parametrize("channel", ["content", "reasoning", "tool_args"])
+def test_the_streams_own_delta_maker_makes_what_delta_makes(channel: str, tokens: int | None) -> None:
+    import dataclasses
+    import pickle
+
+    from providers.synthetic import _new_delta
+
+    made, want = _new_delta(1.25, " word", channel, tokens), Delta(1.25, " word", channel, tokens)  # type: ignore[arg-type]
+    assert type(made) is Delta and made == want and hash(made) == hash(want) and repr(made) == repr(want)
+    assert all(getattr(made, f.name) == getattr(want, f.name) for f in dataclasses.fields(Delta))  # defaults too
+    assert pickle.loads(pickle.dumps(made)) == want
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.text = "changed"  # type: ignore[misc]
