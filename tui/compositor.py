@@ -1,12 +1,13 @@
-"""Textual's compositor, drawing a partial update from only the lines that changed.
+"""Textual's compositor, drawing a partial update from only the parts of lines that changed.
 
 Textual paints a partial update from one rectangle around every region that changed, and asks every widget in
 that rectangle for all of its lines: a race frame that moves the text at the top and the timeline at the bottom
 has every widget on the screen (the prompt, the footer, the lanes' containers...) hand over every line, to keep
-the few that changed. :class:`LineCompositor` asks each widget only for its lines that are redrawn, and skips a
-widget on a line where the widgets in front of it already cover all of its part of the line (a lane's container
-behind its text). What is painted is the same, cell for cell: the same widgets' same lines, front to back, the
-first to cover a part of a line winning as in Textual's own; only lines nobody would see are not asked for.
+the few that changed. :class:`LineCompositor` asks a widget only for its lines where it shows something that is
+written out: a part of the line that changed, not yet covered by a widget in front of it (a lane's container is
+not asked for the lines of the text it holds, nor for its border beside them, which did not change). What is
+written is the same, cell for cell: the same widgets' same lines, front to back, the first to cover a part of a
+line winning, as in Textual's own; only parts nobody writes out are not drawn. A full update draws everything.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
-from textual._compositor import Compositor
+from textual._compositor import ChopsUpdate, Compositor
 from textual.geometry import Region
 from textual.strip import Strip
+
+Spans = dict[int, list[tuple[int, int]]]
+"""The parts of each line to write out: line -> (first cell, end cell) pairs."""
 
 
 def runs(lines: list[int]) -> list[tuple[int, int]]:
@@ -31,18 +35,50 @@ def runs(lines: list[int]) -> list[tuple[int, int]]:
 
 
 class LineCompositor(Compositor):
-    """A compositor whose partial updates ask widgets only for the lines they redraw (see the module)."""
+    """A compositor whose partial updates ask widgets only for what is written out (see the module)."""
+
+    _spans: Spans | None = None
+    """The parts of lines the partial update being drawn writes out (``None``: all of every line drawn)."""
+
+    def render_partial_update(self) -> ChopsUpdate | None:
+        # Textual's own, but the parts of lines written out are known to the drawing (``_render_chops``).
+        update_regions = self._dirty_regions.copy()
+        self._dirty_regions.clear()
+        if not update_regions:
+            return None
+        crop = Region.from_union(update_regions).intersection(self.size.region)
+        spans = list(self._regions_to_spans(update_regions))
+        by_line: Spans = {}
+        for y, x1, x2 in spans:
+            by_line.setdefault(y, []).append((x1, x2))
+        self._spans = by_line
+        try:
+            chops = self._render_chops(crop, by_line.__contains__)
+        finally:
+            self._spans = None
+        return ChopsUpdate(chops, spans, [cut_set[1:] for cut_set in self.cuts])
 
     def _render_chops(self, crop: Region, is_rendered_line: Callable[[int], bool],
                       ) -> Sequence[Mapping[int, Strip]]:
         cuts = self.cuts
         chops: list[dict[int, Strip | None]] = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
-        wanted = runs([y for y in crop.line_range if is_rendered_line(y)])
-        if not wanted:
-            return cast("Sequence[Mapping[int, Strip]]", chops)
+        spans = self._spans
+        everything = [(0, self.size.width)]
+        todo: dict[int, list[int]] = {}
+        """Line -> where the parts of it still to draw start (a part: from one cut to the next, written out)."""
+        for y in crop.line_range:
+            if is_rendered_line(y):
+                line_cuts = cuts[y]
+                line_spans = everything if spans is None else spans[y]
+                starts = [cut for cut, end in zip(line_cuts, line_cuts[1:], strict=False)
+                          if any(cut < x2 and end > x1 for x1, x2 in line_spans)]
+                if starts:
+                    todo[y] = starts
         crop_overlaps = crop.overlaps
         intersection = Region.intersection
-        for widget, (region, clip) in self.visible_widgets.items():
+        for widget, (region, clip) in self.visible_widgets.items():  # front to back
+            if not todo:
+                break
             if not crop_overlaps(clip):
                 continue
             x, top, width, height = intersection(region, clip)
@@ -50,31 +86,19 @@ class LineCompositor(Compositor):
                 continue
             last_x = x + width
             bottom = top + height
-            for first, end in wanted:
-                first, end = max(first, top), min(end, bottom)
-                if first >= end:
-                    continue
-                # The lines of this run where something of this widget's part is not covered yet
-                need = [y for y in range(first, end) if _uncovered(chops[y], cuts[y], x, last_x)]
-                for start, stop in runs(need):
-                    strips = widget.render_lines(Region(x - region.x, start - region.y, width, stop - start))
-                    for y, strip in zip(range(start, stop), strips, strict=False):
-                        chops_line = chops[y]
-                        final_cuts = [cut for cut in cuts[y] if last_x >= cut >= x]
-                        get = chops_line.get
-                        for cut, part in zip(final_cuts, strip.divide([cut - x for cut in final_cuts[1:]]),
-                                             strict=False):
-                            if get(cut) is None:
-                                chops_line[cut] = part
+            need = [y for y in sorted(todo) if top <= y < bottom and any(x <= cut < last_x for cut in todo[y])]
+            for start, stop in runs(need):
+                strips = widget.render_lines(Region(x - region.x, start - region.y, width, stop - start))
+                for y, strip in zip(range(start, stop), strips, strict=False):
+                    chops_line = chops[y]
+                    final_cuts = [cut for cut in cuts[y] if last_x >= cut >= x]
+                    get = chops_line.get
+                    for cut, part in zip(final_cuts, strip.divide([cut - x for cut in final_cuts[1:]]), strict=False):
+                        if get(cut) is None:
+                            chops_line[cut] = part
+                    left = [cut for cut in todo[y] if chops_line[cut] is None]
+                    if left:
+                        todo[y] = left
+                    else:
+                        del todo[y]
         return cast("Sequence[Mapping[int, Strip]]", chops)
-
-
-def _uncovered(chops_line: dict[int, Strip | None], line_cuts: list[int], x: int, last_x: int) -> bool:
-    """Whether a part of the line from ``x`` to ``last_x`` has no strip yet (a widget there would paint it)."""
-    get = chops_line.get
-    for cut in line_cuts:
-        if cut >= last_x:
-            return False
-        if cut >= x and get(cut) is None:
-            return True
-    return False

@@ -11,6 +11,7 @@ per lane); a terminal too short for that gets thinner rows (:func:`fitting_heigh
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -140,9 +141,9 @@ def paint(segments: list[tuple[str, float, float]], span: float, cells: int) -> 
         if start >= span:
             continue
         first = int(start * per)
-        last = max(first + 1, math.ceil(min(end, span) * per))
-        for c in range(first, min(last, cells)):
-            out[c] = kind
+        last = min(max(first + 1, math.ceil(min(end, span) * per)), cells)
+        if last > first:
+            out[first:last] = [kind] * (last - first)
     return out
 
 
@@ -166,6 +167,8 @@ class Timeline(Widget):
         self._lines: tuple[list[Row], int, list[tuple[Row, int]]] = ([], 1, [])
         self._drawn: tuple[tuple[object, ...], list[Strip]] | None = None
         """Every line as last drawn, and what it was drawn from (rows, time, size, style, zoom)."""
+        self._axis_drawn: tuple[tuple[object, ...], Strip] | None = None
+        """The axis as last drawn, and what it was drawn from (cells, span, style, zoom, width)."""
 
     def on_mount(self) -> None:
         # Another theme may ask for other row heights: lay out again (a theme change alone only repaints).
@@ -257,7 +260,10 @@ class Timeline(Widget):
         span = self.span
         strips = [self._lane_row(row, line, 1 if row.track else self._lines[1], cells, span,
                                  base).adjust_cell_length(width, base) for row, line in lines]
-        strips.append(self._axis(cells, span, base).adjust_cell_length(width, base))
+        axis_key = (cells, span, base, self.zoom, width)
+        if self._axis_drawn is None or self._axis_drawn[0] != axis_key:  # the axis moves only when it rescales
+            self._axis_drawn = (axis_key, self._axis(cells, span, base).adjust_cell_length(width, base))
+        strips.append(self._axis_drawn[1])
         self._drawn = (key, strips)
         return self._drawn
 
@@ -276,29 +282,21 @@ class Timeline(Widget):
             label = (name if len(name) < LABEL_WIDTH - 1 else name[: LABEL_WIDTH - 2] + "…").ljust(LABEL_WIDTH)
             segments = [Segment(label, base + pal.lane(index) + Style(bold=True))]
         kinds = paint([(s.kind, s.start, s.end) for s in row.spans], span, cells)
-        run_kind: str | None = None
-        run = 0
-        end_cell = max((i for i, k in enumerate(kinds) if k is not None), default=-1)
-
         work, thin = WORK_GLYPHS[height][line], THIN_GLYPHS[height][line]
-
-        def flush() -> None:
-            if run:
-                if run_kind is None:
-                    segments.append(Segment(" " * run, base))
-                else:
-                    glyph = thin if run_kind in THIN else work
-                    style = pal.segment(run_kind)
-                    if glyph == "█" and height > 1:  # filled behind too, so the lines of a thick bar join up
-                        style += Style(bgcolor=style.color)
-                    segments.append(Segment(glyph * run, base + style))
-
-        for kind in kinds:
-            if kind != run_kind:
-                flush()
-                run_kind, run = kind, 0
-            run += 1
-        flush()
+        end_cell = -1
+        cell = 0
+        for run_kind, same in itertools.groupby(kinds):  # a segment per run of one kind, not per cell
+            run = len(list(same))
+            cell += run
+            if run_kind is None:
+                segments.append(Segment(" " * run, base))
+                continue
+            end_cell = cell - 1
+            glyph = thin if run_kind in THIN else work
+            style = pal.segment(run_kind)
+            if glyph == "█" and height > 1:  # filled behind too, so the lines of a thick bar join up
+                style += Style(bgcolor=style.color)
+            segments.append(Segment(glyph * run, base + style))
         mark = END_MARK.get(lane.state)
         e2e = lane.e2e
         if mark and e2e is not None and not row.track and not line and end_cell + 1 < cells:
