@@ -12,6 +12,7 @@ line winning, as in Textual's own; only parts nobody writes out are not drawn. A
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
@@ -70,7 +71,7 @@ class LineCompositor(Compositor):
             if is_rendered_line(y):
                 line_cuts = cuts[y]
                 line_spans = everything if spans is None else spans[y]
-                starts = [cut for cut, end in zip(line_cuts, line_cuts[1:], strict=False)
+                starts = [cut for cut, end in itertools.pairwise(line_cuts)
                           if any(cut < x2 and end > x1 for x1, x2 in line_spans)]
                 if starts:
                     todo[y] = starts

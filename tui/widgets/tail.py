@@ -169,7 +169,7 @@ class Wrapper:
                 newline = end_of_text
             while pos < newline:
                 if used == 0 and text[pos] == " " and len(lines) + self.dropped > 1:
-                    pos = _SPACES.match(text, pos).end()  # type: ignore[union-attr] (a space is there)
+                    pos = _after_spaces(text, pos)
                     continue
                 end = pos + width - used
                 if end <= pos:  # the line is full (a wide character can overfill a line one cell wide)
@@ -193,7 +193,7 @@ class Wrapper:
                     lines.append([])
                     used = 0
                 elif text[pos] == " ":  # spaces wider than the whole (first) line: they break it and go
-                    pos = _SPACES.match(text, pos).end()  # type: ignore[union-attr] (a space is there)
+                    pos = _after_spaces(text, pos)
                     lines.append([])
                 else:  # a word wider than the line: cut it
                     _add(lines[-1], text[pos:pos + width], channel)
@@ -242,6 +242,12 @@ def _add(line: Line, text: str, channel: str) -> None:
         line[-1] = (line[-1][0] + text, channel)
     else:
         line.append((text, channel))
+
+
+def _after_spaces(text: str, pos: int) -> int:
+    """Where the run of spaces at ``pos`` ends."""
+    match = _SPACES.match(text, pos)
+    return match.end() if match else pos
 
 
 def _cut(word: str, width: int) -> str:
