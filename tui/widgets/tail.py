@@ -24,6 +24,7 @@ from textual.widget import Widget
 
 from providers.live import LiveLane
 
+from .direct import plain as draws_plainly
 from .palette import palette
 from .printable import printable
 
@@ -390,7 +391,7 @@ class TailText(Widget):
         if self._layout != (id(self.lane), *size):  # drawn before a sync at this size
             self._update()
         base = self.visual_style.rich_style
-        plain = self._plain()
+        plain = draws_plainly(self)
         # Nothing of Textual's own styling to draw around or over the text: its per-line pipeline would hand back
         # the lines as they are, so they go out directly, each drawn once with the app's filters applied (as that
         # pipeline applies them) and kept so.
@@ -405,13 +406,6 @@ class TailText(Widget):
             x1, x2 = crop.column_span
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips
-
-    def _plain(self) -> bool:
-        """No border, padding, outline, tint, hatch or opacity: Textual would draw each line as it is given."""
-        styles = self.styles
-        return (not any(styles.gutter) and not any(edge for edge, _ in styles.outline) and not styles.tint.a
-                and styles.text_opacity == 1 and self.opacity == 1
-                and not (styles.has_rule("hatch") and styles.hatch != "none"))
 
     def render_line(self, y: int) -> Strip:
         width, base, styles, shown, filters, background = self._pass

@@ -1,0 +1,42 @@
+"""Lines that go out as a widget draws them, when Textual has nothing to add to them.
+
+Textual draws every line of a widget through its styling pipeline (borders, padding, tint, opacity, hatch), and
+before that works out the widget's colours from its ancestors: a tenth of a millisecond a widget, each time one of
+its lines changed. A widget with none of those styles would get its lines back as it drew them, with the app's
+line filters applied; :class:`DirectLines` hands them over so, and draws through Textual's pipeline otherwise.
+"""
+
+from __future__ import annotations
+
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+
+def plain(widget: Widget) -> bool:
+    """No border, padding, outline, tint, hatch or opacity: Textual would draw each line as it is given."""
+    styles = widget.styles
+    return (not any(styles.gutter) and not any(edge for edge, _ in styles.outline) and not styles.tint.a
+            and styles.text_opacity == 1 and widget.opacity == 1
+            and not (styles.has_rule("hatch") and styles.hatch != "none"))
+
+
+class DirectLines(Widget):
+    """A widget whose lines (from :meth:`render_line`, each as wide as the widget) go out as drawn when it is
+    :func:`plain`, with the app's line filters applied as Textual applies them."""
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if not plain(self):
+            return super().render_lines(crop)
+        strips = [self.render_line(y) for y in crop.line_range]
+        filters = self.get_line_filters()
+        if filters:
+            background = self.background_colors[1]
+            for index, strip in enumerate(strips):
+                for line_filter in filters:
+                    strip = strip.apply_filter(line_filter, background)  # kept on the strip: drawn once
+                strips[index] = strip
+        if crop.column_span != (0, self.size.width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
