@@ -12,6 +12,7 @@ line winning, as in Textual's own; only parts nobody writes out are not drawn. A
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
@@ -64,21 +65,24 @@ class LineCompositor(Compositor):
         cuts = self.cuts
         chops: list[dict[int, Strip | None]] = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
         spans = self._spans
-        everything = [(0, self.size.width)]
         todo: dict[int, list[int]] = {}
         """Line -> where the parts of it still to draw start (a part: from one cut to the next, written out)."""
         for y in crop.line_range:
-            if is_rendered_line(y):
-                line_cuts = cuts[y]
-                line_spans = everything if spans is None else spans[y]
+            if not is_rendered_line(y):
+                continue
+            line_cuts = cuts[y]
+            if spans is None:
+                starts = line_cuts[:-1]
+            else:
                 starts = [cut for cut, end in itertools.pairwise(line_cuts)
-                          if any(cut < x2 and end > x1 for x1, x2 in line_spans)]
-                if starts:
-                    todo[y] = starts
+                          if any(cut < x2 and end > x1 for x1, x2 in spans[y])]
+            if starts:
+                todo[y] = starts
+        lines = sorted(todo)
         crop_overlaps = crop.overlaps
         intersection = Region.intersection
         for widget, (region, clip) in self.visible_widgets.items():  # front to back
-            if not todo:
+            if not lines:
                 break
             if not crop_overlaps(clip):
                 continue
@@ -86,8 +90,10 @@ class LineCompositor(Compositor):
             if not (width and height):
                 continue
             last_x = x + width
-            bottom = top + height
-            need = [y for y in sorted(todo) if top <= y < bottom and any(x <= cut < last_x for cut in todo[y])]
+            need = [y for y in lines[bisect.bisect_left(lines, top):bisect.bisect_left(lines, top + height)]
+                    if any(x <= cut < last_x for cut in todo[y])]
+            if not need:
+                continue
             for start, stop in runs(need):
                 strips = widget.render_lines(Region(x - region.x, start - region.y, width, stop - start))
                 for y, strip in zip(range(start, stop), strips, strict=False):
@@ -102,4 +108,5 @@ class LineCompositor(Compositor):
                         todo[y] = left
                     else:
                         del todo[y]
+            lines = [y for y in lines if y in todo]
         return cast("Sequence[Mapping[int, Strip]]", chops)
