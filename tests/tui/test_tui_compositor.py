@@ -113,3 +113,33 @@ async def test_partial_updates_write_what_a_whole_new_screen_shows(size: tuple[i
             assert cells(textual[: size[1]]) == cells(whole), frame
         assert written > 0
         assert app.runner.live.finished or t > 5
+
+
+async def test_widgets_drawn_directly_draw_what_textual_would() -> None:
+    """The timeline's lines and the gauges go out as drawn, with the app's filters: the same lines as through
+    Textual's own per-line styling."""
+    from textual.geometry import Region
+    from textual.widget import Widget
+
+    from tui.widgets.direct import DirectLines, plain
+    from tui.widgets.gauge import Gauge
+    from tui.widgets.timeline import TimelineLines
+
+    app, clock = demo_app(failing_demo_tiers())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await app.runner.wait_started()
+        origin = app.runner.race.origin if app.runner.race else 0.0
+        for t in (1.5, 4.0, 30.0):
+            await clock.advance_to(origin + t)
+            app.screen.sample(force=True)
+            await pilot.pause()
+            widgets: list[DirectLines] = [*app.screen.query(TimelineLines), *app.screen.query(Gauge)]
+            assert len(widgets) == 4
+            for widget in widgets:
+                assert plain(widget)
+                width, height = widget.size
+                for crop in (Region(0, 0, width, height), Region(2, height - 1, width - 5, 1)):
+                    direct = widget.render_lines(crop)
+                    through_textual = Widget.render_lines(widget, crop)
+                    assert [list(strip) for strip in direct] == [list(strip) for strip in through_textual]
+                    assert any(strip.text.strip() for strip in direct)

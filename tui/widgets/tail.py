@@ -24,7 +24,7 @@ from textual.widget import Widget
 
 from providers.live import LiveLane
 
-from .direct import plain as draws_plainly
+from .direct import look, plain
 from .palette import palette
 from .printable import printable
 
@@ -285,6 +285,7 @@ class TailText(Widget):
         self._style_map: dict[str, Style] = {}
         self._blank: Strip | None = None
         """A line below the text, as drawn."""
+        self._look_memo: list[object] = []
         self._pass: tuple[int, Style, dict[str, Style], range, tuple[LineFilter, ...], Color | None] = (
             0, Style(), {}, range(0), (), None)
         """What every line of one drawing pass needs: width, base style, channel styles, lines shown, the app's
@@ -391,23 +392,32 @@ class TailText(Widget):
         if self._layout != (id(self.lane), *size):  # drawn before a sync at this size
             self._update()
         base = self.visual_style.rich_style
-        plain = draws_plainly(self)
         # Nothing of Textual's own styling to draw around or over the text: its per-line pipeline would hand back
         # the lines as they are, so they go out directly, each drawn once with the app's filters applied (as that
         # pipeline applies them) and kept so.
-        filters = tuple(self.get_line_filters()) if plain else ()
-        background = self.background_colors[1] if filters else None
+        plain, filters, background = look(self, self._look_memo)
         self._pass = (size.width, base, self._styles(base, filters, background), self._shown(), filters,
                       background)  # once a pass, not once a line
         if not plain:
             return super().render_lines(crop)
-        strips = [self.render_line(y) for y in crop.line_range]
+        strips = [self._line(y) for y in crop.line_range]
         if crop.column_span != (0, size.width):
             x1, x2 = crop.column_span
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips
 
+    def _plain(self) -> bool:
+        """No border, padding, outline, tint, hatch or opacity: Textual would draw each line as it is given."""
+        return plain(self)
+
     def render_line(self, y: int) -> Strip:
+        """A line as Textual's own pipeline asks for it: without the app's filters (that pipeline applies them)."""
+        width, base, _, shown, filters, _ = self._pass
+        if filters:  # the lines kept were drawn filtered, to go out directly: draw them as they are
+            self._pass = (width, base, self._styles(base, (), None), shown, (), None)
+        return self._line(y)
+
+    def _line(self, y: int) -> Strip:
         width, base, styles, shown, filters, background = self._pass
         index = shown.start + y
         if index >= shown.stop:
