@@ -13,7 +13,6 @@ line winning, as in Textual's own; only parts nobody writes out are not drawn. A
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
@@ -73,9 +72,13 @@ class LineCompositor(Compositor):
             line_cuts = cuts[y]
             if spans is None:
                 starts = line_cuts[:-1]
-            else:
-                starts = [cut for cut, end in itertools.pairwise(line_cuts)
-                          if any(cut < x2 and end > x1 for x1, x2 in spans[y])]
+            else:  # the parts (from a cut to the next) that overlap a span: for each span, by bisection
+                line_spans = spans[y]
+                picked: list[int] = []
+                for x1, x2 in line_spans:
+                    first = max(bisect.bisect_right(line_cuts, x1) - 1, 0)
+                    picked += line_cuts[first:min(bisect.bisect_left(line_cuts, x2), len(line_cuts) - 1)]
+                starts = sorted(set(picked)) if len(line_spans) > 1 else picked
             if starts:
                 todo[y] = starts
         lines = sorted(todo)
@@ -91,18 +94,24 @@ class LineCompositor(Compositor):
                 continue
             last_x = x + width
             need = [y for y in lines[bisect.bisect_left(lines, top):bisect.bisect_left(lines, top + height)]
-                    if any(x <= cut < last_x for cut in todo[y])]
+                    if _starts_within(todo[y], x, last_x)]
             if not need:
                 continue
             for start, stop in runs(need):
                 strips = widget.render_lines(Region(x - region.x, start - region.y, width, stop - start))
                 for y, strip in zip(range(start, stop), strips, strict=False):
                     chops_line = chops[y]
-                    final_cuts = [cut for cut in cuts[y] if last_x >= cut >= x]
-                    get = chops_line.get
-                    for cut, part in zip(final_cuts, strip.divide([cut - x for cut in final_cuts[1:]]), strict=False):
-                        if get(cut) is None:
-                            chops_line[cut] = part
+                    line_cuts = cuts[y]
+                    final_cuts = line_cuts[bisect.bisect_left(line_cuts, x):bisect.bisect_right(line_cuts, last_x)]
+                    if len(final_cuts) == 2 and strip.cell_length == width:  # one part: the strip as it is
+                        if chops_line[x] is None:
+                            chops_line[x] = strip
+                    else:
+                        get = chops_line.get
+                        for cut, part in zip(final_cuts, strip.divide([cut - x for cut in final_cuts[1:]]),
+                                             strict=False):
+                            if get(cut) is None:
+                                chops_line[cut] = part
                     left = [cut for cut in todo[y] if chops_line[cut] is None]
                     if left:
                         todo[y] = left
@@ -110,3 +119,9 @@ class LineCompositor(Compositor):
                         del todo[y]
             lines = [y for y in lines if y in todo]
         return cast("Sequence[Mapping[int, Strip]]", chops)
+
+
+def _starts_within(starts: list[int], x: int, last_x: int) -> bool:
+    """Whether one of the sorted ``starts`` is in ``[x, last_x)``."""
+    index = bisect.bisect_left(starts, x)
+    return index < len(starts) and starts[index] < last_x
