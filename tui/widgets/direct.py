@@ -48,13 +48,17 @@ class DirectLines(Widget):
 
     _look_memo: list[object]
 
+    def lines_in(self, lines: range) -> list[Strip]:
+        """The lines (as :meth:`render_line` draws them) to hand over."""
+        return [self.render_line(y) for y in lines]
+
     def render_lines(self, crop: Region) -> list[Strip]:
         if not hasattr(self, "_look_memo"):
             self._look_memo = []
         is_plain, filters, background = look(self, self._look_memo)
         if not is_plain:
             return super().render_lines(crop)
-        strips = [self.render_line(y) for y in crop.line_range]
+        strips = self.lines_in(crop.line_range)
         if filters:
             for index, strip in enumerate(strips):
                 for line_filter in filters:

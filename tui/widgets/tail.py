@@ -18,7 +18,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
 from textual.filter import LineFilter
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -299,34 +299,35 @@ class TailText(Widget):
     def sync(self) -> None:
         """Catch up with the lane's text, and repaint what that changed: the lines from the first one that
         changed to the bottom while nothing scrolled, every line once it did (or the lane or the size changed)."""
-        width, height = self.size
-        top = self._wrapper.dropped + self._shown().start
-        first = self._update()
+        size = self.size  # worked out from the layout each time it is asked for: asked once
+        width, height = size
+        top = self._wrapper.dropped + self._shown(height).start
+        first = self._update(size)
         if first is None:
             return
-        shown = self._shown()
+        shown = self._shown(height)
         if first < 0 or self._wrapper.dropped + shown.start != top:
             self.refresh()
         elif first < shown.stop:
             y = max(first - shown.start, 0)
             self.refresh(Region(0, y, width, height - y))
 
-    def _update(self) -> int | None:
+    def _update(self, size: Size) -> int | None:
         """Bring the lines up to the lane's text: ``None`` when nothing changed, -1 when every line was wrapped
         again, else the index (in :attr:`_wrapper` lines) of the first line that changed."""
-        width, height = self.size
+        width, height = size
         lane = self.lane
         layout = (id(lane), width, height)
         if layout != self._layout:
             self._layout = layout
-            self._rewrap()
+            self._rewrap(size)
             return -1
         if lane is None or lane.version == self._version or height <= 0:
             return None  # nothing new, or no room to show it (a new size wraps the visible tail afresh)
         self._version = lane.version
         new = self._new_pieces(lane, (height + 1) * (width + 1))
         if new is None:
-            self._rewrap()
+            self._rewrap(size)
             return -1
         if not new:
             return None
@@ -362,9 +363,9 @@ class TailText(Widget):
         new.reverse()
         return new
 
-    def _rewrap(self) -> None:
+    def _rewrap(self, size: Size) -> None:
         """Wrap the lane's visible tail afresh (a new lane, a new size, or too much new text)."""
-        width, height = self.size
+        width, height = size
         lane = self.lane
         self._wrapper = wrapper = Wrapper(width)
         self._last = None
@@ -378,25 +379,25 @@ class TailText(Widget):
         self._strips = [None] * len(wrapper.lines)
         self._blank = None
 
-    def _shown(self) -> range:
+    def _shown(self, height: int) -> range:
         """Which of the wrapper's lines are on screen: the last ``height``, less a trailing empty line (a newline
         at the end does not push the text up)."""
         lines = self._wrapper.lines
         end = len(lines)
         if end + self._wrapper.dropped > 1 and not lines[-1]:
             end -= 1
-        return range(max(end - self.size.height, 0), end)
+        return range(max(end - height, 0), end)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         size = self.size
         if self._layout != (id(self.lane), *size):  # drawn before a sync at this size
-            self._update()
+            self._update(size)
         base = self.visual_style.rich_style
         # Nothing of Textual's own styling to draw around or over the text: its per-line pipeline would hand back
         # the lines as they are, so they go out directly, each drawn once with the app's filters applied (as that
         # pipeline applies them) and kept so.
         plain, filters, background = look(self, self._look_memo)
-        self._pass = (size.width, base, self._styles(base, filters, background), self._shown(), filters,
+        self._pass = (size.width, base, self._styles(base, filters, background), self._shown(size.height), filters,
                       background)  # once a pass, not once a line
         if not plain:
             return super().render_lines(crop)

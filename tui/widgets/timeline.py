@@ -184,6 +184,10 @@ class TimelineLines(DirectLines):
     def render_line(self, y: int) -> Strip:
         return self.timeline.render_line(y)
 
+    def lines_in(self, lines: range) -> list[Strip]:
+        _, strips = self.timeline._draw()  # once for all the lines asked for
+        return [strips[y] if y < len(strips) else self.timeline.render_line(y) for y in lines]
+
 
 class Timeline(Widget):
     """A row per lane (as thick as the theme asks) and an axis row; the screen sets ``now`` and calls ``refresh``
