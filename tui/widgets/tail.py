@@ -29,8 +29,6 @@ from .palette import palette
 from .printable import printable
 
 _WORD: Final[re.Pattern[str]] = re.compile(r"\n|[^\S\n]+|\S+")
-_CHANNEL: Final = operator.itemgetter(0)
-_TEXT: Final = operator.itemgetter(1)
 _SPACES: Final[re.Pattern[str]] = re.compile(" +")
 _ONE_CELL: Final[frozenset[str]] = frozenset(
     ch for start, end in ((0x20, 0x7F), (0xA0, 0x530), (0x1E00, 0x2000), (0x2010, 0x2028), (0x2030, 0x205F),
@@ -225,9 +223,9 @@ def joined(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
     the same lines)."""
     if not pieces:
         return []
-    channels = list(map(_CHANNEL, pieces))
+    channels, texts = zip(*pieces, strict=True)
     if channels.count(channels[0]) == len(channels):  # one channel (most frames): one join, no loop
-        return [(channels[0], "".join(map(_TEXT, pieces)))]
+        return [(channels[0], "".join(texts))]
     runs: list[tuple[str, list[str]]] = []
     for channel, text in pieces:
         if runs and runs[-1][0] == channel:
@@ -325,15 +323,19 @@ class TailText(Widget):
         if lane is None or lane.version == self._version or height <= 0:
             return None  # nothing new, or no room to show it (a new size wraps the visible tail afresh)
         self._version = lane.version
-        new = self._new_pieces(lane, (height + 1) * (width + 1))
+        new = self._new_pieces(lane)
         if new is None:
             self._rewrap(size)
             return -1
         if not new:
             return None
+        runs = joined(new)
+        if sum(len(text) for _, text in runs) > (height + 1) * (width + 1):
+            self._rewrap(size)  # more came than the lines shown hold: wrapping the visible tail again costs less
+            return -1
         wrapper = self._wrapper
         count = len(wrapper.lines)
-        for channel, text in joined(new):
+        for channel, text in runs:
             wrapper.feed(channel, text)
         self._last = new[-1]
         strips = self._strips
@@ -344,9 +346,8 @@ class TailText(Widget):
             del strips[:drop]
         return count - 1 - max(drop, 0)
 
-    def _new_pieces(self, lane: LiveLane, limit: int) -> list[tuple[str, str]] | None:
-        """The pieces the lane got since the last one wrapped, oldest first; ``None`` when that piece is gone or
-        more than ``limit`` characters came since (wrapping the visible tail again is then as cheap)."""
+    def _new_pieces(self, lane: LiveLane) -> list[tuple[str, str]] | None:
+        """The pieces the lane got since the last one wrapped, oldest first; ``None`` when that piece is gone."""
         last = self._last
         if last is None:
             return None
@@ -358,8 +359,6 @@ class TailText(Widget):
         if back is None:
             return None
         new = list(itertools.islice(reversed(pieces), back))
-        if sum(map(len, map(_TEXT, new))) > limit:
-            return None
         new.reverse()
         return new
 
