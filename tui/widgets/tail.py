@@ -30,13 +30,25 @@ from .printable import printable
 
 _WORD: Final[re.Pattern[str]] = re.compile(r"\n|[^\S\n]+|\S+")
 _SPACES: Final[re.Pattern[str]] = re.compile(" +")
-_ONE_CELL: Final[frozenset[str]] = frozenset(
-    ch for start, end in ((0x20, 0x7F), (0xA0, 0x530), (0x1E00, 0x2000), (0x2010, 0x2028), (0x2030, 0x205F),
-                          (0x2070, 0x2400), (0x2500, 0x2600))
-    for ch in map(chr, range(start, end)) if (ch == " " or not ch.isspace()) and ch.isprintable() and cell_len(ch) == 1
-) | {"\n"}
-"""Characters one cell wide that are not spaces (but " "), and the newline: text made only of these is wrapped a
-line at a time (:meth:`Wrapper._feed_lines`)."""
+_ONE_CELL: Final[set[str]] = {chr(code) for code in range(0x20, 0x7F)} | {"\n"}
+_NOT_ONE_CELL: Final[set[str]] = set()
+"""Characters seen that are (not) one cell wide and not a space (but " "); the newline is in too: text made only
+of those is wrapped a line at a time (:meth:`Wrapper._feed_lines`). Each character is looked at once."""
+
+
+def one_cell(text: str) -> bool:
+    """Whether every character of ``text`` (made printable) is one cell wide, and its only spaces are " " and
+    newlines."""
+    if text.isascii() or _ONE_CELL.issuperset(text):  # printable ASCII is always: most text, at C speed
+        return True
+    for ch in set(text).difference(_ONE_CELL):
+        if ch not in _NOT_ONE_CELL and not ch.isspace() and ch.isprintable() and cell_len(ch) == 1:
+            _ONE_CELL.add(ch)
+        else:
+            _NOT_ONE_CELL.add(ch)
+            return False
+    return True
+
 
 Line = list[tuple[str, str]]
 """One wrapped line: (text, channel) runs."""
@@ -96,7 +108,7 @@ class Wrapper:
                 else:
                     line[-1] = (kept[:-chars], run_channel)
                 used = before
-        if self.fast and _ONE_CELL.issuperset(text):
+        if self.fast and one_cell(text):
             self._feed_lines(channel, text, used)
             return
         ascii_only = text.isascii()
