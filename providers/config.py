@@ -7,7 +7,7 @@ was expected; never a traceback.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,6 +22,7 @@ DEFAULT_KEYS: Final[dict[str, tuple[type, ...]]] = {
     "stall_threshold_ms": NUMBER,
     "scenario": (str,),
     "theme": (str,),
+    "exact_reads": (bool,),
 }
 """Keys of ``[defaults]`` with their TOML types."""
 
@@ -67,6 +68,8 @@ class Defaults:
     stall_threshold_ms: float = 250.0
     scenario: str | None = None
     theme: str | None = None
+    exact_reads: bool = False
+    """Every HTTP tier that does not say otherwise reads each packet on its own (its ``exact_reads``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,13 @@ class Config:
                 raise ConfigError(f"no tier named {name!r} (tiers: {listed})")
             chosen.append(tier)
         return chosen
+
+
+def exact_reads(tiers: list[TierSpec]) -> list[TierSpec]:
+    """The tiers with ``exact_reads`` on wherever it applies (HTTP tiers): every packet read and stamped on its own,
+    however fast packets come, so that inter-token gaps are always measured (``--exact-reads``)."""
+    return [replace(t, options={**t.options, "exact_reads": True}) if "exact_reads" in provider_options(t.provider)
+            else t for t in tiers]
 
 
 def user_config_path() -> Path:
@@ -195,7 +205,9 @@ def parse_config(text: str, path: Path) -> Config:
             if name is not None and name.lower() in seen:
                 raise fail(path, loc.line_of("name", "tiers", i), f"tiers[{i}].name",
                            f"another tier is already named {name!r}; names must be unique")
-            tiers.append(_parse_tier(raw, i, path, loc))
+            tier = _parse_tier(raw, i, path, loc)
+            tiers.append(exact_reads([tier])[0] if defaults.exact_reads and "exact_reads" not in tier.options
+                         else tier)
         except ConfigError as exc:
             broken.append(BrokenTier(i, name, exc))
         if name is not None:

@@ -48,7 +48,8 @@ _OTHER: Final[int] = 255
 _NO_COUNT: Final[int] = -1
 """A delta without the provider's own count (``tokens=None``)."""
 _MAX_COUNT: Final[int] = 127
-"""The largest count kept in a column (a byte); a delta with a bigger one is kept as it came."""
+"""The largest count kept in a column (a byte); a delta with a bigger one is kept as it came, and so is one that
+joins several chunks (``Delta.chunks``: one such stands for many events, so it costs little per event)."""
 _ENDS: Final[tuple[type[Event], ...]] = (Done, Error)
 """Events after which a log writes its block, however small: a finished lane keeps next to nothing in memory
 (``bench --runs N`` keeps every run's lanes)."""
@@ -277,7 +278,7 @@ class EventLog(Sequence[Event]):
     def append(self, event: Event) -> None:
         """Keep one more event."""
         self._times.append(event.t)
-        if (type(event) is Delta and (event.tokens is None or 0 <= event.tokens <= _MAX_COUNT)
+        if (type(event) is Delta and event.chunks == 1 and (event.tokens is None or 0 <= event.tokens <= _MAX_COUNT)
                 and len(event.text) <= BLOCK_CHARS and event.channel in _CODE):
             self._codes.append(_CODE[event.channel])
             self._tokens.append(_NO_COUNT if event.tokens is None else event.tokens)

@@ -43,12 +43,19 @@ class Headers:
 
 @dataclass(frozen=True, slots=True)
 class Delta:
-    """Generated text arrived; ``tokens`` is the provider's own count for this piece when it gave one."""
+    """Generated text arrived; ``tokens`` is the provider's own count for this piece when it gave one.
+
+    ``chunks`` is how many of the server's chunks the piece joins: text chunks of one channel read together (one
+    read of the socket, so one stamp) are one event. Every consumer treats a delta of ``chunks=k`` exactly as ``k``
+    deltas at the same ``t`` (``k - 1`` gaps of zero, ``k`` chunks counted), so joining changes no figure. A turn's
+    first text delta is never joined (its own count is left out of the decode rate); a joined one carries no
+    ``tokens`` of the provider's."""
 
     t: float
     text: str
     channel: Channel = "content"
     tokens: int | None = None
+    chunks: int = 1
     kind: Literal["delta"] = "delta"
 
 
@@ -161,6 +168,8 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     data = asdict(event)
     out: dict[str, Any] = {"kind": data.pop("kind")}
     out.update((k, v) for k, v in data.items() if v is not None)
+    if out.get("chunks") == 1 and out["kind"] == "delta":  # the usual case is left out: old lines stay the same
+        del out["chunks"]
     return out
 
 
@@ -175,7 +184,7 @@ _FIELD_TYPES: Final[dict[str, str]] = {
     "service_tier": _STR, "text": _STR, "channel": _STR, "tokens": _OPT_INT, "input": _INT, "output": _INT,
     "reasoning": _INT, "cached": _INT, "seg": _STR, "start": _TIME, "end": _TIME, "label": _STR,
     "finish_reason": _STR, "error": _STR, "message": _STR, "retry_after": _OPT_TIME, "id": _STR, "name": _STR,
-    "arguments": _STR, "source": _STR, "data": _DICT, "chain": _STR,
+    "arguments": _STR, "source": _STR, "data": _DICT, "chain": _STR, "chunks": _INT,
 }
 """What each event field holds, checked when an event is read from a file (recordings are hostile input)."""
 
@@ -204,6 +213,8 @@ def _field_problem(name: str, value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"{name} is {value!r}, not a number"
     if want.startswith(_INT):
+        if name == "chunks" and (not isinstance(value, int) or not 1 <= value <= MAX_COUNT):
+            return f"chunks is {value!r}, not a whole number from 1 to {MAX_COUNT:.0e}"
         if not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
             return f"{name} is {value!r}, not a whole number from 0 to {MAX_COUNT:.0e}"
         return None
@@ -220,11 +231,13 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     kind = data.get("kind")
     if kind == "delta":  # nearly every line of a recording: checked inline, the same checks as below
         t, text, channel, tokens = data.get("t"), data.get("text"), data.get("channel", "content"), data.get("tokens")
+        chunks = data.get("chunks", 1)
         if (isinstance(t, float | int) and not isinstance(t, bool) and -MAX_SECONDS <= t <= MAX_SECONDS
                 and isinstance(text, str) and isinstance(channel, str) and channel in _CHANNELS
-                and (tokens is None or (type(tokens) is int and 0 <= tokens <= MAX_COUNT))):
+                and (tokens is None or (type(tokens) is int and 0 <= tokens <= MAX_COUNT))
+                and type(chunks) is int and (chunks == 1 or 1 <= chunks <= len(text))):
             # The channel's one shared string, not the decoder's copy: ~50 bytes less per event held.
-            return Delta(t=t, text=text, channel=_CHANNELS[channel], tokens=tokens)  # type: ignore[arg-type]
+            return Delta(t, text, _CHANNELS[channel], tokens, chunks)  # type: ignore[arg-type]
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise EventFormatError(f"unknown event kind {kind!r:.60}")
@@ -238,6 +251,9 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         event: Event = cls(**given)
     except TypeError as exc:
         raise EventFormatError(f"bad {kind} event: {exc}") from None
+    if isinstance(event, Delta) and event.chunks > max(len(event.text), 1):  # each chunk joined holds some text
+        raise EventFormatError(f"bad delta event: chunks is {event.chunks}, more than its {len(event.text)} "
+                               "characters of text")
     return event
 
 

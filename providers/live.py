@@ -137,6 +137,8 @@ class LiveLane:
         self._counter: Any = None
         self._counter_total = 0
         self._pending: list[str] = []
+        self._pending_chunks = 0
+        """Chunks counted while no tokenizer was loaded (``_pending`` holds their text)."""
         self._asked_encoding = False
         self._sources: set[str] = set()
         self._stream_total = 0
@@ -239,23 +241,24 @@ class LiveLane:
         channel = delta.channel
         self._add_piece(channel, delta.text)
         if delta.tokens is not None:
-            inc = delta.tokens
+            inc = own = delta.tokens
             self._sources.add("provider")
         elif self._counter is not None:
             total = self._counter.feed(delta.text)
-            inc = total - self._counter_total
+            inc = own = total - self._counter_total
             self._counter_total = total
             self._sources.add("tokenizer")
         else:
-            inc = 1
+            inc, own = delta.chunks, 1  # k chunks at one time (``Delta.chunks``): the first is the first event
             self._pending.append(delta.text)
+            self._pending_chunks += inc
             self._sources.add("chunks")
             if not self._asked_encoding and self.on_needs_encoding is not None:
                 self._asked_encoding = True
                 self.on_needs_encoding(self)
         if turn.first is None:
             turn.first = t
-            turn.first_tokens = inc
+            turn.first_tokens = own
             turn.first_reasoning = channel == "reasoning"
             if self.ttft is None:
                 self.ttft = t - self.turns[0].start
@@ -269,7 +272,7 @@ class LiveLane:
                                                         turn.last_token - (turn.first or t)):
                 turn.gaps.append((turn.last_token, t))
         turn.last_token = t
-        turn.token_events += 1
+        turn.token_events += delta.chunks
         turn.streamed += inc
         self._stream_total += inc
         window = self._window
@@ -333,13 +336,17 @@ class LiveLane:
         self._counter = IncrementalCounter(encoding)
         if self._pending:
             counted = self._counter.feed("".join(self._pending))
-            adjust = counted - len(self._pending)
+            adjust = counted - self._pending_chunks
             self._counter_total = counted
             self._pending.clear()
+            self._pending_chunks = 0
             self._stream_total += adjust
             if self.turns:
                 self.turns[-1].streamed += adjust
-            self._window.clear()  # the re-count is not a burst of speed
+            self._window.clear()  # the re-count is not a burst of speed: the rate starts again from the last token
+            last = self.turns[-1].last_token if self.turns else None
+            if last is not None:
+                self._window.append((last, self._stream_total))
             self._sources.discard("chunks")
             self._sources.add("tokenizer")
         self.version += 1

@@ -57,8 +57,25 @@ WIRE_DEFINITIONS: Final[dict[str, str]] = {
                     "it used",
     "provider_timing": "the provider's own timing as it came (Groq x_groq.usage, Cerebras time_info, llama.cpp "
                        "timings), with the decode rate each implies",
+    "reads_paced_ms": "tokens came faster than 1,000 packets a second, so tokrace read them every this many ms "
+                      "(each read stamped with its newest packet): itl_ms is not measured (null); TTFT, e2e and "
+                      "the rates stay exact. null: every packet was read on its own",
 }
 """One line per thing a response said about itself (in ``--json`` and the details view's wire section)."""
+
+
+PACED_SOURCE: Final[str] = "reads"
+"""The ``extra`` event a provider sends when a turn's reads were paced: ``{"paced_ms": 8.0}``."""
+
+OWN_EXTRAS: Final[frozenset[str]] = frozenset({"service_tier", PACED_SOURCE})
+"""Sources of ``extra`` events that are tokrace's own facts about a turn, not a provider's timing."""
+
+
+def paced_ms(extras: dict[str, Any]) -> float | None:
+    """How often a turn's reads were paced (from its ``reads`` extra), ``None`` when every packet was read alone."""
+    data = extras.get(PACED_SOURCE)
+    value = data.get("paced_ms") if isinstance(data, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -116,6 +133,10 @@ class TurnMetrics:
     decode_tok_s: float | None = None
     e2e_tok_s: float | None = None
     itl_ms: dict[str, float] | None = None
+    reads_paced_ms: float | None = None
+    """Why ``itl_ms`` is not measured: the turn's tokens came faster than 1,000 packets a second and were read every
+    this many milliseconds (stamped with each read's newest packet), so the gaps between them are not the server's
+    (``None``: every packet was read on its own)."""
     tokens_per_event: float | None = None
     token_events: int = 0
     stalls: int = 0
@@ -145,6 +166,7 @@ class TurnMetrics:
             "decode_tok_s": _r(self.decode_tok_s, 3),
             "e2e_tok_s": _r(self.e2e_tok_s, 3),
             "itl_ms": None if self.itl_ms is None else {k: _r(v, 3) for k, v in self.itl_ms.items()},
+            "reads_paced_ms": self.reads_paced_ms,
             "stalls": self.stalls,
             "cost_usd": _r(self.cost_usd, 8),
             "segments": [s.to_json() for s in self.segments],
@@ -152,7 +174,7 @@ class TurnMetrics:
             "retries": self.retries,
             "service_tier": {"asked": self.tier_asked(), "got": self.tier_got()},
             "provider_timing": {source: dict(data) for source, data in self.extras.items()
-                                if source != "service_tier" and isinstance(data, dict)},
+                                if source not in OWN_EXTRAS and isinstance(data, dict)},
         }
 
     def tier_asked(self) -> str | None:
@@ -324,6 +346,10 @@ class _Scan:
         return sorted(spans, key=lambda s: (s.start, s.end))
 
 
+_ZEROS: Final[array[float]] = array("d", bytes(8 * 256))
+"""Zero gaps, to extend the gaps of a joined delta with (see ``Delta.chunks``)."""
+
+
 def _scan(events: Iterable[Event], t0: float) -> _Scan:
     """One pass over a turn's events (its request at ``t0``)."""
     out = _Scan(t0=t0, latest=t0, wait_from=t0)
@@ -350,7 +376,10 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
                     out.stall_gaps.append((last_t, t))
                 total += gap
             last_t = t
-            count += 1
+            chunks = e.chunks
+            count += chunks
+            if chunks != 1:  # k chunks read together: k token events at t, the k - 1 gaps between them zero
+                gaps.extend(_ZEROS[: chunks - 1] if chunks <= len(_ZEROS) else array("d", bytes(8 * (chunks - 1))))
             if e.tokens != 0:
                 out.all_uncounted = False
             channel = e.channel
@@ -442,7 +471,8 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         span = last_t - first.t
         if count > 1 and span > 0:
             m.decode_tok_s = max(visible - first_tokens, 0) / span
-        if gaps:
+        m.reads_paced_ms = paced_ms(scan.extras)
+        if gaps and m.reads_paced_ms is None:  # paced reads: the gaps are the read pace's, not the server's
             ms = sorted(g * 1000.0 for g in gaps)
             m.itl_ms = {"p50": _percentile_sorted(ms, 50), "p90": _percentile_sorted(ms, 90),
                         "p99": _percentile_sorted(ms, 99), "max": ms[-1]}
@@ -473,7 +503,7 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
         if size < due:
             continue
         text = "".join(buffered)
-        cut = _word_break(text)
+        cut = tokenizer.word_break(text)
         if cut:
             counted = tokenizer.count(text[:cut], model)
             if counted is None:
@@ -484,15 +514,6 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
         due = max(COUNT_CHUNK, 2 * size)  # a text without a break is looked at again when twice as long: linear
     counted = tokenizer.count("".join(buffered), model)
     return None if counted is None else (total + counted[0], counted[1])
-
-
-def _word_break(text: str) -> int:
-    """The last space of ``text`` after a letter or a digit (0: none)."""
-    at = len(text)
-    while (at := text.rfind(" ", 1, at)) > 0:
-        if text[at - 1].isalnum():
-            return at
-    return 0
 
 
 def _event_tokens(delta: Delta, m: TurnMetrics, model: str) -> int:

@@ -86,6 +86,10 @@ def event_line(lane: int, run: int, event: Event) -> str:
 def _delta_line(lane: int, run: int, event: Delta, text: str) -> str:
     """A delta's line, its text already in JSON (``text``): what ``json.dumps`` gives, without its cost."""
     channel = _CHANNEL_JSON.get(event.channel) or encode_basestring(event.channel)
+    if event.chunks != 1:  # written only when it is not 1: older lines (and readers) stay as they were
+        tokens = "" if event.tokens is None else f',"tokens":{event.tokens:d}'
+        return (f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},"text":{text},"channel":{channel}'
+                f'{tokens},"chunks":{event.chunks:d}}}')
     if event.tokens is None:
         return f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},"text":{text},"channel":{channel}}}'
     return (f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},"text":{text},"channel":{channel},'

@@ -21,7 +21,8 @@ O200K_PREFIXES: Final[tuple[str, ...]] = ("gpt-5", "gpt-4.5", "gpt-4.1", "gpt-4o
 """Model name prefixes that tiktoken maps to o200k (PROTOCOLS §6.1)."""
 
 TAIL_CHARS: Final[int] = 64
-"""How much trailing text the incremental counter re-encodes per delta."""
+"""How much trailing text the incremental counter keeps uncommitted (and re-encodes per delta) before it commits
+the text up to its last word break."""
 
 
 def _cache_dir() -> str:
@@ -98,6 +99,10 @@ MEMO_SIZE: Final[int] = 2048
 """Tails remembered per encoding with what encoding them gave (see :class:`IncrementalCounter`): at most about
 0.5 MB, and never more however long the stream."""
 
+MEMO_CHARS: Final[int] = 2 * TAIL_CHARS
+"""The longest tail remembered: a longer one (a delta joining many chunks, see ``Delta.chunks``) hardly ever
+repeats, and would make the memo's bound a matter of how text was read."""
+
 _MEMOS: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, int, int]]] = weakref.WeakKeyDictionary()
 
 
@@ -114,9 +119,24 @@ MEMO_TRIAL: Final[int] = 1024
 repeat, as most answers), it stops using it and pays only the tokenizer."""
 
 
+def word_break(text: str) -> int:
+    """The last space of ``text`` that follows a letter or a digit (0: none). Every tiktoken encoding's
+    pre-tokenizer splits there (a run of letters or digits ends at the space, no piece holds both, and the pieces
+    after it do not depend on what came before), so the text's count is the count before it plus the count from
+    it on."""
+    at = len(text)
+    while (at := text.rfind(" ", 1, at)) > 0:
+        if text[at - 1].isalnum():
+            return at
+    return 0
+
+
 class IncrementalCounter:
-    """Counts tokens of a growing text in constant time per delta: only the tail is re-encoded, and all but the
-    last two tokens of it are committed (a new delta can still merge with those).
+    """Counts tokens of a growing text in constant time per delta: only the tail is encoded, and once it is longer
+    than :data:`TAIL_CHARS` the text up to its last word break (:func:`word_break`) is committed. The total is then
+    exactly the tokenizer's count of all the text, however it was cut into deltas (a delta joining several chunks
+    counts as they would). A tail that long without a word break (text without spaces) commits all but its last
+    two tokens instead (a new delta can still merge with those): within a fraction of a percent.
 
     What a delta does depends on the tail it makes and nothing else, so each tail's outcome is remembered (a
     bounded memo per encoding): a tail seen before (repeated text: a demo's passage, a replayed answer, an agent
@@ -136,7 +156,7 @@ class IncrementalCounter:
     def feed(self, text: str) -> int:
         """Add text; return the new total."""
         tail = self._tail + text
-        memo = self._memo
+        memo = self._memo if len(tail) <= MEMO_CHARS else None
         step = memo.get(tail) if memo is not None else None
         if step is None:
             step = self._step(tail)
@@ -162,8 +182,14 @@ class IncrementalCounter:
 
     def _step(self, tail: str) -> tuple[int, int, int]:
         """(characters committed, tokens committed, tokens of what is left) for a tail: the tail's count when it
-        is short, else all but its last two tokens committed when they decode to the tail's start."""
-        toks = self._enc.encode_ordinary(tail)
+        is short; else the text up to its last word break committed, each part encoded once; else (no word break)
+        all but its last two tokens committed when they decode to the tail's start."""
+        encode = self._enc.encode_ordinary
+        if len(tail) > TAIL_CHARS:
+            cut = word_break(tail)
+            if cut:
+                return cut, len(encode(tail[:cut])), len(encode(tail[cut:]))
+        toks = encode(tail)
         if len(tail) > TAIL_CHARS and len(toks) > 2:
             keep = toks[:-2]
             try:

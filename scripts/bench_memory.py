@@ -64,7 +64,7 @@ def run_bench(tokens: int, folder: Path) -> list[tuple[int, float]]:
 
     def sample(_lane: int, event: Event) -> None:
         if isinstance(event, Delta):
-            seen[0] += event.tokens or 1
+            seen[0] += event.tokens or event.chunks
             if seen[0] % STEP == 0:
                 samples.append((seen[0], rss_mb()))
 

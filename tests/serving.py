@@ -10,7 +10,7 @@ from typing import Any
 
 from providers.base import Provider, TierSpec, TurnRequest
 from providers.clock import LaneClock, RealClock
-from providers.events import Delta, Event
+from providers.events import Delta, Event, Request
 from providers.registry import FACTORIES
 from providers.serve.server import ServeServer, Source, SyntheticSource
 from providers.synthetic import Profile
@@ -63,6 +63,35 @@ async def stream_turn(spec: TierSpec, request: TurnRequest | None = None, **kwar
 
 def text_of(events: Sequence[Event], channel: str = "content") -> str:
     return "".join(e.text for e in events if isinstance(e, Delta) and e.channel == channel)
+
+
+def chunks(events: Sequence[Event]) -> list[Delta]:
+    """The text deltas as the server's chunks: a delta joining k chunks (``Delta.chunks``) stands k times."""
+    return [e for e in events if isinstance(e, Delta) for _ in range(e.chunks)]
+
+
+def joined(events: Sequence[Event]) -> list[Event]:
+    """The events with every run of same-time, same-channel text deltas without a provider count joined into one
+    (``Delta.chunks``), a turn's first text delta alone: what the HTTP provider makes of chunks read together, so
+    two readings of one stream compare equal however the reads fell."""
+    out: list[Event] = []
+    seen_text = run = False
+    for e in events:
+        if isinstance(e, Request):
+            seen_text = False
+        if isinstance(e, Delta) and e.text and e.tokens is None and seen_text:
+            prev = out[-1]
+            if run and isinstance(prev, Delta) and prev.t == e.t and prev.channel == e.channel:
+                out[-1] = Delta(e.t, prev.text + e.text, e.channel, None, prev.chunks + e.chunks)
+            else:
+                out.append(e)
+                run = True
+            continue
+        if isinstance(e, Delta) and e.text:
+            seen_text = True
+        out.append(e)
+        run = False
+    return out
 
 
 @contextmanager

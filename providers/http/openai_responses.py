@@ -65,6 +65,10 @@ class ResponsesDecoder(StreamDecoder):
     """Responses events → tokrace events; ``response.completed`` / ``.incomplete`` end it, ``.failed`` and
     ``error`` fail it."""
 
+    text_keys = (('"delta":"', "content"), ('"delta":"', "reasoning"))
+    """An answer's or a reasoning summary's text event says its text and nothing else (the event's type, in its
+    frame, says which); a tool call's arguments are kept by the call, so they are never a frame."""
+
     def __init__(self, asked_tier: str | None) -> None:
         super().__init__(asked_tier)
         self.calls: dict[str, PendingCall] = {}

@@ -17,6 +17,7 @@ import os
 import random
 import re
 import socket
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping
@@ -30,6 +31,8 @@ from ..base import ConfigError, Provider, TierSpec, TokraceError, TurnRequest
 from ..clock import Clock
 from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
 from ..masking import mask_url, url_has_userinfo
+from ..metrics import PACED_SOURCE, _FirstSentence
+from . import transport as socket_reads
 from .frames import TextFrames
 from .lean import LeanTransport
 from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
@@ -42,10 +45,11 @@ HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "read_timeout_s": (int, float),
     "max_retries": (int,),
     "turn_timeout_s": (int, float),
+    "exact_reads": (bool,),
 }
 """Config keys every HTTP tier accepts: extra request headers (never keys), extra JSON body fields, timeouts
-(``read_timeout_s`` bounds the silence between two chunks, ``turn_timeout_s`` a whole turn) and how many times
-to retry."""
+(``read_timeout_s`` bounds the silence between two chunks, ``turn_timeout_s`` a whole turn), how many times
+to retry, and ``exact_reads`` (read every packet on its own even when packets come fast, see :mod:`.transport`)."""
 
 DEFAULT_MAX_RETRIES: Final[int] = 2
 MAX_RETRY_AFTER_S: Final[float] = 60.0
@@ -184,6 +188,38 @@ def decode(decoder: StreamDecoder, sse: SSEEvent, t: float) -> list[Event]:
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError):
         raise StreamProblem("protocol", f"the server sent a chunk tokrace cannot read: {excerpt(sse.data, 120)!r}; "
                                         "is base_url an endpoint of this tier's protocol? try again") from None
+
+
+class _Pacing:
+    """A turn on a stream that may pace its reads (see :mod:`.transport`), watching the turn's events as they go
+    out. Pacing is allowed only once every moment a figure takes from one token has passed, each read per packet:
+    the first token (TTFT), the first answer text (``ttfa_s``, and where thinking ends) and the end of the answer's
+    first sentence (``ttfs_s``, found exactly as the metrics find it). A turn whose answer never completes a
+    sentence is never paced. Once a paced read brought bytes, that is said once, as an ``extra`` event
+    (:data:`PACED_SOURCE`): the turn's inter-token gaps were not measured (``itl_ms`` null); the last token's
+    time, e2e and the rates stay the packets' own stamps."""
+
+    __slots__ = ("allowed", "before", "sentence", "stream")
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.allowed = False
+        self.before: int = stream.paced_reads
+        self.sentence = _FirstSentence()
+
+    def see(self, event: Event) -> Extra | None:
+        """Called with each event before it goes out: the ``extra`` event to send before it once reads were paced
+        (then there is nothing more to watch)."""
+        if not self.allowed:
+            if isinstance(event, Delta) and event.channel == "content" and event.text:
+                self.sentence.feed(event.t, event.text)
+                if self.sentence.at is not None:
+                    self.allowed = True
+                    self.stream.allow_pacing()
+            return None
+        if self.stream.paced_reads == self.before:
+            return None
+        return Extra(t=event.t, source=PACED_SOURCE, data={"paced_ms": round(socket_reads.PACE_S * 1000.0, 3)})
 
 
 class _TurnLimits:
@@ -327,6 +363,8 @@ class HTTPProvider(Provider):
         self.connect_timeout = float(opts.get("connect_timeout_s", CONNECT_TIMEOUT_S))
         self.read_timeout = float(opts.get("read_timeout_s", READ_TIMEOUT_S))
         self.turn_timeout = float(opts.get("turn_timeout_s", TURN_TIMEOUT_S))
+        self.exact_reads = bool(opts.get("exact_reads", False))
+        """Every packet read (and stamped) on its own, however fast they come: inter-token gaps always measured."""
         for key, value, most in (("max_retries", self.max_retries, MAX_RETRIES),
                                  ("connect_timeout_s", self.connect_timeout, MAX_TIMEOUT_S),
                                  ("read_timeout_s", self.read_timeout, MAX_TIMEOUT_S),
@@ -380,7 +418,7 @@ class HTTPProvider(Provider):
                 raise ConfigError(f"tier {self.tier.name!r}: the environment variable {self.key_env} is not "
                                   f"set; export it with the key for {self.host}", key="api_key_env")
         if self._client is None:
-            backend = self._backend = StampedBackend() if self._transport is None else None
+            backend = self._backend = StampedBackend(pace=not self.exact_reads) if self._transport is None else None
             transport = self._transport or stamped_transport(backend)
             self._stamped = transport is not None and backend is not None
             self._lean = transport if self._stamped and isinstance(transport, LeanTransport) else None
@@ -510,8 +548,12 @@ class HTTPProvider(Provider):
             if unread is not None:
                 yield unread
                 return
+            pacing = _Pacing(stream) if hasattr(stream, "paced_reads") and not clock.virtual else None
             async for event in self._read(response, clock, stream, head,
                                           _TurnLimits(start + self.turn_timeout, self.max_tokens(request))):
+                if pacing is not None and (paced := pacing.see(event)) is not None:
+                    yield paced  # reads are paced from here on: the turn's inter-token gaps are not measured
+                    pacing = None
                 yield event
             return
 
@@ -584,7 +626,8 @@ class HTTPProvider(Provider):
         final: list[Event] = []
         opening, seen = b"", False  # the first bytes (to say what came if it was no event stream); any event?
         deadline = limits.deadline if limits is not None else math.inf
-        max_chunks = limits.max_chunks if limits is not None else math.inf
+        max_chunks = limits.max_chunks if limits is not None else sys.maxsize
+        joining = False  # whether text deltas are joined: after the turn's first (its count is not in the decode rate)
         try:
             async for chunk in chunks:
                 now = clock.now()
@@ -597,6 +640,24 @@ class HTTPProvider(Provider):
                     break
                 if not seen and len(opening) < _OPENING:  # only a body without events needs its opening
                     opening += chunk[: _OPENING - len(opening)]
+                # A read of text events in the kept frame (up to the start of an event the next read completes):
+                # parsed in one pass, one delta; what follows the last whole event goes to the parser.
+                cut = chunk.rfind(b"\n\n") + 2 if joining and parser.clean else 0
+                if cut > 1 and (texts := frames.whole(chunk if cut == len(chunk) else chunk[:cut])) is not None:
+                    seen = True
+                    room = max_chunks - decoder.deltas
+                    if len(texts) > room and limits is not None:  # as event by event: the one past the limit
+                        texts = texts[:room]                     # ends the turn instead
+                        final = [limits.runaway(t, max_chunks + 1)]
+                    decoder.deltas += len(texts)
+                    if texts:
+                        yield Delta(t, "".join(texts), frames.channel, None, len(texts))  # type: ignore[arg-type]
+                    if final:
+                        decoder.deltas += 1
+                        break
+                    chunk = chunk[cut:]
+                    if not chunk:
+                        continue
                 try:
                     sses = parser.feed(chunk)
                     if sses:
@@ -607,6 +668,10 @@ class HTTPProvider(Provider):
                         f"{decoder.deltas} text chunks (a line that never ends?); the stream is garbled, try "
                         "again"))]
                     break
+                # The text deltas of one read (one stamp) that follow each other in one channel are joined into one
+                # delta (``Delta.chunks``); the turn's first stays alone.
+                parts: list[str] = []
+                channel = ""
                 for sse in sses:
                     if not sse.valid_utf8:
                         final = [Error(t=t, error="encoding", message=self.clean(
@@ -616,6 +681,14 @@ class HTTPProvider(Provider):
                     text = frames.text(sse)
                     events: list[Event]
                     if text is not None:
+                        if joining and decoder.deltas < max_chunks:  # its delta would join: only its text is kept
+                            if parts and channel != frames.channel:
+                                yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                                parts = []
+                            decoder.deltas += 1
+                            parts.append(text)
+                            channel = frames.channel
+                            continue
                         events = [decoder.delta(t, text, frames.channel)]
                     else:
                         try:
@@ -629,7 +702,21 @@ class HTTPProvider(Provider):
                         final = events
                         break
                     for event in events:
+                        if type(event) is Delta and event.text:
+                            if joining and event.tokens is None:
+                                if parts and channel != event.channel:
+                                    yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                                    parts = []
+                                parts.append(event.text)
+                                channel = event.channel
+                                continue
+                            joining = True
+                        if parts:
+                            yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                            parts = []
                         yield event
+                if parts:
+                    yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
                 if final:
                     break
             else:

@@ -68,6 +68,11 @@ class SSEParser:
         """Whether bytes or fields of an undispatched event are waiting (at the end of a stream: lost)."""
         return bool(self._line_parts or self._data or self._event)
 
+    @property
+    def clean(self) -> bool:
+        """Whether the next chunk starts a new event: nothing of one waits, and no line ending is cut in two."""
+        return self._started and not (self._skip_lf or self._line_parts or self._data or self._event)
+
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """The events completed by ``chunk``; :class:`EventTooLarge` when one grows past the limit."""
         if not chunk:

@@ -6,6 +6,16 @@ lanes being parsed); where the kernel offers receive timestamps (Linux ``SO_TIME
 moment its packet arrived, else the moment the read returned. Waiting a while before reading would not do: the
 kernel merges packets queued on a TCP socket and keeps only the newest one's time. The event loop takes the
 reads from a queue, each with its stamp; writes note when the request's last byte went to the socket.
+
+Reads are paced when packets come fast: after :data:`PACE_AFTER` reads in a row each under :data:`FAST_READ_S` after
+the one before (and once the response's reader allowed it: a provider does once the tokens its figures take their
+moments from were read, see :meth:`StampedStream.allow_pacing`), the thread lets go of the socket
+and the event loop's own timer reads whatever has queued every :data:`PACE_S` (one wake-up per look, not one per
+packet, each of which costs 30-55 µs of CPU on a small VM); a look that finds nothing hands the socket back to a
+thread, so a stall's end and a slow stream are stamped exactly again. A paced read is stamped with its newest
+packet's arrival (the kernel keeps that one's): exact for the last token, late for the ones before it in the same
+read, so the gaps between tokens are not measured while reads are paced (:attr:`StampedStream.paced_reads` says
+when they were).
 """
 
 from __future__ import annotations
@@ -42,6 +52,18 @@ lane's text reaches the screen up to this much later, a fraction of one 67 ms fr
 READ_SLICE_S: Final[float] = 0.002
 """A reader that keeps finding bytes already there (a stream faster than the loop parses it) still lets the event
 loop run this often: the screen, the other lanes and timers are never held for a whole stream."""
+
+
+PACE_S: Final[float] = 0.008
+"""While reads are paced, the event loop looks for bytes this often (a screen draws every 67 ms)."""
+
+FAST_READ_S: Final[float] = 0.001
+PACE_AFTER: Final[int] = 16
+"""Reads are paced after this many reads in a row, each stamped less than :data:`FAST_READ_S` after the one before:
+packets keep coming faster than 1,000 a second (a slower stream, or a burst of a few packets, is read per packet)."""
+
+MSG_DONTWAIT: Final[int] = getattr(socket, "MSG_DONTWAIT", 0)
+"""A read that returns at once when nothing has come (none on this platform: reads are never paced)."""
 
 
 class ReaderThreads:
@@ -97,9 +119,22 @@ READERS: Final[ReaderThreads] = ReaderThreads()
 class StampedStream(httpcore.AsyncNetworkStream):
     """A TCP connection read by its own thread; ``read_at`` and ``sent_at`` are ``time.perf_counter()`` values."""
 
-    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop, read_now: bool = True) -> None:
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop, read_now: bool = True,
+                 pace: bool = True) -> None:
         self.sock = sock
         self.loop = loop
+        self.pace = pace and MSG_DONTWAIT != 0
+        """Whether reads may be paced when packets come fast (``False``: every packet is read on its own)."""
+        self.paced_reads = 0
+        """How many reads the event loop's paced looks made (with bytes) on this connection so far."""
+        self._pace_ok = False
+        """The user allowed pacing for the response under way (:meth:`allow_pacing`); a new request withdraws it."""
+        self._paced = False
+        """The event loop reads the socket (paced looks) and no thread does; else a reader thread does, or nobody
+        (not started yet, or the stream ended)."""
+        self._fresh = False
+        """The reader thread let go of the socket and no tick set a whole pace later has run yet (the first look
+        waits for one)."""
         self.read_at: float | None = None
         """When the bytes of the latest read reached the socket."""
         self.sent_at: float | None = None
@@ -141,18 +176,43 @@ class StampedStream(httpcore.AsyncNetworkStream):
             return False
         return True
 
+    @property
+    def paced(self) -> bool:
+        """Whether the event loop's paced looks read the socket now (no reader thread does)."""
+        return self._paced
+
+    def allow_pacing(self) -> None:
+        """Let reads of the response under way be paced from now on, when packets come fast (a provider allows it
+        once the tokens its figures take their moments from were read per packet: the first token, the first answer
+        text, the first sentence's end). A new request on the connection withdraws it."""
+        self._pace_ok = self.pace
+
     def _pump(self) -> None:
-        """The reader thread: take bytes off the socket as they come, stamp them, hand them to the loop."""
+        """The reader thread: take bytes off the socket as they come, stamp them, hand them to the loop; when
+        packets keep coming fast, hand the socket itself to the loop's paced looks and end."""
         space = socket.CMSG_SPACE(TIMESPEC.size)
+        last, fast = -1.0, 0
         while True:
             try:
                 data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, space)
             except OSError as exc:
                 self._hand_over(exc, at_once=True)
                 return
-            self._hand_over((data, _stamp(ancillary)), at_once=not data)
             if not data:
+                self._hand_over((data, _stamp(ancillary)), at_once=True)
                 return
+            stamp = packet_time(ancillary)
+            if stamp is None:  # no kernel stamps: a late read would be stamped late, so reads are never paced
+                self._hand_over((data, time.perf_counter()))
+                continue
+            fast = fast + 1 if stamp - last < FAST_READ_S else 0
+            last = stamp
+            if fast >= PACE_AFTER and self._pace_ok and not self._closed:
+                self._fresh = True
+                self._paced = True  # before the hand-over: the loop that takes this read finds the socket its own
+                self._hand_over((data, stamp))
+                return  # this thread touches the socket no more
+            self._hand_over((data, stamp))
 
     def _hand_over(self, item: tuple[bytes, float] | OSError, at_once: bool = False) -> None:
         self._reads.append(item)
@@ -167,19 +227,60 @@ class StampedStream(httpcore.AsyncNetworkStream):
     def _wake(self) -> None:
         """On the loop: hand the reads over, and look again in :data:`HAND_OVER_S` rather than be woken by the reader
         thread for every packet (each read keeps its own stamp; waking the loop per packet cost a lane more than
-        parsing it). The end of the stream, or a failure, still wakes the loop at once."""
+        parsing it). The end of the stream, or a failure, still wakes the loop at once. While reads are paced the
+        next look is the paced read itself, :data:`PACE_S` later."""
         self._wake_due = False  # before looking: a read handed over from now on wakes the loop again
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
-        if not self._ticking and not self._closed and HAND_OVER_S > 0:
-            self._ticking = True
-            self._tick_handle = self.loop.call_later(HAND_OVER_S, self._tick)
+        if not self._ticking and not self._closed:
+            delay = HAND_OVER_S
+            if self._paced:
+                delay, self._fresh = PACE_S, False  # (the first look is a whole pace after the hand-over)
+            if delay > 0:
+                self._ticking = True
+                self._tick_handle = self.loop.call_later(delay, self._tick)
 
     def _tick(self) -> None:
         self._ticking = False  # before looking: a read handed over from now on wakes the loop itself
         self._tick_handle = None
-        if self._reads:
+        if self._paced and not self._closed:
+            if self._fresh:  # the thread let go of the socket since this tick was set: it just read all there was
+                self._fresh = False
+            else:
+                self._look()
+        if self._reads or self._paced:  # (paced: the next look is due even when this one's bytes were taken)
             self._wake()
+
+    def _look(self) -> None:
+        """A paced read, on the loop: take what has queued (each read stamped with its newest packet); nothing there
+        means packets no longer come fast: a reader thread reads per packet again (a stall's end, a slow stream,
+        stamped exactly)."""
+        space = socket.CMSG_SPACE(TIMESPEC.size)
+        found = False
+        while True:
+            try:
+                data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, space, MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                self._paced = False
+                self._reads.append(exc)
+                return
+            self._reads.append((data, _stamp(ancillary)))
+            if not data:  # the end: nobody reads any more
+                self._paced = False
+                return
+            found = True
+            self.paced_reads += 1
+            if len(data) < READ_SIZE:  # all that had queued (what comes meanwhile waits for the next look)
+                break
+        if not found:
+            self._to_thread()
+
+    def _to_thread(self) -> None:
+        """Hand the socket from the loop's paced looks back to a reader thread (on the loop)."""
+        self._paced = False
+        READERS.run(self._pump)
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._pending:  # whatever is still to send goes before we wait for an answer
@@ -243,6 +344,7 @@ class StampedStream(httpcore.AsyncNetworkStream):
         buffer = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
         self._pending.clear()
         self._pending_size = 0
+        self._pace_ok = False  # a new request: its answer's first reads are per packet, until allowed again
         try:
             if len(buffer) <= SMALL_WRITE:
                 self.sock.sendall(buffer)
@@ -253,6 +355,12 @@ class StampedStream(httpcore.AsyncNetworkStream):
         except OSError as exc:
             raise httpcore.WriteError(str(exc) or type(exc).__name__) from exc
         self.sent_at = time.perf_counter()
+        if self._paced and not self._closed:  # (a reused connection, still paced after the last answer)
+            if self._tick_handle is not None:
+                self._tick_handle.cancel()
+                self._tick_handle = None
+                self._ticking = False
+            self._to_thread()
 
     async def aclose(self) -> None:
         self.close_now()
@@ -372,6 +480,13 @@ class StampedTLSStream(httpcore.AsyncNetworkStream):
     def start_reading(self) -> None:
         self.raw.start_reading()
 
+    def allow_pacing(self) -> None:
+        self.raw.allow_pacing()
+
+    @property
+    def paced_reads(self) -> int:
+        return self.raw.paced_reads
+
     def close_now(self) -> None:
         """Close at once, without the close_notify (for a connection given up mid-response)."""
         self.raw.close_now()
@@ -474,7 +589,9 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
     so that a first request's ``connect_s`` is the TCP (and TLS) handshake and the sending, not a name lookup; a
     literal address is never looked up at all (no resolver thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pace: bool = True) -> None:
+        self.pace = pace
+        """Whether its connections may pace their reads when packets come fast (see :class:`StampedStream`)."""
         self._addresses: dict[tuple[str, int], AddrInfo] = {}
         self._stamping: socket.socket | None = None
         self._spares: dict[tuple[str, int], socket.socket] = {}
@@ -541,7 +658,7 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
                 except BaseException:  # timed out or cancelled mid-connect: the socket is nobody's now
                     sock.close()
                     raise
-                return StampedStream(sock, loop, read_now=read_now)
+                return StampedStream(sock, loop, read_now=read_now, pace=self.pace)
         except TimeoutError:
             raise httpcore.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
         except socket.gaierror as exc:
@@ -569,7 +686,7 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
         except OSError as exc:
             sock.close()
             raise httpcore.ConnectError(str(exc)) from exc
-        return StampedStream(sock, loop)
+        return StampedStream(sock, loop, pace=self.pace)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

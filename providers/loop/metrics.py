@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..base import Price
-from ..events import SEGMENT_KINDS, Done, Error, Event, Extra, Request, Segment, is_loop_end, is_token
+from ..events import SEGMENT_KINDS, Delta, Done, Error, Event, Extra, Request, Segment, is_loop_end, is_token
 from ..metrics import STALL_THRESHOLD_S, SegmentSpan, TurnMetrics, percentile, turn_metrics, turn_segments
 
 MODEL_KINDS: Final[frozenset[str]] = frozenset({"wait", "think", "model"})
@@ -194,12 +194,15 @@ def loop_metrics(events: Iterable[Event], price: Price | None = None, model: str
     for chunk, t in zip(split.turns, turns, strict=True):
         toks = [e.t for e in chunk if is_token(e)]
         gaps.extend((b - a) * 1000.0 for a, b in itertools.pairwise(toks))
+        # a delta joining k chunks is k token events at one time: k - 1 gaps of zero
+        gaps.extend(itertools.repeat(0.0, sum(e.chunks - 1 for e in chunk if isinstance(e, Delta) and e.text)))
         if t.decode_tok_s is not None and len(toks) > 1:
             span = toks[-1] - toks[0]
             decoded += t.decode_tok_s * span
             span_total += span
     m.decode_tok_s = decoded / span_total if span_total > 0 else None
-    if gaps:
+    m.reads_paced_ms = max((t.reads_paced_ms for t in turns if t.reads_paced_ms is not None), default=None)
+    if gaps and m.reads_paced_ms is None:  # a turn read paced: its gaps are not the server's (see turn_metrics)
         m.itl_ms = {"p50": percentile(gaps, 50), "p90": percentile(gaps, 90), "p99": percentile(gaps, 99),
                     "max": max(gaps)}
     if m.token_events:

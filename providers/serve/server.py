@@ -208,13 +208,13 @@ class RecordingSource(Source):
                 if e.channel == "tool_args":
                     pending.append(e)
                 else:
-                    plan.pieces.append(Piece(t, e.text, e.channel, e.tokens or 1))
+                    plan.pieces.extend(Piece(t, text, e.channel, tokens) for text, tokens in _chunk_parts(e))
             elif isinstance(e, ToolCall):
                 plan.calls.append(Call(e.id, e.name))
                 index = len(plan.calls) - 1
                 parts = pending or [Delta(t=e.t, text=e.arguments, channel="tool_args")]
-                plan.pieces.extend(Piece(max(d.t - origin, 0.0), d.text, "tool_args", d.tokens or 1, index)
-                                   for d in parts)
+                plan.pieces.extend(Piece(max(d.t - origin, 0.0), text, "tool_args", tokens, index)
+                                   for d in parts for text, tokens in _chunk_parts(d))
                 pending = []
             elif isinstance(e, Usage):
                 plan.output_tokens, plan.reasoning_tokens = e.output, e.reasoning
@@ -233,6 +233,18 @@ class RecordingSource(Source):
 
     def describe(self) -> str:
         return f"{self.path} ({len(self.turns)} turn{'s' if len(self.turns) != 1 else ''})"
+
+
+def _chunk_parts(delta: Delta) -> list[tuple[str, int]]:
+    """A recorded delta as the chunks it joined (``Delta.chunks``), each with its tokens: its text cut into that
+    many parts, all sent at its time, so a client counts the chunks (and the gaps of zero between them) the
+    recording counts; its tokens (1 per chunk when it has no count) shared among them."""
+    k, text = delta.chunks, delta.text
+    tokens = delta.tokens if delta.tokens is not None else k
+    if k == 1:
+        return [(text, delta.tokens or 1)]
+    size = len(text)
+    return [(text[i * size // k:(i + 1) * size // k], tokens * (i + 1) // k - tokens * i // k) for i in range(k)]
 
 
 def _input_tokens(body: dict[str, Any]) -> int:

@@ -108,14 +108,14 @@ def test_text_without_a_break_is_looked_at_a_logarithmic_number_of_times(monkeyp
     """No space after a letter or digit (CJK, one long word): the text is counted whole, and looking for a place
     to cut it does not happen at every delta (that would be quadratic)."""
     looks: list[int] = []
-    real = metrics._word_break
+    real = tokens.word_break
 
     def counted(text: str) -> int:
         looks.append(len(text))
         return real(text)
 
     monkeypatch.setattr(metrics, "COUNT_CHUNK", 64)
-    monkeypatch.setattr(metrics, "_word_break", counted)
+    monkeypatch.setattr(tokens, "word_break", counted)
     pieces = ["日本語", "の", "、"] * 20_000
     assert count_text(pieces) == tokens.count("".join(pieces))
     assert len(looks) <= 12 and sum(looks) < 4 * len("".join(pieces))

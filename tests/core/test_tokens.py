@@ -78,15 +78,42 @@ def test_incremental_counter_matches_a_full_encode_fed_token_by_token() -> None:
     assert counter.total == len(encoding.encode_ordinary(text))
 
 
-def test_incremental_counter_stays_within_a_fraction_of_a_percent_fed_character_by_character() -> None:
+def test_incremental_counter_is_exact_fed_character_by_character() -> None:
     _, encoding = tokens.get_encoding("")
     assert encoding is not None
     text = PASSAGE * 2
     counter = tokens.IncrementalCounter(encoding)
     totals = [counter.feed(ch) for ch in text]
+    assert counter.total == len(encoding.encode_ordinary(text)) == totals[-1]
+
+
+def test_incremental_counter_counts_every_prefix_exactly_however_the_text_is_cut() -> None:
+    """The count after each delta is the tokenizer's count of all the text so far, so a delta joining several
+    chunks counts what the chunks would, one by one."""
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    parts = [*PARTS[:40], *PARTS[-30:], " 12345678 don't  stop\n\n  x", "\u0301y z"]
+    rng = random.Random(3)
+    for _ in range(4):
+        counter, text = tokens.IncrementalCounter(encoding), ""
+        at = 0
+        while at < len(parts):
+            k = rng.randint(1, 9)
+            piece = "".join(parts[at:at + k])
+            at += k
+            text += piece
+            assert counter.feed(piece) == len(encoding.encode_ordinary(text))
+
+
+def test_text_without_spaces_is_counted_within_a_fraction_of_a_percent() -> None:
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    text = PASSAGE.replace(" ", "") * 2
+    counter = tokens.IncrementalCounter(encoding)
+    for ch in text:
+        counter.feed(ch)
     exact = len(encoding.encode_ordinary(text))
     assert abs(counter.total - exact) / exact < 0.005
-    assert totals[-1] == counter.total
 
 
 def test_incremental_counter_re_encodes_only_a_short_tail() -> None:
@@ -101,10 +128,15 @@ def test_incremental_counter_re_encodes_only_a_short_tail() -> None:
 
 
 def _reference_totals(encoding: Any, parts: list[str]) -> list[int]:
-    """The incremental count as it was before the memo: the tail encoded on every delta."""
+    """The incremental count without the memo: the tail encoded on every delta."""
     committed, tail, totals = 0, "", []
     for text in parts:
         tail += text
+        if len(tail) > tokens.TAIL_CHARS and (cut := tokens.word_break(tail)):
+            committed += len(encoding.encode_ordinary(tail[:cut]))
+            tail = tail[cut:]
+            totals.append(committed + len(encoding.encode_ordinary(tail)))
+            continue
         toks = encoding.encode_ordinary(tail)
         if len(tail) > tokens.TAIL_CHARS and len(toks) > 2:
             keep = toks[:-2]
@@ -187,3 +219,17 @@ def test_a_counter_whose_text_does_not_repeat_stops_using_the_memo_and_counts_th
     repeating = tokens.IncrementalCounter(counting)  # a lane whose text repeats keeps it
     assert [repeating.feed(p) for p in PARTS] == _reference_totals(encoding, PARTS)
     assert repeating._memo is not None
+
+
+def test_long_tails_of_joined_chunks_are_counted_but_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    monkeypatch.setattr(tokens, "_MEMOS", weakref.WeakKeyDictionary())
+    counting = _Counting(encoding)
+    counter = tokens.IncrementalCounter(counting)
+    joined = ["".join(PARTS[i:i + 40]) for i in range(0, len(PARTS), 40)]
+    text = ""
+    for piece in joined:
+        text += piece
+        assert counter.feed(piece) == len(encoding.encode_ordinary(text))
+    assert all(len(tail) <= tokens.MEMO_CHARS for tail in tokens._MEMOS[counting])

@@ -12,7 +12,8 @@ from exporting import failing_tiers, record, replay_json, source_of
 from providers.export.csv_table import METRIC_COLUMNS, to_csv
 
 NUMBERS = {"connect_s", "ttfb_s", "ttft_s", "ttfa_s", "ttfs_s", "e2e_s", "decode_tok_s", "e2e_tok_s", "cost_usd",
-           "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "itl_ms_max", "model_share", "amdahl_max_speedup"}
+           "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "itl_ms_max", "reads_paced_ms", "model_share",
+           "amdahl_max_speedup"}
 WHOLE = {"output_tokens", "stalls", "run", "turn", "turns"}
 
 

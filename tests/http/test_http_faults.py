@@ -8,11 +8,11 @@ import socket
 from collections.abc import AsyncIterator
 
 import pytest
-from serving import PROTOCOLS, fast_source, provider, stream_turn, text_of, tier
+from serving import PROTOCOLS, chunks, fast_source, provider, stream_turn, text_of, tier
 
 from providers.base import TierSpec, TurnRequest
 from providers.clock import RealClock
-from providers.events import Delta, Done, Error, Event, Headers, Segment
+from providers.events import Done, Error, Event, Headers, Segment
 from providers.metrics import turn_metrics
 from providers.race import Race
 from providers.serve.server import ServeServer
@@ -108,7 +108,7 @@ async def test_an_error_event_mid_stream_keeps_the_text_before_it(server: ServeS
     error = error_of(events)
     assert error.error in ("stream", "overloaded")
     assert "mid-stream after 4 text chunks" in error.message and "try again" in error.message
-    assert sum(isinstance(e, Delta) for e in events) == 4 and text_of(events)
+    assert len(chunks(events)) == 4 and text_of(events)
     assert not retries(events)
 
 
@@ -117,7 +117,7 @@ async def test_a_connection_reset_mid_stream_is_reported_as_such(server: ServeSe
     events = await stream_turn(tier(server, protocol, fault="reset,after=3"))
     error = error_of(events)
     assert error.error == "reset" and "reset mid-stream after 3 text chunks" in error.message
-    assert sum(isinstance(e, Delta) for e in events) == 3
+    assert len(chunks(events)) == 3
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -125,7 +125,7 @@ async def test_a_stream_ending_without_its_final_event_is_incomplete(server: Ser
     events = await stream_turn(tier(server, protocol, fault="truncate,after=5"))
     error = error_of(events)
     assert error.error == "incomplete" and "without its final event" in error.message
-    assert sum(isinstance(e, Delta) for e in events) == 5
+    assert len(chunks(events)) == 5
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -133,7 +133,7 @@ async def test_malformed_json_quotes_what_came(server: ServeServer, protocol: st
     events = await stream_turn(tier(server, protocol, fault="malformed,after=2"))
     error = error_of(events)
     assert error.error == "protocol" and "malformed JSON" in error.message
-    assert sum(isinstance(e, Delta) for e in events) == 2
+    assert len(chunks(events)) == 2
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -141,7 +141,7 @@ async def test_bytes_that_are_not_utf8_end_the_lane(server: ServeServer, protoco
     events = await stream_turn(tier(server, protocol, fault="non-utf8,after=2"))
     error = error_of(events)
     assert error.error == "encoding" and "not UTF-8" in error.message
-    assert sum(isinstance(e, Delta) for e in events) == 2
+    assert len(chunks(events)) == 2
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -159,7 +159,7 @@ async def test_a_timed_stall_is_a_pause_and_the_answer_goes_on_after_it(server: 
     events = await stream_turn(tier(server, protocol, fault="stall=0.3,after=3"))
     assert isinstance(events[-1], Done) and not any(isinstance(e, Error) for e in events)
     assert text_of(events) == text_of(whole) and len(text_of(whole)) > 20
-    stamps = [e.t for e in events if isinstance(e, Delta)]
+    stamps = [e.t for e in chunks(events)]
     # The pause comes after the third chunk (whose own stamp may come late on a loaded machine: measured from the
     # second).
     assert stamps[3] - stamps[1] >= 0.3 and max(b - a for a, b in itertools.pairwise(stamps)) >= 0.15

@@ -15,7 +15,7 @@ from serving import fast_source, provider, tier
 
 from providers.base import TierSpec, TurnRequest
 from providers.events import Done, Request, Segment
-from providers.http.lean import ChunkedDecoder, LeanTransport
+from providers.http.lean import ChunkedDecoder, LeanTransport, _whole_chunks
 from providers.http.provider import eager
 from providers.http.transport import StampedBackend, _connect
 from providers.serve.server import ServeServer
@@ -84,6 +84,33 @@ async def test_chunked_decoding_gives_the_same_data_however_the_bytes_are_split(
         decoder = ChunkedDecoder()
         assert decoder.feed(CHUNKED[:split]) + decoder.feed(CHUNKED[split:]) == CHUNKED_DATA
         assert decoder.done
+
+
+def _framed(*datas: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(d), d) for d in datas)
+
+
+def test_a_read_of_whole_chunks_gives_the_data_a_chunk_at_a_time_would() -> None:
+    datas = [b"data: one\n\n", b"two\r\nwith a line break\r\n", b"x" * 300, b"\r\n", b"A" * 26, b"end"]
+    whole = _framed(*datas)
+    for cut in (1, 2, 3, len(datas)):  # reads of whole chunks, one or several, each in one split
+        decoder = ChunkedDecoder()
+        got = [decoder.feed(_framed(*datas[i:i + cut])) for i in range(0, len(datas), cut)]
+        assert b"".join(got) == b"".join(datas) and not decoder.done
+        assert decoder.feed(b"0\r\n\r\n") == b"" and decoder.done
+    assert _whole_chunks(_framed(datas[0], datas[2])) == datas[0] + datas[2]  # one split for all of them
+    assert _whole_chunks(whole) is None  # a chunk's data holds a line break: a chunk at a time
+    decoder = ChunkedDecoder()  # the last chunk read with the others
+    assert decoder.feed(whole + b"0\r\n\r\n") == b"".join(datas) and decoder.done and not decoder.extra
+    decoder = ChunkedDecoder()  # a read that ends inside a chunk, just after a line break in its data
+    assert decoder.feed(whole[:whole.index(b"with") + len(b"with a line break\r\n")]) + decoder.feed(
+        whole[whole.index(b"with") + len(b"with a line break\r\n"):]) == b"".join(datas)
+    decoder = ChunkedDecoder()
+    assert decoder.feed(b"1A;ext=1\r\n" + b"A" * 26 + b"\r\n") == b"A" * 26  # an extension: step by step
+    assert ChunkedDecoder().feed(b" 3 \r\nabc\r\n") == b"abc"  # spaces around a size, as before
+    for bad in (b"0x3\r\nabc\r\n", b"+3\r\nabc\r\n", b"1_0\r\n" + b"a" * 16 + b"\r\n"):
+        with pytest.raises(ValueError, match="bad chunk size"):
+            ChunkedDecoder().feed(bad)
 
 
 def test_chunked_decoding_refuses_bad_framing_and_notes_what_follows_the_end() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import PROTOCOLS, fast_source, stream_turn, text_of, tier
+from serving import PROTOCOLS, chunks, fast_source, stream_turn, text_of, tier
 
 from providers.base import ConfigError, Message, TierSpec, TurnRequest
 from providers.events import Delta, Done, Error, Extra, Headers, Request, Segment, ToolCall, Usage
@@ -52,7 +52,7 @@ async def test_each_protocol_reports_tokens_from_usage(server: ServeServer, prot
 async def test_reasoning_streams_on_its_own_channel_before_the_answer(protocol: str) -> None:
     async with ServeServer(fast_source(thinking_tokens=6)) as server:
         events = await stream_turn(tier(server, protocol))
-    deltas = [e for e in events if isinstance(e, Delta)]
+    deltas = chunks(events)
     assert [d.channel for d in deltas[:6]] == ["reasoning"] * 6
     assert {d.channel for d in deltas[6:]} == {"content"}
     assert text_of(events, "reasoning").startswith("The question asks")
@@ -106,7 +106,7 @@ async def test_providers_own_timing_is_kept_with_the_decode_rate_it_implies(flav
 async def test_llamacpp_reasoning_content_is_the_reasoning_channel() -> None:
     async with ServeServer(fast_source(thinking_tokens=3), flavor="llamacpp") as server:
         events = await stream_turn(tier(server, "openai"))
-    assert [d.channel for d in events if isinstance(d, Delta)][:3] == ["reasoning"] * 3
+    assert [d.channel for d in chunks(events)][:3] == ["reasoning"] * 3
 
 
 async def test_warm_opens_the_connection_the_first_turn_reuses(server: ServeServer) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving import fast_source, stream_turn, tier
+from serving import chunks, fast_source, stream_turn, tier
 
 from providers.base import TierSpec
 from providers.events import Delta, Done, Error, Headers, Request, Segment, Usage
@@ -107,6 +107,22 @@ def test_a_recorded_lane_is_planned_from_the_moment_the_request_was_on_the_wire(
     assert plan.output_tokens == 2 and plan.finish == "stop" and plan.error is None
 
 
+def test_a_recorded_delta_joining_chunks_is_served_as_that_many_chunks_at_its_time(tmp_path: Path) -> None:
+    """A delta that joined k chunks read together is sent as k pieces at its time, its tokens shared among them:
+    a client counts the chunks the recording counts."""
+    path = tmp_path / "r.jsonl"
+    recorder = Recorder(path, "Hi", [TierSpec(name="recorded", provider="openai", model="gpt-rec")])
+    for event in [Request(t=1.0), Headers(t=1.1), Delta(t=1.3, text="Hello"), Delta(1.4, " there, you", chunks=3),
+                  Delta(1.5, "ab", "reasoning", tokens=5, chunks=2), Done(t=1.6)]:
+        recorder(0, event)
+    recorder.close()
+    plan = RecordingSource(path).plan({}, 400, 0)
+    assert [(round(p.t, 6), p.text, p.channel, p.tokens) for p in plan.pieces] == [
+        (0.3, "Hello", "content", 1), (0.4, " th", "content", 1), (0.4, "ere,", "content", 1),
+        (0.4, " you", "content", 1), (0.5, "a", "reasoning", 2), (0.5, "b", "reasoning", 3)]
+    assert plan.output_tokens == 9
+
+
 async def test_a_recorded_lane_streams_its_text_to_any_protocol(tmp_path: Path) -> None:
     async with ServeServer(RecordingSource(lane_recording(tmp_path / "r.jsonl")), speed=50) as server:
         for protocol in ("openai", "openai-responses", "anthropic"):
@@ -127,7 +143,7 @@ async def test_a_recorded_failure_mid_stream_is_served_as_an_error_event(tmp_pat
     async with ServeServer(RecordingSource(lane_recording(tmp_path / "r.jsonl", error)), speed=50) as server:
         events = await stream_turn(tier(server, "anthropic"))
     assert isinstance(events[-1], Error) and "upstream went away" in events[-1].message
-    assert sum(isinstance(e, Delta) for e in events) == 2
+    assert len(chunks(events)) == 2
 
 
 async def test_a_fault_with_times_hits_only_that_many_requests() -> None:

@@ -51,7 +51,7 @@ fail_after_tokens = 5
 
 RUN_KEYS = {"ok", "error", "connect_s", "ttfb_s", "ttft_s", "ttfa_s", "ttfs_s", "e2e_s", "output_tokens",
             "tokens_source", "decode_tok_s", "e2e_tok_s", "itl_ms", "stalls", "cost_usd", "segments",
-            "retries", "service_tier", "provider_timing"}
+            "retries", "service_tier", "provider_timing", "reads_paced_ms"}
 """The keys of one run in DESIGN §8, and the ones README adds (what the details view shows)."""
 
 

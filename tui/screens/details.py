@@ -28,7 +28,7 @@ from providers.events import Event, Headers, Request, Segment, is_loop_end
 from providers.live import LiveLane
 from providers.loop.metrics import WHAT_IF_FACTOR, LoopMetrics, loop_metrics
 from providers.masking import mask_url
-from providers.metrics import DEFINITIONS, SegmentSpan, TurnMetrics, split_turns, turn_metrics
+from providers.metrics import DEFINITIONS, OWN_EXTRAS, SegmentSpan, TurnMetrics, split_turns, turn_metrics
 
 from ..widgets.lane import worth_saying
 
@@ -75,7 +75,9 @@ def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
         "decode_tok_s": ("—" if m.decode_tok_s is None else f"{m.decode_tok_s:,.1f}",
                          f"tokens from {m.tokens_source} ÷ delta stamps"),
         "e2e_tok_s": ("—" if m.e2e_tok_s is None else f"{m.e2e_tok_s:,.1f}", f"tokens from {m.tokens_source} ÷ e2e"),
-        "itl_ms": (itl, f"p50/p90/p99/max of the gaps between {m.token_events} token events"),
+        "itl_ms": (itl, f"p50/p90/p99/max of the gaps between {m.token_events} token events"
+                   if m.reads_paced_ms is None else f"not measured: tokens came faster than 1,000 packets/s and "
+                   f"were read every {m.reads_paced_ms:g} ms (--exact-reads measures them)"),
         "tokens_per_event": ("—" if m.tokens_per_event is None else f"{m.tokens_per_event:.2f}",
                              f"tokens from {m.tokens_source} ÷ {m.token_events} events"),
         "stalls": (str(m.stalls), "gaps between delta stamps"),
@@ -164,7 +166,7 @@ def wire_rows(m: TurnMetrics, events: Sequence[Event], tier: TierSpec,
                                                       or "no attempt failed before the stream began")))
     rows.append(_wait_row(m, events, retry_spans))
     for source, data in m.extras.items():
-        if source != "service_tier" and isinstance(data, Mapping):
+        if source not in OWN_EXTRAS and isinstance(data, Mapping):
             rows += _extra_rows(source, data, m)
     return rows
 
