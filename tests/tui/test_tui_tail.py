@@ -51,6 +51,42 @@ def test_feeding_runs_one_by_one_gives_the_lines_of_one_whole_wrap(runs: list[tu
         assert wrapper.lines == whole[len(whole) - len(wrapper.lines):]
 
 
+one_cell_runs = st.lists(st.tuples(st.sampled_from(CHANNELS),
+                                   st.text(alphabet=st.sampled_from("ab \n—é\tx"), max_size=30)
+                                   | st.sampled_from(WORDS)), max_size=40)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(runs=one_cell_runs, width=st.integers(1, 30), keeps=st.lists(st.integers(1, 6), max_size=40))
+def test_a_line_at_a_time_wraps_as_a_word_at_a_time(runs: list[tuple[str, str]], width: int,
+                                                    keeps: list[int]) -> None:
+    """Text of one-cell characters is laid out a line at a time: the same lines, and the same state to go on
+    from (the cells used, the word left open), as the word loop gives, after every run."""
+    fast, slow = Wrapper(width), Wrapper(width, fast=False)
+    for i, (channel, text) in enumerate(runs):
+        fast.feed(channel, text)
+        slow.feed(channel, text)
+        if i < len(keeps):
+            fast.trim(keeps[i])
+            slow.trim(keeps[i])
+        assert (fast.lines, fast.used, fast.open, fast.dropped) == (slow.lines, slow.used, slow.open, slow.dropped)
+
+
+def test_a_line_at_a_time_is_what_wraps_plain_text() -> None:
+    calls = []
+
+    class Counted(Wrapper):
+        def _feed_lines(self, channel: str, text: str, used: int) -> None:
+            calls.append(text)
+            super()._feed_lines(channel, text, used)
+
+    wrapper = Counted(10)
+    wrapper.feed("content", "plain text — with a dash,\ttab\nand a new line")
+    wrapper.feed("content", "速度")  # two cells a character: a word at a time
+    wrapper.feed("content", "\u00a0no-break space")  # a space that is not " ": a word at a time
+    assert calls == ["plain text — with a dash, tab\nand a new line"]
+
+
 def test_a_word_split_across_tokens_wraps_as_one_word() -> None:
     tokens = [("content", "hello wor"), ("content", "ld, and mor"), ("content", "e")]
     assert [text for line in wrap(tokens, 10) for text, _ in line] == ["hello ", "world, and", "more"]

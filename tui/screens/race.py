@@ -24,6 +24,7 @@ from providers.live import LiveRace
 from providers.metrics import SegmentSpan
 from providers.voice.live import WPM_STEP, LiveVoice
 
+from ..compositor import LineCompositor
 from ..replay_control import ReplayControl
 from ..runner import RaceRunner
 from ..widgets.bottleneck import BottleneckView
@@ -105,6 +106,7 @@ class RaceScreen(Screen[None]):
                  freeze_gc: bool = True, voice: LiveVoice | None = None, speaker: Speaker | None = None,
                  podium: bool = False, present: bool = False) -> None:
         super().__init__()
+        self._compositor = LineCompositor()  # a frame asks each widget only for the lines it redraws
         self.podium = podium
         """Show the finish line when a race ends (not when it is stopped)."""
         self.present = present

@@ -13,8 +13,8 @@ from typing import Final
 from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
-from textual.widget import Widget
 
+from .direct import DirectLines
 from .palette import palette
 
 EIGHTHS: Final[str] = " ▏▎▍▌▋▊▉"
@@ -54,7 +54,7 @@ def sparkline(values: Sequence[float], scale: float, width: int) -> str:
     return "".join(out)
 
 
-class Gauge(Widget):
+class Gauge(DirectLines):
     """The bar and label on the first line, the sparkline on the second (beside the bar when one line high; a
     taller gauge draws a taller bar)."""
 

@@ -8,22 +8,47 @@ answer.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 from typing import Final
 
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
-from textual.geometry import Region
+from textual.color import Color
+from textual.filter import LineFilter
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
 from providers.live import LiveLane
 
+from .direct import look, plain
 from .palette import palette
 from .printable import printable
 
 _WORD: Final[re.Pattern[str]] = re.compile(r"\n|[^\S\n]+|\S+")
+_SPACES: Final[re.Pattern[str]] = re.compile(" +")
+_ONE_CELL: Final[set[str]] = {chr(code) for code in range(0x20, 0x7F)} | {"\n"}
+_NOT_ONE_CELL: Final[set[str]] = set()
+"""Characters seen that are (not) one cell wide and not a space (but " "); the newline is in too: text made only
+of those is wrapped a line at a time (:meth:`Wrapper._feed_lines`). Each character is looked at once."""
+
+
+def one_cell(text: str) -> bool:
+    """Whether every character of ``text`` (made printable) is one cell wide, and its only spaces are " " and
+    newlines."""
+    if text.isascii() or _ONE_CELL.issuperset(text):  # printable ASCII is always: most text, at C speed
+        return True
+    for ch in set(text).difference(_ONE_CELL):
+        if ch not in _NOT_ONE_CELL and not ch.isspace() and ch.isprintable() and cell_len(ch) == 1:
+            _ONE_CELL.add(ch)
+        else:
+            _NOT_ONE_CELL.add(ch)
+            return False
+    return True
+
 
 Line = list[tuple[str, str]]
 """One wrapped line: (text, channel) runs."""
@@ -50,10 +75,13 @@ class Wrapper:
     and a word (or a run of spaces) the previous text left open is taken back and wrapped again with what
     continues it."""
 
-    __slots__ = ("dropped", "lines", "open", "used", "width")
+    __slots__ = ("dropped", "fast", "lines", "open", "used", "width")
 
-    def __init__(self, width: int) -> None:
+    def __init__(self, width: int, fast: bool = True) -> None:
         self.width = max(width, 1)
+        self.fast = fast
+        """Lay out text of one-cell characters a line at a time (:meth:`_feed_lines`) rather than a word at a
+        time: the same lines, at a fraction of the cost (off only to check that)."""
         self.lines: list[Line] = [[]]
         self.used = 0
         """Cells used on the last line."""
@@ -80,6 +108,9 @@ class Wrapper:
                 else:
                     line[-1] = (kept[:-chars], run_channel)
                 used = before
+        if self.fast and one_cell(text):
+            self._feed_lines(channel, text, used)
+            return
         ascii_only = text.isascii()
         parts: list[str] = []
         """This run's text on the last line so far, added to the line once it is done (not word by word)."""
@@ -129,6 +160,68 @@ class Wrapper:
             self.open = (channel, len(word), used - (len(word) if ascii_only else _width(word)), word.isspace())
         self.used = used
 
+    def _feed_lines(self, channel: str, text: str, used: int) -> None:
+        """:meth:`feed` for text whose every character is one cell wide and whose only spaces are " " and newlines
+        (what most answers are): each line is laid out at once, its end found by searching the text for the last
+        break that fits, instead of a word at a time. The same lines as the word loop, by the same rules: a word
+        goes on the line if it fits, else it starts the next (cut when wider than a line); a run of spaces stays
+        at the end of its line if it fits, else it breaks the line and goes; a wrapped line does not start with
+        spaces (only the very first line may)."""
+        width, lines = self.width, self.lines
+        end_of_text = len(text)
+        pos = 0
+        chunk_start = -1
+        """Where the last piece of text put on a line started (``-1``: nothing put since the last break)."""
+        placed_to = -1
+        """Where the last piece put on a line ended."""
+        while pos < end_of_text:
+            newline = text.find("\n", pos)
+            if newline < 0:
+                newline = end_of_text
+            while pos < newline:
+                if used == 0 and text[pos] == " " and len(lines) + self.dropped > 1:
+                    pos = _after_spaces(text, pos)
+                    continue
+                end = pos + width - used
+                if end <= pos:  # the line is full (a wide character can overfill a line one cell wide)
+                    take = 0
+                elif end >= newline:
+                    take = newline - pos
+                elif text[end] == " ":  # the line ends in the spaces that reach past it, or just before them
+                    take = len(text[pos:end].rstrip(" "))
+                else:  # the line ends in a word: break after the last space before it
+                    take = text.rfind(" ", pos, end) + 1 - pos
+                    take = max(take, 0)
+                if take > 0:
+                    _add(lines[-1], text[pos:pos + take], channel)
+                    chunk_start, pos = pos, pos + take
+                    placed_to = pos
+                    used += take
+                    if pos < newline:  # what comes next does not fit: the next line
+                        lines.append([])
+                        used = 0
+                elif used > 0:  # nothing more fits on this line
+                    lines.append([])
+                    used = 0
+                elif text[pos] == " ":  # spaces wider than the whole (first) line: they break it and go
+                    pos = _after_spaces(text, pos)
+                    lines.append([])
+                else:  # a word wider than the line: cut it
+                    _add(lines[-1], text[pos:pos + width], channel)
+                    chunk_start, pos = pos, pos + width
+                    placed_to = pos
+                    lines.append([])
+            if newline < end_of_text:
+                lines.append([])
+                used = 0
+                pos = newline + 1
+        self.used = used
+        if placed_to == end_of_text and lines[-1]:  # the last word or spaces may go on with the next text
+            last = text[-1]
+            start = len(text.rstrip(" ")) if last == " " else max(text.rfind(" "), text.rfind("\n")) + 1
+            chars = end_of_text - max(start, chunk_start)
+            self.open = (channel, chars, used - chars, last == " ")
+
     def trim(self, keep: int) -> None:
         """Keep only the last ``keep`` lines (at least one: the line the next text continues)."""
         extra = len(self.lines) - max(keep, 1)
@@ -140,6 +233,11 @@ class Wrapper:
 def joined(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Pieces of one channel in a row as one run (wrapping one run costs less than wrapping its pieces, and gives
     the same lines)."""
+    if not pieces:
+        return []
+    channels, texts = zip(*pieces, strict=True)
+    if channels.count(channels[0]) == len(channels):  # one channel (most frames): one join, no loop
+        return [(channels[0], "".join(texts))]
     runs: list[tuple[str, list[str]]] = []
     for channel, text in pieces:
         if runs and runs[-1][0] == channel:
@@ -155,6 +253,12 @@ def _add(line: Line, text: str, channel: str) -> None:
         line[-1] = (line[-1][0] + text, channel)
     else:
         line.append((text, channel))
+
+
+def _after_spaces(text: str, pos: int) -> int:
+    """Where the run of spaces at ``pos`` ends."""
+    match = _SPACES.match(text, pos)
+    return match.end() if match else pos
 
 
 def _cut(word: str, width: int) -> str:
@@ -187,10 +291,15 @@ class TailText(Widget):
         self._version = -1
         self._strips: list[Strip | None] = []
         """The drawn line for each of the wrapper's lines, once drawn (``None``: to draw)."""
-        self._styles_key: tuple[Style, object] | None = None
+        self._styles_key: tuple[object, ...] | None = None
         self._style_map: dict[str, Style] = {}
-        self._pass: tuple[int, Style, dict[str, Style], range] = (0, Style(), {}, range(0))
-        """What every line of one drawing pass needs: width, base style, channel styles, lines shown."""
+        self._blank: Strip | None = None
+        """A line below the text, as drawn."""
+        self._look_memo: list[object] = []
+        self._pass: tuple[int, Style, dict[str, Style], range, tuple[LineFilter, ...], Color | None] = (
+            0, Style(), {}, range(0), (), None)
+        """What every line of one drawing pass needs: width, base style, channel styles, lines shown, the app's
+        filters to apply and the background they apply on (none when Textual's own pipeline draws the lines)."""
 
     def bind(self, lane: LiveLane) -> None:
         self.lane = lane
@@ -200,40 +309,45 @@ class TailText(Widget):
     def sync(self) -> None:
         """Catch up with the lane's text, and repaint what that changed: the lines from the first one that
         changed to the bottom while nothing scrolled, every line once it did (or the lane or the size changed)."""
-        width, height = self.size
-        top = self._wrapper.dropped + self._shown().start
-        first = self._update()
+        size = self.size  # worked out from the layout each time it is asked for: asked once
+        width, height = size
+        top = self._wrapper.dropped + self._shown(height).start
+        first = self._update(size)
         if first is None:
             return
-        shown = self._shown()
+        shown = self._shown(height)
         if first < 0 or self._wrapper.dropped + shown.start != top:
             self.refresh()
         elif first < shown.stop:
             y = max(first - shown.start, 0)
             self.refresh(Region(0, y, width, height - y))
 
-    def _update(self) -> int | None:
+    def _update(self, size: Size) -> int | None:
         """Bring the lines up to the lane's text: ``None`` when nothing changed, -1 when every line was wrapped
         again, else the index (in :attr:`_wrapper` lines) of the first line that changed."""
-        width, height = self.size
+        width, height = size
         lane = self.lane
         layout = (id(lane), width, height)
         if layout != self._layout:
             self._layout = layout
-            self._rewrap()
+            self._rewrap(size)
             return -1
         if lane is None or lane.version == self._version or height <= 0:
             return None  # nothing new, or no room to show it (a new size wraps the visible tail afresh)
         self._version = lane.version
-        new = self._new_pieces(lane, (height + 1) * (width + 1))
+        new = self._new_pieces(lane)
         if new is None:
-            self._rewrap()
+            self._rewrap(size)
             return -1
         if not new:
             return None
+        runs = joined(new)
+        if sum(len(text) for _, text in runs) > (height + 1) * (width + 1):
+            self._rewrap(size)  # more came than the lines shown hold: wrapping the visible tail again costs less
+            return -1
         wrapper = self._wrapper
         count = len(wrapper.lines)
-        for channel, text in joined(new):
+        for channel, text in runs:
             wrapper.feed(channel, text)
         self._last = new[-1]
         strips = self._strips
@@ -244,27 +358,25 @@ class TailText(Widget):
             del strips[:drop]
         return count - 1 - max(drop, 0)
 
-    def _new_pieces(self, lane: LiveLane, limit: int) -> list[tuple[str, str]] | None:
-        """The pieces the lane got since the last one wrapped, oldest first; ``None`` when that piece is gone or
-        more than ``limit`` characters came since (wrapping the visible tail again is then as cheap)."""
+    def _new_pieces(self, lane: LiveLane) -> list[tuple[str, str]] | None:
+        """The pieces the lane got since the last one wrapped, oldest first; ``None`` when that piece is gone."""
         last = self._last
         if last is None:
             return None
-        new: list[tuple[str, str]] = []
-        chars = 0
-        for piece in reversed(lane.pieces):
-            if piece is last:
-                new.reverse()
-                return new
-            new.append(piece)
-            chars += len(piece[1])
-            if chars > limit:
-                return None
-        return None
+        pieces = lane.pieces
+        # How far from the end the last piece wrapped is, by identity (equal pieces recur: " the"), looked for
+        # from the end without a step of Python per piece.
+        back = next(itertools.compress(itertools.count(), map(operator.is_, reversed(pieces), itertools.repeat(last))),
+                    None)
+        if back is None:
+            return None
+        new = list(itertools.islice(reversed(pieces), back))
+        new.reverse()
+        return new
 
-    def _rewrap(self) -> None:
+    def _rewrap(self, size: Size) -> None:
         """Wrap the lane's visible tail afresh (a new lane, a new size, or too much new text)."""
-        width, height = self.size
+        width, height = size
         lane = self.lane
         self._wrapper = wrapper = Wrapper(width)
         self._last = None
@@ -276,34 +388,31 @@ class TailText(Widget):
             if lane.pieces:
                 self._last = lane.pieces[-1]
         self._strips = [None] * len(wrapper.lines)
+        self._blank = None
 
-    def _shown(self) -> range:
+    def _shown(self, height: int) -> range:
         """Which of the wrapper's lines are on screen: the last ``height``, less a trailing empty line (a newline
         at the end does not push the text up)."""
         lines = self._wrapper.lines
         end = len(lines)
         if end + self._wrapper.dropped > 1 and not lines[-1]:
             end -= 1
-        return range(max(end - self.size.height, 0), end)
+        return range(max(end - height, 0), end)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         size = self.size
         if self._layout != (id(self.lane), *size):  # drawn before a sync at this size
-            self._update()
+            self._update(size)
         base = self.visual_style.rich_style
-        self._pass = (size.width, base, self._styles(base), self._shown())  # once a pass, not once a line
-        if not self._plain():
-            return super().render_lines(crop)
         # Nothing of Textual's own styling to draw around or over the text: its per-line pipeline would hand back
-        # the lines as they are, so they go out directly (with the app's filters, as that pipeline applies them).
-        strips = [self.render_line(y) for y in crop.line_range]
-        filters = self.get_line_filters()
-        if filters:
-            background = self.background_colors[1]
-            for index, strip in enumerate(strips):
-                for line_filter in filters:
-                    strip = strip.apply_filter(line_filter, background)
-                strips[index] = strip
+        # the lines as they are, so they go out directly, each drawn once with the app's filters applied (as that
+        # pipeline applies them) and kept so.
+        plain, filters, background = look(self, self._look_memo)
+        self._pass = (size.width, base, self._styles(base, filters, background), self._shown(size.height), filters,
+                      background)  # once a pass, not once a line
+        if not plain:
+            return super().render_lines(crop)
+        strips = [self._line(y) for y in crop.line_range]
         if crop.column_span != (0, size.width):
             x1, x2 = crop.column_span
             strips = [strip.crop(x1, x2) for strip in strips]
@@ -311,28 +420,52 @@ class TailText(Widget):
 
     def _plain(self) -> bool:
         """No border, padding, outline, tint, hatch or opacity: Textual would draw each line as it is given."""
-        styles = self.styles
-        return (not any(styles.gutter) and not any(edge for edge, _ in styles.outline) and not styles.tint.a
-                and styles.text_opacity == 1 and self.opacity == 1
-                and not (styles.has_rule("hatch") and styles.hatch != "none"))
+        return plain(self)
 
     def render_line(self, y: int) -> Strip:
-        width, base, styles, shown = self._pass
+        """A line as Textual's own pipeline asks for it: without the app's filters (that pipeline applies them)."""
+        width, base, _, shown, filters, _ = self._pass
+        if filters:  # the lines kept were drawn filtered, to go out directly: draw them as they are
+            self._pass = (width, base, self._styles(base, (), None), shown, (), None)
+        return self._line(y)
+
+    def _line(self, y: int) -> Strip:
+        width, base, styles, shown, filters, background = self._pass
         index = shown.start + y
         if index >= shown.stop:
-            return Strip.blank(width, base)
+            if self._blank is None:
+                self._blank = self._filtered(Strip.blank(width, base), filters, background)
+            return self._blank
         strip = self._strips[index]
         if strip is None:
-            segments = [Segment(text, styles.get(channel, base)) for text, channel in self._wrapper.lines[index]]
-            strip = self._strips[index] = Strip(segments).adjust_cell_length(width, base)
+            line = self._wrapper.lines[index]
+            segments = [Segment(text, styles.get(channel, base)) for text, channel in line]
+            cells = sum(cell_len(text) for text, _ in line)
+            if cells <= width:  # one strip of the full width, filtered as it is made (not a strip per step)
+                if cells < width:
+                    segments.append(Segment(" " * (width - cells), base))
+                for line_filter in filters:
+                    segments = line_filter.apply(segments, background)  # type: ignore[arg-type]
+                strip = Strip(segments, width)
+            else:  # a character wider than the whole line
+                strip = self._filtered(Strip(segments).adjust_cell_length(width, base), filters, background)
+            self._strips[index] = strip
         return strip
 
-    def _styles(self, base: Style) -> dict[str, Style]:
+    @staticmethod
+    def _filtered(strip: Strip, filters: tuple[LineFilter, ...], background: Color | None) -> Strip:
+        for line_filter in filters:
+            strip = strip.apply_filter(line_filter, background)  # type: ignore[arg-type]
+        return strip
+
+    def _styles(self, base: Style, filters: tuple[LineFilter, ...], background: Color | None) -> dict[str, Style]:
+        """The style of each channel; a change of style, palette or filters draws every line again."""
         pal = palette(self.app)
-        key = (base, pal)
+        key = (base, pal, filters, background)
         if self._styles_key != key:
             self._styles_key = key
             self._strips = [None] * len(self._strips)
+            self._blank = None
             self._style_map = {
                 "content": base,
                 "reasoning": base + Style(dim=True, italic=True),

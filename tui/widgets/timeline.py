@@ -11,6 +11,7 @@ per lane); a terminal too short for that gets thinner rows (:func:`fitting_heigh
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Final
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.app import ComposeResult
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
@@ -26,6 +28,7 @@ from providers.live import LiveLane
 from providers.metrics import SegmentSpan
 from themes.loader import timeline_row_height
 
+from .direct import DirectLines
 from .palette import palette
 
 LABEL_WIDTH: Final[int] = 16
@@ -112,6 +115,23 @@ def tracks(spans: Sequence[SegmentSpan], limit: int = MAX_TRACKS) -> list[list[S
 
 
 @dataclass(frozen=True, slots=True)
+class RowLook:
+    """What one line of a row shows: its lane (colours), which of the row's lines, the label and how it looks
+    ("", "dim" or "bold"), runs of (kind or nothing, cells), and the end mark (cell, text, whether an error)."""
+
+    lane: int
+    line: int
+    label: str
+    label_look: str
+    runs: tuple[tuple[str | None, int], ...]
+    end: tuple[int, str, bool] | None
+
+
+_LOOKS: Final[dict[str, Style]] = {"dim": Style(dim=True), "bold": Style(bold=True)}
+_ERROR_MARK: Final[Style] = Style(color="red", bold=True)
+
+
+@dataclass(frozen=True, slots=True)
 class Row:
     """One row of the timeline: a lane's own row (track 0) or a row of its parallel tool calls."""
 
@@ -140,10 +160,33 @@ def paint(segments: list[tuple[str, float, float]], span: float, cells: int) -> 
         if start >= span:
             continue
         first = int(start * per)
-        last = max(first + 1, math.ceil(min(end, span) * per))
-        for c in range(first, min(last, cells)):
-            out[c] = kind
+        last = min(max(first + 1, math.ceil(min(end, span) * per)), cells)
+        if last > first:
+            out[first:last] = [kind] * (last - first)
     return out
+
+
+class TimelineLines(DirectLines):
+    """What draws the timeline's lines, inside its border and padding: they go out as drawn (see
+    :mod:`.direct`), where drawn by the timeline itself every line that moved would go through Textual's styling."""
+
+    DEFAULT_CSS = """
+    TimelineLines { width: 1fr; height: auto; }
+    """
+
+    def __init__(self, timeline: Timeline) -> None:
+        super().__init__()
+        self.timeline = timeline
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return self.timeline.get_content_height(container, viewport, width)
+
+    def render_line(self, y: int) -> Strip:
+        return self.timeline.render_line(y)
+
+    def lines_in(self, lines: range) -> list[Strip]:
+        _, strips = self.timeline._draw()  # once for all the lines asked for
+        return [strips[y] if y < len(strips) else self.timeline.render_line(y) for y in lines]
 
 
 class Timeline(Widget):
@@ -166,6 +209,15 @@ class Timeline(Widget):
         self._lines: tuple[list[Row], int, list[tuple[Row, int]]] = ([], 1, [])
         self._drawn: tuple[tuple[object, ...], list[Strip]] | None = None
         """Every line as last drawn, and what it was drawn from (rows, time, size, style, zoom)."""
+        self._rows_drawn: tuple[tuple[object, ...], dict[int, tuple[RowLook, Strip]]] = ((), {})
+        """Each line above the axis as last drawn, and what it shows; for the size, style, zoom and row height."""
+        self._axis_drawn: tuple[tuple[object, ...], Strip] | None = None
+        """The axis as last drawn, and what it was drawn from (cells, span, style, zoom, width)."""
+        self.drawn = TimelineLines(self)
+        """What shows the lines (this widget draws its border and padding around them)."""
+
+    def compose(self) -> ComposeResult:
+        yield self.drawn
 
     def on_mount(self) -> None:
         # Another theme may ask for other row heights: lay out again (a theme change alone only repaints).
@@ -185,13 +237,14 @@ class Timeline(Widget):
             return
         key, strips = self._draw()
         if key[2:] != before[0][2:]:  # another size, style, zoom or row height: everything moves
-            self.refresh()
+            self.drawn.refresh()
             return
         width = self.size.width
+        old = before[1]
         changed = [Region(0, y, width, 1) for y, strip in enumerate(strips)
-                   if y >= len(before[1]) or strip != before[1][y]]
+                   if y >= len(old) or (strip is not old[y] and strip != old[y])]
         if changed or len(strips) != len(before[1]):
-            self.refresh(*changed)
+            self.drawn.refresh(*changed)
 
     def _update_rows(self) -> bool:
         """Cut every lane's spans into rows at ``now``; True when the number of rows changed."""
@@ -208,7 +261,7 @@ class Timeline(Widget):
     def cycle_zoom(self) -> int:
         """Zoom in one step (after the deepest, back to the whole race); returns the new zoom."""
         self.zoom = ZOOMS[(ZOOMS.index(self.zoom) + 1) % len(ZOOMS)] if self.zoom in ZOOMS else 1
-        self.refresh()
+        self.drawn.refresh()
         return self.zoom
 
     @property
@@ -255,58 +308,72 @@ class Timeline(Widget):
             return drawn
         cells = max(width - LABEL_WIDTH, 1)
         span = self.span
-        strips = [self._lane_row(row, line, 1 if row.track else self._lines[1], cells, span,
-                                 base).adjust_cell_length(width, base) for row, line in lines]
-        strips.append(self._axis(cells, span, base).adjust_cell_length(width, base))
+        if self._rows_drawn[0] != key[2:]:  # another size, style, zoom or row height: every line drawn afresh
+            self._rows_drawn = (key[2:], {})
+        drawn_rows = self._rows_drawn[1]
+        strips = []
+        for y, (row, line) in enumerate(lines):
+            look = self._describe_row(row, line, cells, span)
+            before = drawn_rows.get(y)
+            if before is None or before[0] != look:  # a line whose bars moved less than a cell is kept
+                height = 1 if row.track else self._lines[1]
+                before = drawn_rows[y] = (look, self._draw_row(look, height, base).adjust_cell_length(width, base))
+            strips.append(before[1])
+        axis_key = (cells, span, base, self.zoom, width)
+        if self._axis_drawn is None or self._axis_drawn[0] != axis_key:  # the axis moves only when it rescales
+            self._axis_drawn = (axis_key, self._axis(cells, span, base).adjust_cell_length(width, base))
+        strips.append(self._axis_drawn[1])
         self._drawn = (key, strips)
         return self._drawn
 
     def _lane_row(self, row: Row, line: int, height: int, cells: int, span: float, base: Style) -> Strip:
         """Line ``line`` of a row ``height`` lines tall: the label and end mark on the first, bars on every one."""
-        pal = palette(self.app)
+        return self._draw_row(self._describe_row(row, line, cells, span), height, base)
+
+    def _describe_row(self, row: Row, line: int, cells: int, span: float) -> RowLook:
+        """What a line of a row shows, in a form to compare with the last frame's (drawing it costs more)."""
         index = row.lane
         lane = self.lanes[index]
         if line:
-            segments = [Segment(" " * LABEL_WIDTH, base)]
+            label, look = " " * LABEL_WIDTH, ""
         elif row.track:
             label = SUBAGENT_LABEL if any(s.chain is not None for s in row.spans) else PARALLEL_LABEL
-            segments = [Segment(label.ljust(LABEL_WIDTH), base + pal.lane(index) + Style(dim=True))]
+            label, look = label.ljust(LABEL_WIDTH), "dim"
         else:
             name = lane.tier.name
             label = (name if len(name) < LABEL_WIDTH - 1 else name[: LABEL_WIDTH - 2] + "…").ljust(LABEL_WIDTH)
-            segments = [Segment(label, base + pal.lane(index) + Style(bold=True))]
+            look = "bold"
         kinds = paint([(s.kind, s.start, s.end) for s in row.spans], span, cells)
-        run_kind: str | None = None
-        run = 0
-        end_cell = max((i for i, k in enumerate(kinds) if k is not None), default=-1)
-
-        work, thin = WORK_GLYPHS[height][line], THIN_GLYPHS[height][line]
-
-        def flush() -> None:
-            if run:
-                if run_kind is None:
-                    segments.append(Segment(" " * run, base))
-                else:
-                    glyph = thin if run_kind in THIN else work
-                    style = pal.segment(run_kind)
-                    if glyph == "█" and height > 1:  # filled behind too, so the lines of a thick bar join up
-                        style += Style(bgcolor=style.color)
-                    segments.append(Segment(glyph * run, base + style))
-
-        for kind in kinds:
-            if kind != run_kind:
-                flush()
-                run_kind, run = kind, 0
-            run += 1
-        flush()
+        runs = tuple((kind, len(list(same))) for kind, same in itertools.groupby(kinds))  # runs, not cells
+        end_cell = cells - 1 - (runs[-1][1] if runs and runs[-1][0] is None else 0)
         mark = END_MARK.get(lane.state)
         e2e = lane.e2e
+        end: tuple[int, str, bool] | None = None
         if mark and e2e is not None and not row.track and not line and end_cell + 1 < cells:
-            style = base + (Style(color="red", bold=True) if lane.state == "error" else pal.lane(index))
             text = f"{mark} {e2e:.2f}s"
             if end_cell + 1 + len(text) > cells:
                 text = mark
-            segments = _overwrite(segments, LABEL_WIDTH + end_cell + 1, text, style)
+            end = (LABEL_WIDTH + end_cell + 1, text, lane.state == "error")
+        return RowLook(index, line, label, look, runs, end)
+
+    def _draw_row(self, look: RowLook, height: int, base: Style) -> Strip:
+        pal = palette(self.app)
+        label_style = base if not look.label_look else base + pal.lane(look.lane) + _LOOKS[look.label_look]
+        segments = [Segment(look.label, label_style)]
+        work, thin = WORK_GLYPHS[height][look.line], THIN_GLYPHS[height][look.line]
+        for run_kind, run in look.runs:
+            if run_kind is None:
+                segments.append(Segment(" " * run, base))
+                continue
+            glyph = thin if run_kind in THIN else work
+            style = pal.segment(run_kind)
+            if glyph == "█" and height > 1:  # filled behind too, so the lines of a thick bar join up
+                style += Style(bgcolor=style.color)
+            segments.append(Segment(glyph * run, base + style))
+        if look.end is not None:
+            at, text, error = look.end
+            style = base + (_ERROR_MARK if error else pal.lane(look.lane))
+            segments = _overwrite(segments, at, text, style)
         return Strip(segments)
 
     def _axis(self, cells: int, span: float, base: Style) -> Strip:

@@ -1,0 +1,145 @@
+"""The race screen's compositor draws only what a partial update writes out: a terminal that had the whole screen
+and then got every partial update shows, cell for cell, what drawing the whole screen afresh shows, frame after
+frame (the text scrolling, the timeline growing, gauges and figures, states, a lane failing, the race ending);
+and the whole screen is drawn as Textual's own compositor draws it."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+from rich.control import ControlType
+from rich.segment import Segment
+from rich.style import Style
+from textual._compositor import ChopsUpdate, Compositor
+from textual.strip import Strip
+from tui_harness import demo_app, failing_demo_tiers
+
+from providers.base import TierSpec
+from providers.demo import demo_tiers
+from tui.compositor import LineCompositor, runs
+from tui.screens.race import RaceScreen
+
+Cell = tuple[str, Style | None]
+
+
+def cells(strips: list[Strip]) -> list[list[Cell]]:
+    """Every cell of every line: its character and style (a wide character's second cell is "")."""
+    out = []
+    for strip in strips:
+        line: list[Cell] = []
+        for text, style, _ in strip:
+            for ch in text:
+                line.append((ch, style))
+                line.extend([("", style)] * (Segment(ch).cell_length - 1))
+        out.append(line)
+    return out
+
+
+def apply(screen: list[list[Cell]], update: ChopsUpdate) -> int:
+    """Write a partial update to ``screen`` as a terminal would; the number of cells written."""
+    console = Console(width=len(screen[0]), color_system="truecolor")
+    x = y = written = 0
+    for segment in update.__rich_console__(console, console.options):
+        if segment.control:
+            for code in segment.control:
+                if code[0] == ControlType.CURSOR_MOVE_TO:
+                    x, y = code[1], code[2]  # type: ignore[misc]
+            continue
+        if segment.text == "\n":
+            continue
+        for ch in segment.text:
+            width = Segment(ch).cell_length
+            screen[y][x] = (ch, segment.style)
+            for extra in range(1, width):
+                screen[y][x + extra] = ("", segment.style)
+            x += width
+            written += width
+    return written
+
+
+def test_runs_of_lines() -> None:
+    assert runs([]) == []
+    assert runs([3]) == [(3, 4)]
+    assert runs([0, 1, 2, 5, 6, 9]) == [(0, 3), (5, 7), (9, 10)]
+
+
+@pytest.mark.parametrize(("size", "tiers"), [
+    ((160, 45), [TierSpec(name="fast", provider="synthetic", model="m",
+                          options={"ttft_ms": 50, "tok_s": 3000, "seed": 4})]),
+    ((80, 24), demo_tiers()),
+    ((160, 45), failing_demo_tiers()),
+])
+async def test_partial_updates_write_what_a_whole_new_screen_shows(size: tuple[int, int],
+                                                                   tiers: list[TierSpec]) -> None:
+    app, clock = demo_app(tiers)
+    async with app.run_test(size=size) as pilot:
+        screen = app.screen
+        assert isinstance(screen, RaceScreen)
+        compositor = screen._compositor
+        assert isinstance(compositor, LineCompositor)
+        updates: list[ChopsUpdate] = []
+        partial = compositor.render_partial_update
+
+        def spy() -> ChopsUpdate | None:
+            update = partial()
+            if update is not None:
+                updates.append(update)
+            return update
+
+        compositor.render_partial_update = spy  # type: ignore[method-assign]
+        await app.runner.wait_started()
+        origin = app.runner.race.origin if app.runner.race else 0.0
+        screen.sample(force=True)
+        await pilot.pause()
+        screen._on_timer_update()
+        terminal = cells(compositor.render_strips())
+        updates.clear()
+        written = 0
+        t = 0.0
+        for frame in range(90):
+            t += 1 / 15 if frame % 10 else 0.5
+            await clock.advance_to(origin + t)
+            screen.sample()
+            await pilot.pause()
+            screen._on_timer_update()  # whatever Textual's update timer has not drawn yet
+            for update in updates:
+                written += apply(terminal, update)
+            updates.clear()
+            whole = compositor.render_strips()
+            assert terminal == cells(whole), frame
+            # The whole screen as Textual draws it (every widget asked for every line)
+            textual = [Strip.join(line.values()) for line in
+                       Compositor._render_chops(compositor, compositor.size.region, lambda y: True)]
+            assert cells(textual[: size[1]]) == cells(whole), frame
+        assert written > 0
+        assert app.runner.live.finished or t > 5
+
+
+async def test_widgets_drawn_directly_draw_what_textual_would() -> None:
+    """The timeline's lines and the gauges go out as drawn, with the app's filters: the same lines as through
+    Textual's own per-line styling."""
+    from textual.geometry import Region
+    from textual.widget import Widget
+
+    from tui.widgets.direct import DirectLines, plain
+    from tui.widgets.gauge import Gauge
+    from tui.widgets.timeline import TimelineLines
+
+    app, clock = demo_app(failing_demo_tiers())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await app.runner.wait_started()
+        origin = app.runner.race.origin if app.runner.race else 0.0
+        for t in (1.5, 4.0, 30.0):
+            await clock.advance_to(origin + t)
+            app.screen.sample(force=True)
+            await pilot.pause()
+            widgets: list[DirectLines] = [*app.screen.query(TimelineLines), *app.screen.query(Gauge)]
+            assert len(widgets) == 4
+            for widget in widgets:
+                assert plain(widget)
+                width, height = widget.size
+                for crop in (Region(0, 0, width, height), Region(2, height - 1, width - 5, 1)):
+                    direct = widget.render_lines(crop)
+                    through_textual = Widget.render_lines(widget, crop)
+                    assert [list(strip) for strip in direct] == [list(strip) for strip in through_textual]
+                    assert any(strip.text.strip() for strip in direct)
