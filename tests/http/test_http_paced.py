@@ -393,11 +393,14 @@ async def test_no_token_a_figure_is_taken_from_is_read_paced(captured: list[Stam
     async with ChatServer(captured, preamble=8) as chat:
         events = await turn(chat.tier(), lambda delta: seen.append((delta.text, captured[0].paced_reads)))
     assert isinstance(events[-1], Done)
-    assert seen[:3] == [("a0 ", 0), ("a1 ", 0), ("a2. ", 0)]
+    # A busy loop may find two of them in one read (then joined in one delta): what counts is that all three
+    # were read before any paced read.
+    assert "".join(text for text, paced in seen if paced == 0).startswith("a0 a1 a2. ")
     assert captured[0].paced_reads > 0  # and after them, reads were paced
     m = turn_metrics(events)
-    first = [e for e in events if isinstance(e, Delta)][:3]
-    assert m.ttft_s == m.ttfa_s and m.ttfs_s is not None and m.ttfs_s + m.start == first[2].t
+    deltas = [e for e in events if isinstance(e, Delta)]
+    ends = [d for k, d in enumerate(deltas) if "a2. " in "".join(x.text for x in deltas[: k + 1])]
+    assert m.ttft_s == m.ttfa_s and m.ttfs_s is not None and m.ttfs_s + m.start == ends[0].t
 
 
 async def test_an_answer_that_never_ends_a_sentence_is_never_paced(captured: list[StampedStream]) -> None:
