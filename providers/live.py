@@ -28,6 +28,11 @@ SOURCE_MARK: Final[dict[str, str]] = {"usage": "", "provider": "", "tokenizer": 
 WINDOW_S: Final[float] = 1.0
 """The sliding window of the live tok/s gauge."""
 
+DELIVERY_LAG_S: Final[float] = 0.05
+"""How long after its moment an event may reach the live model: lanes that stamp their own times wake on a grid,
+and a connection's reads are handed to the loop, or paced, every few milliseconds. The gauge's window ends at the
+newest token while it is this recent (else this long before now), so that lag never reads as a slower stream."""
+
 RAMP_S: Final[float] = 0.1
 """A stream younger than the window has its rate averaged over at least this long (no spike at its start)."""
 
@@ -440,12 +445,14 @@ class LiveLane:
             window.popleft()
 
     def rate(self, now: float) -> float:
-        """Tokens per second over the last ``WINDOW_S`` (over the stream's age, at least ``RAMP_S``, if less).
+        """Tokens per second over the ``WINDOW_S`` up to the newest token, or up to ``DELIVERY_LAG_S`` before
+        ``now`` when no token came since (over the stream's age, at least ``RAMP_S``, if less).
 
         The first sample of a young stream is its base: its own tokens came before any time had passed."""
         window = self._window
         if not window:
             return 0.0
+        now = max(now - DELIVERY_LAG_S, min(window[-1][0], now))  # the window's end: see DELIVERY_LAG_S
         self._prune(now)
         cutoff = now - WINDOW_S
         base_t, base_total = window[0]
