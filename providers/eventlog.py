@@ -24,7 +24,7 @@ from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import IO, Final, overload
+from typing import IO, Final, cast, overload
 
 from .events import Channel, Delta, Done, Error, Event
 
@@ -295,10 +295,35 @@ class EventLog(Sequence[Event]):
             self.seal()
 
     def extend(self, events: Iterable[Event]) -> None:
-        """Keep several more events, in order (as :meth:`append` keeps each)."""
+        """Keep several more events, in order (as :meth:`append` keeps each): a list of plain deltas that fits the
+        open block (a synthetic lane's wake-up hands over hundreds at 12,000 tok/s) goes in column by column."""
+        if type(events) is list and len(events) > 1 and self._plain(events):
+            deltas = cast("list[Delta]", events)
+            texts = self._texts
+            self._times.extend([delta.t for delta in deltas])
+            self._codes.extend([_CODE[delta.channel] for delta in deltas])
+            self._tokens.extend([_NO_COUNT if delta.tokens is None else delta.tokens for delta in deltas])
+            texts.extend([delta.text for delta in deltas])
+            self._chars += sum(map(len, texts[-len(deltas):]))
+            if len(texts) >= BLOCK or self._chars >= BLOCK_CHARS:
+                self.seal()
+            return
         append = self.append
         for event in events:
             append(event)
+
+    def _plain(self, events: list[Event]) -> bool:
+        """Whether every one of ``events`` is a delta :meth:`append` keeps in the columns, and they all fit the
+        open block (its event count and its characters)."""
+        if len(self._texts) + len(events) > BLOCK:
+            return False
+        chars = self._chars
+        for event in events:
+            if not (type(event) is Delta and event.chunks == 1 and event.channel in _CODE
+                    and (event.tokens is None or 0 <= event.tokens <= _MAX_COUNT)):
+                return False
+            chars += len(event.text)
+        return chars <= BLOCK_CHARS
 
     def seal(self) -> None:
         """Write the open block out now, however small (at a lane's end, say); later events start a new one."""

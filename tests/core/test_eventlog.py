@@ -261,3 +261,21 @@ def test_bench_runs_leave_one_file_open_while_their_results_are_held_and_none_af
     del result
     gc.collect()
     assert fd_count() <= before
+
+
+def test_lists_of_deltas_kept_at_once_read_back_as_kept_one_by_one() -> None:
+    """A synthetic lane's wake-up hands the log hundreds of plain deltas in one list, kept column by column: the
+    log reads back the same events, in the same blocks, as one that kept them one by one, whatever the lists hold
+    (other events, deltas out of the ordinary, lists that cross a block's end)."""
+    events = mixed(3 * BLOCK)
+    events[700:700] = [Delta(t=0.5, text="x" * 10, chunks=3), Delta(t=0.5, text="y", tokens=500)]
+    events[900:900] = [Delta(t=0.6, text="z" * (BLOCK_CHARS // 2)), Delta(t=0.6, text="w" * (BLOCK_CHARS // 2))]
+    one_by_one, at_once = EventLog(), EventLog()
+    for event in events:
+        one_by_one.append(event)
+    at, size = 0, 1
+    while at < len(events):
+        at_once.extend(events[at:at + size])
+        at, size = at + size, size % 300 + 7
+    assert list(at_once) == list(one_by_one) == events
+    assert at_once._starts == one_by_one._starts  # the same blocks
