@@ -233,12 +233,21 @@ class LiveLane:
         self.version += len(deltas)
         on_delta = self._on_delta
         last_t = self.last_t
+        run: list[str] = []  # the texts of the current run of one channel: one piece of the tail for them all
+        channel = ""
         for delta in deltas:
             t = delta.t
             if t > last_t:
                 last_t = t
             if delta.text:
-                on_delta(delta, t)
+                if delta.channel != channel and run:
+                    self._add_piece(channel, "".join(run))
+                    run.clear()
+                channel = delta.channel
+                run.append(delta.text)
+                on_delta(delta, t, False)
+        if run:
+            self._add_piece(channel, "".join(run))
         self.last_t = last_t
 
     def _on_span(self, span: Segment) -> None:
@@ -255,8 +264,9 @@ class LiveLane:
         if span.seg in STEP_KINDS:
             self._set_state(state, detail)
 
-    def _on_delta(self, delta: Delta, t: float) -> None:
-        """Fold one delta with text into the lane (nearly every event: kept lean)."""
+    def _on_delta(self, delta: Delta, t: float, piece: bool = True) -> None:
+        """Fold one delta with text into the lane (nearly every event: kept lean); its text goes to the tail unless
+        ``piece`` is false (:meth:`on_deltas` keeps a run of one channel's texts as one piece)."""
         turns = self.turns
         if turns:
             turn = turns[-1]
@@ -264,7 +274,8 @@ class LiveLane:
             turn = _Turn(start=0.0, wait_from=0.0)
             turns.append(turn)
         channel = delta.channel
-        self._add_piece(channel, delta.text)
+        if piece:
+            self._add_piece(channel, delta.text)
         if delta.tokens is not None:
             inc = own = delta.tokens
             self._sources.add("provider")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,17 @@ class CountingFile:
         self.fh.close()
 
 
+def runs(pieces: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A lane's tail as runs of one channel's text (deltas handed over together are kept as one piece of it)."""
+    out: list[tuple[str, str]] = []
+    for channel, text in pieces:
+        if out and out[-1][0] == channel:
+            out[-1] = (channel, out[-1][1] + text)
+        else:
+            out.append((channel, text))
+    return out
+
+
 async def test_every_listener_and_the_recording_get_the_same_events_as_one_at_a_time(tmp_path: Path) -> None:
     tiers = [synthetic("a", ttft_ms=5, tok_s=20_000, seed=1, jitter=0.2),
              synthetic("b", ttft_ms=8, tok_s=9_000, seed=2, thinking_tokens=100)]
@@ -185,8 +197,8 @@ async def test_every_listener_and_the_recording_get_the_same_events_as_one_at_a_
         for event in run.events:
             one.on_event(event)
         got = live.lanes[run.index]
-        assert (got.tokens, got.history, list(got._window), list(got.pieces), got.version, got.last_t,
-                got.first_t, got.ttft, got.state) == (one.tokens, one.history, list(one._window), list(one.pieces),
+        assert (got.tokens, got.history, list(got._window), runs(got.pieces), got.version, got.last_t,
+                got.first_t, got.ttft, got.state) == (one.tokens, one.history, list(one._window), runs(one.pieces),
                                                       one.version, one.last_t, one.first_t, one.ttft, one.state)
     # The recording, buffered or not, holds every event once, as the per-event path writes it; written directly,
     # each event is one write of one whole line (a crash loses at most the line being written).
