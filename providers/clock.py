@@ -41,11 +41,11 @@ MAX_LEAD_S: Final[float] = 0.001
 CATCH_UP_SLICE_S: Final[float] = 0.001
 """A lane behind its schedule stamps its due events without yielding for up to this long at a time."""
 
-COARSE_WAKE_S: Final[float] = 0.016
+COARSE_WAKE_S: Final[float] = 0.032
 """The grid on which lanes that stamp their own planned times wake on the real clock (see
-:meth:`RealClock.sleep_until_coarse`): 62 wake-ups a second at most, whatever their rate (a wake-up costs tens of
-microseconds of CPU on a VM: each halving of the grid cost a synthetic lane at 12,000 tok/s about 1 % of a core
-more); their text reaches the screen up to 16 ms late, a quarter of a frame, and the live gauge allows for it
+:meth:`RealClock.sleep_until_coarse`): 31 wake-ups a second at most, whatever their rate (a wake-up costs tens of
+microseconds of CPU on a VM: 16 ms cost a synthetic lane at 12,000 tok/s about 1.5 % of a core more, 8 ms another
+1 %); their text reaches the screen up to 32 ms late, at most one 67 ms frame, and the live gauge allows for it
 (``live.DELIVERY_LAG_S``)."""
 
 FAST_FORWARD_GRID_S: Final[float] = COARSE_WAKE_S
