@@ -196,7 +196,7 @@ def _r(x: float | None, digits: int = 6) -> float | None:
     return None if x is None else round(x, digits)
 
 
-class _FirstSentence:
+class FirstSentence:
     """When the answer's first sentence was complete, fed the answer's pieces in order: the delta that brings the
     whitespace after its end mark, or the end of the turn when the whole answer is one sentence."""
 
@@ -326,7 +326,7 @@ class _Scan:
     wait_from: float = 0.0
     stall_gaps: list[tuple[float, float]] = field(default_factory=list)
     """The stalls as :func:`stream_gaps` finds them (drawn as waits)."""
-    sentence: _FirstSentence = field(default_factory=_FirstSentence)
+    sentence: FirstSentence = field(default_factory=FirstSentence)
 
     def segments(self) -> list[SegmentSpan]:
         """The turn's timeline (see :func:`turn_segments`)."""

@@ -31,7 +31,7 @@ from ..base import ConfigError, Provider, TierSpec, TokraceError, TurnRequest
 from ..clock import Clock
 from ..events import Delta, Done, Error, Event, Extra, Headers, Request, Segment
 from ..masking import mask_url, url_has_userinfo
-from ..metrics import PACED_SOURCE, _FirstSentence
+from ..metrics import PACED_SOURCE, FirstSentence
 from . import transport as socket_reads
 from .frames import TextFrames
 from .lean import LeanTransport
@@ -205,7 +205,7 @@ class _Pacing:
         self.stream = stream
         self.allowed = False
         self.before: int = stream.paced_reads
-        self.sentence = _FirstSentence()
+        self.sentence = FirstSentence()
 
     def see(self, event: Event) -> Extra | None:
         """Called with each event before it goes out: the ``extra`` event to send before it once reads were paced
