@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 
 from providers.base import Provider, TierSpec, TurnRequest
+from providers.clock import RealClock
 from providers.events import Headers
 from providers.metrics import percentile, turn_metrics
 from providers.race import LaneRun
@@ -43,14 +44,10 @@ LANES = (("openai", "/v1"), ("openai-responses", "/v1"), ("anthropic", ""), ("op
 TTFT_P50_MS, TTFT_P99_MS, DECODE_PCT = 1.0, 5.0, 1.0
 
 
-class _CoarseClock:
-    """The truth server's clock: plain asyncio sleeps. Its writes land up to ~1 ms late, which changes nothing
-    (it notes when it really wrote) and keeps it from spinning a core the client needs."""
-
-    virtual = False
-
-    def now(self) -> float:
-        return time.perf_counter()
+class _CoarseClock(RealClock):
+    """The truth server's clock: the real clock's time line (so the server takes the kernel's receive stamps of
+    requests), with plain asyncio sleeps. Its writes land up to ~1 ms late, which changes nothing (it notes when it
+    really wrote) and keeps it from spinning a core the client needs."""
 
     async def sleep_until(self, t: float) -> float:
         delay = t - time.perf_counter()

@@ -192,8 +192,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
             if trace is not None:
                 await trace("http11.send_request_body.started", {"request": request})
             await stream.send(message, timeouts.get("write"))
-            if trace is not None:
-                await trace("http11.send_request_body.complete", {"request": request})
+            if trace is not None:  # with the moment it went on the wire (perf_counter), which the loop can't tell
+                await trace("http11.send_request_body.complete", {"request": request, "on_wire": stream.sent_at})
             stream.start_reading()
             if trace is not None:
                 await trace("http11.receive_response_headers.started", {"request": request})

@@ -890,8 +890,9 @@ limit), so the moment before that write is the moment the request is on the wire
 class _Marks:
     """Collects the moments httpx's ``trace`` extension reports for one attempt, on the lane's clock.
 
-    On the socket-time transport every write is one blocking ``sendall`` on the event loop's thread, so the end of
-    the request is the moment its body's write returned (``send_request_body.complete``). On httpx's own transport
+    On the socket-time transport every write is one blocking ``sendall`` on the event loop's thread, so the request
+    is on the wire when the transport says (``on_wire`` in ``send_request_body.complete``: as the one call that
+    sends a small request began), or else when its body's write returned. On httpx's own transport
     (a proxy, a test's mock) ``.complete`` fires only after the I/O library has yielded to the event loop, i.e. as
     late as the other lanes make it: there the end is taken when the body is handed to the socket
     (``.started``), the write that follows being one non-blocking syscall for a small body. A big body may have to
@@ -915,7 +916,8 @@ class _Marks:
                 self.on_wire = self.clock.now()
         elif name.endswith(".send_request_body.complete"):
             if self.exact or self.on_wire is None:
-                self.on_wire = self.clock.now()
+                sent = info.get("on_wire")
+                self.on_wire = at_socket(self.clock, sent) if isinstance(sent, float) else self.clock.now()
             if not self.wire.done():
                 self.wire.set_result(None)
         elif name.endswith(".receive_response_headers.complete"):

@@ -139,7 +139,9 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self.read_at: float | None = None
         """When the bytes of the latest read reached the socket."""
         self.sent_at: float | None = None
-        """When the latest write's last byte was handed to the socket."""
+        """When the latest write went on the wire: as its one sending call began, for a write small enough that the
+        socket's buffer takes it at once (the kernel sends it within that call: on loopback the peer has it before
+        the call returns); as the call returned, for a bigger one, which may have to wait for the network."""
         self._reads: deque[tuple[bytes, float] | OSError] = deque()
         self._pending: list[bytes] = []
         """Bytes written but not yet sent: the rest of the request is on its way (see :meth:`write`)."""
@@ -348,14 +350,16 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self._pace_ok = False  # a new request: its answer's first reads are per packet, until allowed again
         try:
             if len(buffer) <= SMALL_WRITE:
+                sent = time.perf_counter()
                 self.sock.sendall(buffer)
             else:  # wait_for, not asyncio.timeout: bound to no task (see read)
                 await asyncio.wait_for(self.loop.run_in_executor(None, self.sock.sendall, buffer), timeout)
+                sent = time.perf_counter()
         except TimeoutError:
             raise httpcore.WriteTimeout("timed out") from None
         except OSError as exc:
             raise httpcore.WriteError(str(exc) or type(exc).__name__) from exc
-        self.sent_at = time.perf_counter()
+        self.sent_at = sent
         if self._paced and not self._closed:  # (a reused connection, still paced after the last answer)
             if self._tick_handle is not None:
                 self._tick_handle.cancel()

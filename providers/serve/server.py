@@ -12,11 +12,11 @@ import contextlib
 import dataclasses
 import itertools
 import json
-import os
 import socket
 import ssl
 import struct
 import sys
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -288,60 +288,74 @@ def _max_tokens(body: dict[str, Any], default: int) -> int:
     return default
 
 
-_PEEK_SIZE: Final[int] = 64 * 1024
-"""How much of a new connection's queued bytes a peek looks at (a request's head and body, as a rule)."""
+_STAMP_SPACE: Final[int] = socket.CMSG_SPACE(TIMESPEC.size)
+"""Room for the kernel's receive stamp (``SO_TIMESTAMPNS``) beside a read."""
+
+
+class _StampedConnection(socket.socket):
+    """An accepted connection whose every read also takes the kernel's receive stamp of the bytes it brings: asyncio's
+    transport reads through :meth:`recv`, and hands what it read to the protocol at once, so ``stamp`` is when the
+    newest of exactly those bytes reached the socket (``None`` when the kernel sent no stamp)."""
+
+    __slots__ = ("stamp",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stamp: float | None = None
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data, ancillary, _, _ = self.recvmsg(bufsize, _STAMP_SPACE, flags)
+        self.stamp = packet_time(ancillary) if data else None
+        return data
+
+
+class _StampedListener(socket.socket):
+    """A listening socket whose accepted connections are :class:`_StampedConnection` (asyncio's server accepts
+    through :meth:`accept`); ``accepted`` finds a connection by its file descriptor, for its protocol."""
+
+    __slots__ = ("accepted",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.accepted: weakref.WeakValueDictionary[int, _StampedConnection] = weakref.WeakValueDictionary()
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        plain, address = super().accept()
+        conn = _StampedConnection(plain.family, plain.type, plain.proto, fileno=plain.detach())
+        self.accepted[conn.fileno()] = conn
+        return conn, address
 
 
 class _ArrivalReader(asyncio.StreamReader):
-    """A stream reader that notes when bytes came off the socket: the loop reads them as soon as it polls, while
-    the handler may get to them only after other requests' handlers have run.
-
-    A new connection's first bytes (its first request, often whole in one packet) arrive while the server is still
-    accepting it, a few loop passes before its transport first reads: on the real clock, :meth:`peek_arrival`
-    takes the kernel's receive stamp of what is already queued then, and the first read that brings exactly those
-    bytes keeps it."""
+    """A stream reader that notes when the bytes it is fed reached the server: the kernel's receive stamp of them
+    when the connection is a :class:`_StampedConnection`, else the moment the event loop read them (the handler
+    may get to them only after other requests' handlers have run, and the loop to the socket only after whatever
+    else it was doing when they came)."""
 
     def __init__(self, clock: Clock) -> None:
         super().__init__()
         self.clock = clock
         self.arrived = 0.0
-        self._queued: tuple[int, float] | None = None
-        """(bytes queued, the kernel's stamp of them) when the connection was made."""
-
-    def peek_arrival(self, sock: Any) -> None:
-        """Look (without reading) at what a just-accepted socket holds, and when the kernel received it."""
-        try:
-            fd = os.dup(sock.fileno())
-        except (OSError, AttributeError):
-            return
-        with socket.socket(fileno=fd) as view, contextlib.suppress(OSError):
-            data, ancillary, _, _ = view.recvmsg(_PEEK_SIZE, socket.CMSG_SPACE(TIMESPEC.size),
-                                                 socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            stamp = packet_time(ancillary)
-            if data and stamp is not None:
-                self._queued = (len(data), stamp)
+        self.conn: _StampedConnection | None = None
 
     def feed_data(self, data: Iterable[SupportsIndex]) -> None:
-        queued, self._queued = self._queued, None
-        if queued is not None and len(data) == queued[0]:  # type: ignore[arg-type]
-            self.arrived = queued[1]  # exactly the bytes peeked at: they arrived when the kernel said
-        else:
-            self.arrived = self.clock.now()
+        stamp = self.conn.stamp if self.conn is not None else None
+        self.arrived = stamp if stamp is not None else self.clock.now()
         super().feed_data(data)
 
 
 class _ArrivalProtocol(asyncio.StreamReaderProtocol):
-    """Hands a new plain-TCP connection's socket to its :class:`_ArrivalReader` before the transport first reads."""
+    """Hands a new connection's :class:`_StampedConnection` (when the listener made one) to its reader."""
 
-    def __init__(self, reader: _ArrivalReader, handler: Any) -> None:
+    def __init__(self, reader: _ArrivalReader, handler: Any, listener: _StampedListener | None) -> None:
         super().__init__(reader, handler)
         self._arrival = reader
+        self._listener = listener
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if transport.get_extra_info("sslcontext") is None and isinstance(self._arrival.clock, RealClock):
-            sock = transport.get_extra_info("socket")
-            if sock is not None:
-                self._arrival.peek_arrival(sock)
+        sock = transport.get_extra_info("socket")
+        if self._listener is not None and sock is not None:
+            self._arrival.conn = self._listener.accepted.pop(sock.fileno(), None)
         super().connection_made(transport)
 
 
@@ -373,18 +387,41 @@ class ServeServer:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None) -> None:
-        """Listen (``port`` 0 picks a free one); with ``tls``, speak HTTPS."""
+        """Listen (``port`` 0 picks a free one); with ``tls``, speak HTTPS.
+
+        On Linux and the real clock, a host that is one address listens on a :class:`_StampedListener`, so that
+        every request counts as received when its last byte reached the socket (the kernel's stamp), however busy
+        the loop was then; a name with several addresses listens on each, and stamps when the loop reads."""
         self._tls = tls
         loop = asyncio.get_running_loop()
+        listener = await self._stamped_listener(host, port)
 
         def protocol() -> asyncio.StreamReaderProtocol:
-            return _ArrivalProtocol(_ArrivalReader(self.clock), self._connection)
+            return _ArrivalProtocol(_ArrivalReader(self.clock), self._connection, listener)
 
-        self._server = await loop.create_server(protocol, host, port, ssl=tls)
-        if tls is None and isinstance(self.clock, RealClock) and sys.platform == "linux":
-            for sock in self._server.sockets:  # accepted connections inherit it: their packets are stamped
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        if listener is not None:
+            self._server = await loop.create_server(protocol, sock=listener, ssl=tls)
+        else:
+            self._server = await loop.create_server(protocol, host, port, ssl=tls)
+
+    async def _stamped_listener(self, host: str, port: int) -> _StampedListener | None:
+        if self.clock.virtual or not isinstance(self.clock, RealClock) or sys.platform != "linux":
+            return None  # the kernel's stamps are on perf_counter's time line (see packet_time): the real clock's
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                              flags=socket.AI_PASSIVE)
+        if len({info[4] for info in infos}) != 1:
+            return None
+        family, kind, proto, _, address = infos[0]
+        listener = _StampedListener(family, kind, proto)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # accepted connections inherit it
+            listener.bind(address)
+            listener.listen(100)
+        except OSError:
+            listener.close()
+            raise
+        return listener
 
     @property
     def port(self) -> int:

@@ -11,13 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from serving import fast_source, provider, tier
 
 from providers.base import TurnRequest
 from providers.clock import LaneClock, RealClock
 from providers.events import Headers, Segment
 from providers.live import LiveLane
-from providers.serve.server import ServeServer
+from providers.serve.server import Served, ServeServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,5 +139,27 @@ async def test_prepare_resolves_the_host_and_parks_a_reader_thread() -> None:
             assert READERS.idle >= before + 1
             backend = prov._backend  # type: ignore[attr-defined]
             assert backend is not None and ("127.0.0.1", server.port) in backend._addresses
+        finally:
+            await prov.aclose()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's")
+async def test_a_request_is_on_the_wire_when_its_sending_began_so_never_after_the_server_had_it() -> None:
+    """On loopback the server's kernel has the request before the call that sends it returns: the request's "on the
+    wire" (the end of connect_s) is when that call began, so it never comes after the server's receive stamp, and
+    whatever the event loop does after the send (its trace calls, other tasks) is not in connect_s."""
+    served: list[Served] = []
+    async with ServeServer(fast_source(), on_served=served.append) as server:
+        prov = provider(tier(server, "openai"))
+        await prov.prepare()
+        clock = RealClock()
+        try:
+            for _ in range(5):  # the first request opens the connection, the others reuse it
+                start = clock.now()
+                events = [e async for e in prov.stream(TurnRequest("hi", max_tokens=5), LaneClock(clock, start))]
+                connect = next(e for e in events if isinstance(e, Segment) and e.seg == "connect")
+                on_wire = start + connect.end
+                trip = served[-1].received - on_wire
+                assert -5e-6 <= trip < 0.05, trip
         finally:
             await prov.aclose()

@@ -6,6 +6,7 @@ import asyncio
 import json
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -223,3 +224,46 @@ async def test_a_new_connections_request_is_received_when_it_reached_the_socket_
     assert b"[DONE]" in answer
     assert len(served) == 1
     assert abs(served[0].received - sent) < 0.1  # not the 300 ms the loop was away
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's")
+async def test_a_kept_alive_request_is_received_when_it_reached_the_socket_not_when_the_loop_got_to_it() -> None:
+    """A connection's later requests too: the loop is busy elsewhere when the second request comes in on the kept
+    connection, and the server still counts it as received when its bytes reached the socket."""
+    served: list[Served] = []
+    server = ServeServer(fast_source(), on_served=served.append)
+    await server.start()
+    body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n").encode()
+    first_done, go = threading.Event(), threading.Event()
+    sent = 0.0
+
+    def answer(sock: socket.socket) -> bytes:
+        chunks = b""
+        while not chunks.endswith(b"0\r\n\r\n"):
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the kept connection"
+            chunks += chunk
+        return chunks
+
+    def client() -> bytes:
+        nonlocal sent
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(head + body)
+            answer(sock)
+            first_done.set()
+            go.wait(10)
+            sock.sendall(head + body)
+            sent = time.perf_counter()
+            return answer(sock)
+
+    thread = asyncio.get_running_loop().run_in_executor(None, client)
+    await asyncio.to_thread(first_done.wait, 10)
+    go.set()
+    time.sleep(0.3)  # the loop is held: the second request waits in the kernel, stamped when it came
+    second = await thread
+    await server.close()
+    assert b"[DONE]" in second
+    assert len(served) == 2
+    assert abs(served[1].received - sent) < 0.1  # not the 300 ms the loop was away
