@@ -21,7 +21,7 @@ import tempfile
 import threading
 import weakref
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Final, cast, overload
@@ -295,35 +295,40 @@ class EventLog(Sequence[Event]):
             self.seal()
 
     def extend(self, events: Iterable[Event]) -> None:
-        """Keep several more events, in order (as :meth:`append` keeps each): a list of plain deltas that fits the
-        open block (a synthetic lane's wake-up hands over hundreds at 12,000 tok/s) goes in column by column."""
-        if type(events) is list and len(events) > 1 and self._plain(events):
-            deltas = cast("list[Delta]", events)
-            texts = self._texts
-            self._times.extend([delta.t for delta in deltas])
-            self._codes.extend([_CODE[delta.channel] for delta in deltas])
-            self._tokens.extend([_NO_COUNT if delta.tokens is None else delta.tokens for delta in deltas])
-            texts.extend([delta.text for delta in deltas])
-            self._chars += sum(map(len, texts[-len(deltas):]))
-            if len(texts) >= BLOCK or self._chars >= BLOCK_CHARS:
-                self.seal()
+        """Keep several more events, in order (as :meth:`append` keeps each): a list of plain deltas (a synthetic
+        lane's wake-up hands over hundreds at 12,000 tok/s) goes in column by column, a block's worth at a time,
+        each block ending where :meth:`append` would end it (its event count, or the delta whose text fills it)."""
+        if not (type(events) is list and len(events) > 1 and self._plain(events)):
+            append = self.append
+            for event in events:
+                append(event)
             return
-        append = self.append
-        for event in events:
-            append(event)
+        deltas = cast("list[Delta]", events)
+        while deltas:
+            part = deltas[:BLOCK - len(self._texts)]
+            texts = [delta.text for delta in part]
+            chars = self._chars + sum(map(len, texts))
+            if chars >= BLOCK_CHARS:
+                filled = bisect_left(list(itertools.accumulate(map(len, texts), initial=self._chars)), BLOCK_CHARS, 1)
+                part, texts = part[:filled], texts[:filled]
+                chars = self._chars + sum(map(len, texts))
+            self._times.extend([delta.t for delta in part])
+            self._codes.extend([_CODE[delta.channel] for delta in part])
+            self._tokens.extend([_NO_COUNT if delta.tokens is None else delta.tokens for delta in part])
+            self._texts.extend(texts)
+            self._chars = chars
+            if len(self._texts) >= BLOCK or chars >= BLOCK_CHARS:
+                self.seal()
+            deltas = deltas[len(part):]
 
-    def _plain(self, events: list[Event]) -> bool:
-        """Whether every one of ``events`` is a delta :meth:`append` keeps in the columns, and they all fit the
-        open block (its event count and its characters)."""
-        if len(self._texts) + len(events) > BLOCK:
-            return False
-        chars = self._chars
+    @staticmethod
+    def _plain(events: list[Event]) -> bool:
+        """Whether every one of ``events`` is a delta :meth:`append` keeps in the columns."""
         for event in events:
             if not (type(event) is Delta and event.chunks == 1 and event.channel in _CODE
-                    and (event.tokens is None or 0 <= event.tokens <= _MAX_COUNT)):
+                    and (event.tokens is None or 0 <= event.tokens <= _MAX_COUNT) and len(event.text) <= BLOCK_CHARS):
                 return False
-            chars += len(event.text)
-        return chars <= BLOCK_CHARS
+        return True
 
     def seal(self) -> None:
         """Write the open block out now, however small (at a lane's end, say); later events start a new one."""

@@ -263,6 +263,26 @@ def test_bench_runs_leave_one_file_open_while_their_results_are_held_and_none_af
     assert fd_count() <= before
 
 
+def test_a_list_of_plain_deltas_crossing_block_ends_goes_in_column_by_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list of plain deltas longer than the open block's room, or whose texts fill it, is cut where keeping them
+    one by one ends a block (its event count, or its characters): the same blocks, with no delta kept one by one."""
+    big = BLOCK_CHARS // 3
+    deltas: list[Event] = [Delta(t=i * 1e-3, text=f"w{i}", channel=("content", "reasoning")[i % 2],
+                                 tokens=(None, 1, 127)[i % 3]) for i in range(3 * BLOCK + 50)]
+    deltas[BLOCK + 9:BLOCK + 9] = [Delta(t=5.0, text="x" * big) for _ in range(4)]  # a block ends on characters
+    one_by_one, at_once = EventLog(), EventLog()
+    for event in deltas:
+        one_by_one.append(event)
+    kept_alone: list[Event] = []
+    monkeypatch.setattr(EventLog, "append", lambda log, event: kept_alone.append(event))
+    at_once.extend(deltas[:100])
+    at_once.extend(deltas[100:BLOCK + 20])
+    at_once.extend(deltas[BLOCK + 20:])
+    assert kept_alone == []
+    assert at_once._starts == one_by_one._starts and len(at_once._starts) == 4
+    assert list(at_once) == list(one_by_one) == deltas
+
+
 def test_lists_of_deltas_kept_at_once_read_back_as_kept_one_by_one() -> None:
     """A synthetic lane's wake-up hands the log hundreds of plain deltas in one list, kept column by column: the
     log reads back the same events, in the same blocks, as one that kept them one by one, whatever the lists hold
