@@ -59,12 +59,6 @@ enough that code and prose (``pk_user_id``, ``or_else``) never match."""
 _KEY_PREFIX_HINTS: Final[tuple[str, ...]] = ("sk", "fw_", "csk-", "xai-", "pplx-", "nvapi-", "glpat-", "gh",
                                             "hf_", "AIza")
 
-_TRIGGERS: Final[re.Pattern[str]] = re.compile(
-    "(?i:" + "|".join(_CREDENTIAL_WORDS) + ")|[" + "".join(_I_LOOKALIKES) + "]|"
-    + "|".join(re.escape(hint) for hint in _KEY_PREFIX_HINTS) + "|://|=")
-"""Anything the checks of :func:`redact` after the secret values could act on, in one search: a text without a
-match (nearly every streamed piece) is left as it is at half the cost of trying each check."""
-
 _URL_USERINFO: Final[re.Pattern[str]] = re.compile(r"(?i)\b(https?://)[^/\s@\"'<>]+@")
 _URL_PARAM: Final[re.Pattern[str]] = re.compile(r"([?&;])([A-Za-z0-9_.\-]+)=([^&#\s\"'<>\\]+)")
 
@@ -148,8 +142,8 @@ def redact(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
-    if _TRIGGERS.search(text) is None:
-        return text
+    if shapes_free(text):  # nearly every streamed piece: what follows would leave it as it is
+        return text  # (substring scans: a regular expression of every trigger cost 60 µs on a 900-character read)
     # Plain loops rather than any(...) over generators: the recorder runs this on every line it writes.
     lowered = text.lower()
     credential = False
