@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import weakref
 from functools import lru_cache
@@ -131,6 +132,27 @@ def word_break(text: str) -> int:
     return 0
 
 
+WORDS_FROM: Final[int] = 256
+"""Text committed at once from this length on (a delta joining a read's many chunks, at thousands of tok/s) is
+counted word by word from a memo (see :meth:`IncrementalCounter._words`); shorter text is encoded whole."""
+
+WORDS_SIZE: Final[int] = 8192
+"""Words remembered per encoding with their counts (at most about 1 MB; a full memo starts afresh)."""
+
+WORD_CHARS: Final[int] = 32
+"""The longest word remembered: a longer one (code, a URL) hardly ever repeats."""
+
+WORDS_TRIAL: Final[int] = 4096
+"""Words a counter looks up before it judges the word memo: with fewer than half found there, it encodes what it
+commits whole again (each word missing costs a call into the tokenizer of its own)."""
+
+_WORD_BREAKS: Final[re.Pattern[str]] = re.compile(r"(?<=[^\W_])(?= )")
+"""Every word break (:func:`word_break`): a space after a letter or a digit (what ``\\w`` matches but ``_`` is what
+``str.isalnum`` accepts)."""
+
+_WORD_MEMOS: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+
+
 class IncrementalCounter:
     """Counts tokens of a growing text in constant time per delta: only the tail is encoded, and once it is longer
     than :data:`TAIL_CHARS` the text up to its last word break (:func:`word_break`) is committed. The total is then
@@ -141,11 +163,18 @@ class IncrementalCounter:
     What a delta does depends on the tail it makes and nothing else, so each tail's outcome is remembered (a
     bounded memo per encoding): a tail seen before (repeated text: a demo's passage, a replayed answer, an agent
     loop's repeated steps) costs a dictionary look-up instead of a call into the tokenizer, with the same count.
-    A counter whose text does not repeat stops using the memo after :data:`MEMO_TRIAL` tails."""
+    A counter whose text does not repeat stops using the memo after :data:`MEMO_TRIAL` tails.
+
+    Long text committed at once (a delta joining a read's many chunks) is cut at every word break into words, and
+    counted as the sum of their counts (the same count, by the word break's property), each word's count
+    remembered (a bounded memo per encoding): most words of an answer have come before."""
 
     def __init__(self, encoding: Any) -> None:
         self._enc = encoding
         self._memo: dict[str, tuple[int, int, int]] | None = _memo_for(encoding)
+        self._words_memo: dict[str, int] | None = _word_memo_for(encoding)
+        self._words_looked = 0
+        self._words_found = 0
         self._looked = 0
         self._found = 0
         self._committed = 0
@@ -188,7 +217,9 @@ class IncrementalCounter:
         if len(tail) > TAIL_CHARS:
             cut = word_break(tail)
             if cut:
-                return cut, len(encode(tail[:cut])), len(encode(tail[cut:]))
+                head = tail[:cut]
+                words = self._words(head) if cut >= WORDS_FROM else None
+                return cut, len(encode(head)) if words is None else words, len(encode(tail[cut:]))
         toks = encode(tail)
         if len(tail) > TAIL_CHARS and len(toks) > 2:
             keep = toks[:-2]
@@ -199,3 +230,37 @@ class IncrementalCounter:
             if kept and tail.startswith(kept):
                 return len(kept), len(keep), 2
         return 0, 0, len(toks)
+
+    def _words(self, text: str) -> int | None:
+        """Tokens in ``text`` (which ends in a word break's letter or digit), word by word from the memo; ``None``
+        once the memo has shown it does not serve this counter's text."""
+        memo = self._words_memo
+        if memo is None:
+            return None
+        words = _WORD_BREAKS.split(text)
+        counts = list(map(memo.get, words))
+        found = len(counts)
+        if None in counts:
+            encode = self._enc.encode_ordinary
+            for at, count in enumerate(counts):
+                if count is None:
+                    found -= 1
+                    word = words[at]
+                    counts[at] = size = len(encode(word))
+                    if len(word) <= WORD_CHARS:
+                        if len(memo) >= WORDS_SIZE:
+                            memo.clear()
+                        memo[word] = size
+        self._words_looked += len(counts)
+        self._words_found += found
+        if self._words_looked >= WORDS_TRIAL and 2 * self._words_found < self._words_looked:
+            self._words_memo = None
+        return sum(counts)  # type: ignore[arg-type]
+
+
+def _word_memo_for(encoding: Any) -> dict[str, int]:
+    """The word memo shared by every counter of ``encoding``."""
+    try:
+        return _WORD_MEMOS.setdefault(encoding, {})
+    except TypeError:  # an encoding that cannot be weakly referenced: a memo of its own
+        return {}

@@ -233,3 +233,61 @@ def test_long_tails_of_joined_chunks_are_counted_but_not_remembered(monkeypatch:
         text += piece
         assert counter.feed(piece) == len(encoding.encode_ordinary(text))
     assert all(len(tail) <= tokens.MEMO_CHARS for tail in tokens._MEMOS[counting])
+
+
+def test_the_word_breaks_split_text_where_word_break_finds_its_breaks() -> None:
+    """Cut at every word break, a text falls into the same words as cutting it at the last break again and again
+    (:func:`tokens.word_break`, ``str.isalnum``), whatever its characters."""
+    rng = random.Random(5)
+    alphabet = "ab1 _.,\n\t\u00e9\u0301\u0660\u00b2\u2167\u4e00\u0130 -'"
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        cuts, at = [], len(text)
+        while (at := tokens.word_break(text[:at])) > 0:
+            cuts.append(at)
+        words = [text[a:b] for a, b in zip([0, *reversed(cuts)], [*reversed(cuts), len(text)], strict=True)]
+        assert tokens._WORD_BREAKS.split(text) == words
+
+
+BIG_PARTS = [*pieces(PASSAGE) * 3, *" Über ☃ 12345  678\n\n  x é\u0301 \U0001f600 don't", *pieces(PASSAGE)]
+
+
+def test_long_deltas_counted_word_by_word_count_every_prefix_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deltas that commit hundreds of characters at once (a read's many chunks joined) are counted from the word
+    memo to the tokenizer's count of all the text so far, at every delta, the memo cold or warm; repeated text
+    then needs far fewer calls into the tokenizer than words."""
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    monkeypatch.setattr(tokens, "_WORD_MEMOS", weakref.WeakKeyDictionary())
+    counting = _Counting(encoding)
+    rng = random.Random(8)
+    for _ in range(3):
+        counter, text, at = tokens.IncrementalCounter(counting), "", 0
+        before = counting.calls
+        while at < len(BIG_PARTS):
+            k = rng.randint(60, 300)
+            piece = "".join(BIG_PARTS[at:at + k])
+            at += k
+            text += piece
+            assert counter.feed(piece) == len(encoding.encode_ordinary(text))
+        calls = counting.calls - before
+    assert counter._words_memo is not None and counter._words_found > 0
+    assert calls < len(text.split()) // 10  # warm: the words of the passage come from the memo
+
+
+def test_a_counter_whose_words_do_not_repeat_stops_using_the_word_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text whose words never come again (random strings) is counted exactly, and after the trial the counter
+    encodes what it commits whole; the memo never holds more than its bound."""
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    monkeypatch.setattr(tokens, "_WORD_MEMOS", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(tokens, "WORDS_SIZE", 500)
+    rng = random.Random(2)
+    counter, text = tokens.IncrementalCounter(encoding), ""
+    for _ in range(60):
+        piece = " ".join("".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(rng.randint(3, 9)))
+                         for _ in range(120)) + " "
+        text += piece
+        assert counter.feed(piece) == len(encoding.encode_ordinary(text))
+        assert len(tokens._WORD_MEMOS[encoding]) <= 500
+    assert counter._words_memo is None and counter._words_looked >= tokens.WORDS_TRIAL
