@@ -244,13 +244,16 @@ class IncrementalCounter:
             encode = self._enc.encode_ordinary
             for at, count in enumerate(counts):
                 if count is None:
-                    found -= 1
                     word = words[at]
-                    counts[at] = size = len(encode(word))
-                    if len(word) <= WORD_CHARS:
-                        if len(memo) >= WORDS_SIZE:
-                            memo.clear()
-                        memo[word] = size
+                    size = memo.get(word)  # (met earlier in this text)
+                    if size is None:
+                        found -= 1
+                        size = len(encode(word))
+                        if len(word) <= WORD_CHARS:
+                            if len(memo) >= WORDS_SIZE:
+                                memo.clear()
+                            memo[word] = size
+                    counts[at] = size
         self._words_looked += len(counts)
         self._words_found += found
         if self._words_looked >= WORDS_TRIAL and 2 * self._words_found < self._words_looked:

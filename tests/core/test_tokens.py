@@ -291,3 +291,19 @@ def test_a_counter_whose_words_do_not_repeat_stops_using_the_word_memo(monkeypat
         assert counter.feed(piece) == len(encoding.encode_ordinary(text))
         assert len(tokens._WORD_MEMOS[encoding]) <= 500
     assert counter._words_memo is None and counter._words_looked >= tokens.WORDS_TRIAL
+
+
+def test_words_repeated_within_one_long_text_are_found_in_the_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lane's first count can be one long text (what came before the tokenizer loaded, counted at once): its
+    repeated words are found in the memo as it fills, so the trial keeps the memo for a stream that repeats."""
+    _, encoding = tokens.get_encoding("")
+    assert encoding is not None
+    monkeypatch.setattr(tokens, "_WORD_MEMOS", weakref.WeakKeyDictionary())
+    counter, text = tokens.IncrementalCounter(encoding), PASSAGE * 12
+    assert counter.feed(text) == len(encoding.encode_ordinary(text))
+    assert counter._words_found > counter._words_looked * 3 // 4
+    more = PASSAGE * 30
+    for piece in [more[at:at + 900] for at in range(0, len(more), 900)]:
+        text += piece
+        assert counter.feed(piece) == len(encoding.encode_ordinary(text))
+    assert counter._words_looked >= tokens.WORDS_TRIAL and counter._words_memo is not None
