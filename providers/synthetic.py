@@ -216,6 +216,20 @@ def _delta_factory() -> Callable[..., Delta]:
     new = object.__new__
     set_t, set_text, set_channel, set_tokens = (getattr(Delta, name).__set__ for name in names[:4])
     defaults = tuple((getattr(Delta, f.name).__set__, f.default) for f in rest)
+    if len(defaults) == 2:  # Delta's own (chunks, kind): set one after the other, not in a loop (a fifth faster)
+        (set_fifth, fifth), (set_sixth, sixth) = defaults
+
+        def make_six(t: float, text: str, channel: str, tokens: int) -> Delta:
+            delta: Delta = new(Delta)
+            set_t(delta, t)
+            set_text(delta, text)
+            set_channel(delta, channel)
+            set_tokens(delta, tokens)
+            set_fifth(delta, fifth)
+            set_sixth(delta, sixth)
+            return delta
+
+        return make_six
 
     def make(t: float, text: str, channel: str, tokens: int) -> Delta:
         delta: Delta = new(Delta)
