@@ -19,13 +19,13 @@ from typing import Any
 
 import httpcore
 import pytest
-from serving import provider
+from serving import provider, stamped_connection
 
 import providers.http.transport as transport
 from providers.base import TierSpec, TurnRequest
 from providers.clock import LaneClock, RealClock
 from providers.events import Delta, Done, Event, Extra
-from providers.http.transport import StampedBackend, StampedStream, StampedTLSStream
+from providers.http.transport import StampedStream, StampedTLSStream
 from providers.loop.metrics import loop_metrics
 from providers.metrics import turn_metrics
 
@@ -55,8 +55,7 @@ async def pair(pace: bool = True) -> tuple[StampedStream, asyncio.StreamWriter, 
         await reader.read()
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
-    stream = await StampedBackend(pace=pace).connect_tcp("127.0.0.1", server.sockets[0].getsockname()[1], timeout=5)
-    assert isinstance(stream, StampedStream)
+    stream = await stamped_connection(server.sockets[0].getsockname()[1], pace=pace)
     return stream, await accepted.get(), server
 
 
@@ -240,8 +239,7 @@ async def test_tls_reads_are_paced_under_the_decryption() -> None:
         await reader.read()
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0, ssl=server_context)
-    raw = await StampedBackend().connect_tcp("127.0.0.1", server.sockets[0].getsockname()[1], timeout=5)
-    assert isinstance(raw, StampedStream)
+    raw = await stamped_connection(server.sockets[0].getsockname()[1])
     tls = await raw.start_tls(client_context, "127.0.0.1", timeout=5)
     assert isinstance(tls, StampedTLSStream)
     await tls.send(b"hello")  # (the handshake's last flight goes with the first write)

@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from serving import fast_source, stream_turn, text_of, tier
+from serving import fast_source, stamped_connection, stream_turn, text_of, tier
 
 from providers.base import TurnRequest
 from providers.clock import LaneClock, RealClock
 from providers.events import Delta, Done, Segment
 from providers.http.provider import stamped_transport
-from providers.http.transport import StampedBackend, StampedStream
+from providers.http.transport import StampedStream
 from providers.registry import create_provider
 from providers.serve.server import ServeServer
 
@@ -34,9 +34,9 @@ async def pair() -> tuple[StampedStream, asyncio.StreamWriter, asyncio.Server]:
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    stream = await StampedBackend().connect_tcp("127.0.0.1", port, timeout=5)
-    assert isinstance(stream, StampedStream)
+    stream = await stamped_connection(port)
     return stream, await accepted.get(), server
+
 
 
 async def test_bytes_keep_their_arrival_time_while_the_event_loop_is_busy() -> None:
@@ -109,8 +109,7 @@ async def test_a_request_goes_to_the_socket_in_one_write_at_its_end() -> None:
         writer.close()
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
-    stream = await StampedBackend().connect_tcp("127.0.0.1", server.sockets[0].getsockname()[1], timeout=5)
-    assert isinstance(stream, StampedStream)
+    stream = await stamped_connection(server.sockets[0].getsockname()[1])
     try:
         await stream.write(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n")
         await stream.write(b"{}")
@@ -230,13 +229,12 @@ async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamp
                 break
             await asyncio.sleep(0.001)
         assert wakes == 1
-        for i in range(5):
+        for i in range(5):  # each packet once the thread has read the one before: never merged in the socket
             writer.write(f"p{i}".encode())
             await writer.drain()
-            await asyncio.sleep(0.005)
-        deadline = time.perf_counter() + 5
-        while len(stream._reads) < 5 and time.perf_counter() < deadline:
-            await asyncio.sleep(0.001)
+            deadline = time.perf_counter() + 5
+            while len(stream._reads) < i + 1 and time.perf_counter() < deadline:
+                await asyncio.sleep(0.001)
         assert [data for data, _ in stream._reads] == [b"p0", b"p1", b"p2", b"p3", b"p4"]
         stamps = [stamp for _, stamp in stream._reads]
         assert stamps == sorted(stamps) and len(set(stamps)) == 5  # each packet its own time
