@@ -308,6 +308,13 @@ class _StampedConnection(socket.socket):
         self.stamp = packet_time(ancillary) if data else None
         return data
 
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        """(How the transport reads under TLS: into the TLS layer's buffer, which decrypts and hands on at once.)"""
+        view = memoryview(buffer)
+        size, ancillary, _, _ = self.recvmsg_into([view[:nbytes] if nbytes else view], _STAMP_SPACE, flags)
+        self.stamp = packet_time(ancillary) if size else None
+        return size
+
 
 class _StampedListener(socket.socket):
     """A listening socket whose accepted connections are :class:`_StampedConnection` (asyncio's server accepts

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -29,6 +31,8 @@ from providers.serve.server import (
     serve_forever,
 )
 from providers.synthetic import Profile, schedule
+
+DATA = Path(__file__).parent.parent / "data"
 
 
 class ScriptClock:
@@ -227,12 +231,19 @@ async def test_a_new_connections_request_is_received_when_it_reached_the_socket_
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's")
-async def test_a_kept_alive_request_is_received_when_it_reached_the_socket_not_when_the_loop_got_to_it() -> None:
-    """A connection's later requests too: the loop is busy elsewhere when the second request comes in on the kept
-    connection, and the server still counts it as received when its bytes reached the socket."""
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+async def test_a_kept_alive_request_is_received_when_it_reached_the_socket_not_when_the_loop_got_to_it(
+        tls: bool) -> None:
+    """A connection's later requests too, over TLS as well: the loop is busy elsewhere when the second request
+    comes in on the kept connection, and the server still counts it as received when its bytes reached the
+    socket."""
     served: list[Served] = []
     server = ServeServer(fast_source(), on_served=served.append)
-    await server.start()
+    context: ssl.SSLContext | None = None
+    if tls:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(DATA / "loopback-cert.pem", DATA / "loopback-key.pem")
+    await server.start(tls=context)
     body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
     head = (f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\n\r\n").encode()
@@ -249,7 +260,11 @@ async def test_a_kept_alive_request_is_received_when_it_reached_the_socket_not_w
 
     def client() -> bytes:
         nonlocal sent
-        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        with contextlib.ExitStack() as stack:
+            sock = stack.enter_context(socket.create_connection(("127.0.0.1", server.port), timeout=10))
+            if tls:
+                client_context = ssl.create_default_context(cafile=str(DATA / "loopback-cert.pem"))
+                sock = stack.enter_context(client_context.wrap_socket(sock, server_hostname="127.0.0.1"))
             sock.sendall(head + body)
             answer(sock)
             first_done.set()
