@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -73,6 +74,18 @@ async def stamped_connection(port: int, pace: bool = True) -> StampedStream:
         backend.close()
     assert isinstance(stream, StampedStream)
     return stream
+
+
+async def shut(server: asyncio.Server, *writers: asyncio.StreamWriter) -> None:
+    """Close a test's loopback server and the server's side of its connections, and wait until they are closed:
+    a transport still closing when the test's event loop ends is never closed (a ResourceWarning later, in
+    whichever test is running when it is collected)."""
+    for writer in writers:
+        writer.close()
+    server.close()
+    for writer in writers:
+        with contextlib.suppress(OSError):  # (ConnectionResetError and kin: closed is closed)
+            await writer.wait_closed()
 
 
 def text_of(events: Sequence[Event], channel: str = "content") -> str:

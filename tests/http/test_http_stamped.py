@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from serving import fast_source, stamped_connection, stream_turn, text_of, tier
+from serving import fast_source, shut, stamped_connection, stream_turn, text_of, tier
 
 from providers.base import TurnRequest
 from providers.clock import LaneClock, RealClock
@@ -53,8 +53,7 @@ async def test_bytes_keep_their_arrival_time_while_the_event_loop_is_busy() -> N
         assert stream.read_at is not None and stream.read_at - sent < 0.1  # not the 200 ms the loop was away
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_a_read_larger_than_asked_is_handed_out_in_pieces_with_one_stamp() -> None:
@@ -71,7 +70,7 @@ async def test_a_read_larger_than_asked_is_handed_out_in_pieces_with_one_stamp()
         assert stream.get_extra_info("is_readable")
     finally:
         await stream.aclose()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_a_read_with_nothing_coming_times_out() -> None:
@@ -83,8 +82,7 @@ async def test_a_read_with_nothing_coming_times_out() -> None:
             await stream.read(10, timeout=0.02)
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_writes_note_when_the_last_byte_went_to_the_socket() -> None:
@@ -96,17 +94,17 @@ async def test_writes_note_when_the_last_byte_went_to_the_socket() -> None:
         assert stream.sent_at is not None and stream.sent_at >= before
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_a_request_goes_to_the_socket_in_one_write_at_its_end() -> None:
     reads: asyncio.Queue[bytes] = asyncio.Queue()
+    writers: list[asyncio.StreamWriter] = []
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
         while data := await reader.read(1000):
             await reads.put(data)
-        writer.close()
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
     stream = await stamped_connection(server.sockets[0].getsockname()[1])
@@ -120,7 +118,7 @@ async def test_a_request_goes_to_the_socket_in_one_write_at_its_end() -> None:
         assert got == b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}"
     finally:
         await stream.aclose()
-        server.close()
+        await shut(server, *writers)
 
 
 async def test_connections_are_reused_between_turns() -> None:
@@ -199,8 +197,7 @@ async def test_a_reader_that_always_finds_bytes_waiting_still_lets_the_event_loo
         counter.cancel()
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamps_until_the_time_is_up(
@@ -245,4 +242,4 @@ async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamp
         assert await stream.read(1024, timeout=5) == b""  # the end is handed over at once
     finally:
         await stream.aclose()
-        server.close()
+        await shut(server, writer)
