@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from typing import Any
 from providers.base import Provider, TierSpec, TurnRequest
 from providers.clock import LaneClock, RealClock
 from providers.events import Delta, Event, Request
+from providers.http.transport import StampedBackend, StampedStream
 from providers.registry import FACTORIES
 from providers.serve.server import ServeServer, Source, SyntheticSource
 from providers.synthetic import Profile
@@ -59,6 +61,31 @@ async def stream_turn(spec: TierSpec, request: TurnRequest | None = None, **kwar
         return [e async for e in prov.stream(request or TurnRequest("Say hello.", max_tokens=20), lane)]
     finally:
         await prov.aclose()
+
+
+async def stamped_connection(port: int, pace: bool = True) -> StampedStream:
+    """A stamped connection to 127.0.0.1:``port`` from a backend closed once the connection is made: what the
+    backend keeps for its session (the socket that holds the kernel's receive stamping on, a spare socket) is
+    closed with it; the connection itself is the caller's to close."""
+    backend = StampedBackend(pace=pace)
+    try:
+        stream = await backend.connect_tcp("127.0.0.1", port, timeout=5)
+    finally:
+        backend.close()
+    assert isinstance(stream, StampedStream)
+    return stream
+
+
+async def shut(server: asyncio.Server, *writers: asyncio.StreamWriter) -> None:
+    """Close a test's loopback server and the server's side of its connections, and wait until they are closed:
+    a transport still closing when the test's event loop ends is never closed (a ResourceWarning later, in
+    whichever test is running when it is collected)."""
+    for writer in writers:
+        writer.close()
+    server.close()
+    for writer in writers:
+        with contextlib.suppress(OSError):  # (ConnectionResetError and kin: closed is closed)
+            await writer.wait_closed()
 
 
 def text_of(events: Sequence[Event], channel: str = "content") -> str:

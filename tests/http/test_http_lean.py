@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -70,8 +71,16 @@ class Scripted:
         return True
 
 
-def client() -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=LeanTransport(StampedBackend()), timeout=httpx.Timeout(5.0))
+@asynccontextmanager
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on the lean transport; closing it closes its connections and then its backend (the
+    transport does not own the backend: a provider closes both, as this does)."""
+    backend = StampedBackend()
+    try:
+        async with httpx.AsyncClient(transport=LeanTransport(backend), timeout=httpx.Timeout(5.0)) as http:
+            yield http
+    finally:
+        backend.close()
 
 
 async def test_chunked_decoding_gives_the_same_data_however_the_bytes_are_split() -> None:

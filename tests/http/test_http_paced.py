@@ -19,13 +19,13 @@ from typing import Any
 
 import httpcore
 import pytest
-from serving import provider
+from serving import provider, shut, stamped_connection
 
 import providers.http.transport as transport
 from providers.base import TierSpec, TurnRequest
 from providers.clock import LaneClock, RealClock
 from providers.events import Delta, Done, Event, Extra
-from providers.http.transport import StampedBackend, StampedStream, StampedTLSStream
+from providers.http.transport import StampedStream, StampedTLSStream
 from providers.loop.metrics import loop_metrics
 from providers.metrics import turn_metrics
 
@@ -55,8 +55,7 @@ async def pair(pace: bool = True) -> tuple[StampedStream, asyncio.StreamWriter, 
         await reader.read()
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
-    stream = await StampedBackend(pace=pace).connect_tcp("127.0.0.1", server.sockets[0].getsockname()[1], timeout=5)
-    assert isinstance(stream, StampedStream)
+    stream = await stamped_connection(server.sockets[0].getsockname()[1], pace=pace)
     return stream, await accepted.get(), server
 
 
@@ -104,8 +103,7 @@ async def test_reads_are_paced_only_once_allowed_and_a_look_that_finds_nothing_h
         assert stream.paced_reads == 1 and not stream.paced  # a thread's read again; a new run of reads to pace
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_no_byte_is_lost_doubled_or_reordered_across_many_hand_overs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,8 +137,7 @@ async def test_no_byte_is_lost_doubled_or_reordered_across_many_hand_overs(monke
         assert stream.paced_reads > 0 and to_thread > 0
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_the_end_of_the_stream_while_paced_is_the_end() -> None:
@@ -158,7 +155,7 @@ async def test_the_end_of_the_stream_while_paced_is_the_end() -> None:
         assert stream.get_extra_info("is_readable")
     finally:
         await stream.aclose()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_a_reset_while_paced_fails_the_read() -> None:
@@ -178,7 +175,7 @@ async def test_a_reset_while_paced_fails_the_read() -> None:
             await stream.read(1024, timeout=5)
     finally:
         await stream.aclose()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_closing_while_paced_stops_the_looks() -> None:
@@ -195,8 +192,7 @@ async def test_closing_while_paced_stops_the_looks() -> None:
         await asyncio.sleep(0.02)  # several paces: nothing may look at the closed socket
         assert errors == [] and stream.paced_reads == before
     finally:
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_a_new_request_on_a_paced_connection_is_read_per_packet_until_allowed_again() -> None:
@@ -213,8 +209,7 @@ async def test_a_new_request_on_a_paced_connection_is_read_per_packet_until_allo
         assert stream.paced
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_a_stream_made_not_to_pace_reads_every_packet() -> None:
@@ -225,8 +220,7 @@ async def test_a_stream_made_not_to_pace_reads_every_packet() -> None:
         assert not stream.paced and stream.paced_reads == 0
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_tls_reads_are_paced_under_the_decryption() -> None:
@@ -240,8 +234,7 @@ async def test_tls_reads_are_paced_under_the_decryption() -> None:
         await reader.read()
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0, ssl=server_context)
-    raw = await StampedBackend().connect_tcp("127.0.0.1", server.sockets[0].getsockname()[1], timeout=5)
-    assert isinstance(raw, StampedStream)
+    raw = await stamped_connection(server.sockets[0].getsockname()[1])
     tls = await raw.start_tls(client_context, "127.0.0.1", timeout=5)
     assert isinstance(tls, StampedTLSStream)
     await tls.send(b"hello")  # (the handshake's last flight goes with the first write)
@@ -261,8 +254,7 @@ async def test_tls_reads_are_paced_under_the_decryption() -> None:
         assert tls.paced_reads >= 1
     finally:
         await tls.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 # -- a provider's turn ------------------------------------------------------------------------------------

@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from serving import fast_source, stream_turn, text_of, tier
+from serving import fast_source, shut, stamped_connection, stream_turn, text_of, tier
 
 from providers.base import TurnRequest
 from providers.clock import LaneClock, RealClock
 from providers.events import Delta, Done, Segment
 from providers.http.provider import stamped_transport
-from providers.http.transport import StampedBackend, StampedStream
+from providers.http.transport import StampedStream
 from providers.registry import create_provider
 from providers.serve.server import ServeServer
 
@@ -34,9 +34,9 @@ async def pair() -> tuple[StampedStream, asyncio.StreamWriter, asyncio.Server]:
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    stream = await StampedBackend().connect_tcp("127.0.0.1", port, timeout=5)
-    assert isinstance(stream, StampedStream)
+    stream = await stamped_connection(port)
     return stream, await accepted.get(), server
+
 
 
 async def test_bytes_keep_their_arrival_time_while_the_event_loop_is_busy() -> None:
@@ -53,8 +53,7 @@ async def test_bytes_keep_their_arrival_time_while_the_event_loop_is_busy() -> N
         assert stream.read_at is not None and stream.read_at - sent < 0.1  # not the 200 ms the loop was away
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_a_read_larger_than_asked_is_handed_out_in_pieces_with_one_stamp() -> None:
@@ -71,7 +70,7 @@ async def test_a_read_larger_than_asked_is_handed_out_in_pieces_with_one_stamp()
         assert stream.get_extra_info("is_readable")
     finally:
         await stream.aclose()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_a_read_with_nothing_coming_times_out() -> None:
@@ -83,8 +82,7 @@ async def test_a_read_with_nothing_coming_times_out() -> None:
             await stream.read(10, timeout=0.02)
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_writes_note_when_the_last_byte_went_to_the_socket() -> None:
@@ -96,21 +94,20 @@ async def test_writes_note_when_the_last_byte_went_to_the_socket() -> None:
         assert stream.sent_at is not None and stream.sent_at >= before
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_a_request_goes_to_the_socket_in_one_write_at_its_end() -> None:
     reads: asyncio.Queue[bytes] = asyncio.Queue()
+    writers: list[asyncio.StreamWriter] = []
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
         while data := await reader.read(1000):
             await reads.put(data)
-        writer.close()
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
-    stream = await StampedBackend().connect_tcp("127.0.0.1", server.sockets[0].getsockname()[1], timeout=5)
-    assert isinstance(stream, StampedStream)
+    stream = await stamped_connection(server.sockets[0].getsockname()[1])
     try:
         await stream.write(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n")
         await stream.write(b"{}")
@@ -121,7 +118,7 @@ async def test_a_request_goes_to_the_socket_in_one_write_at_its_end() -> None:
         assert got == b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}"
     finally:
         await stream.aclose()
-        server.close()
+        await shut(server, *writers)
 
 
 async def test_connections_are_reused_between_turns() -> None:
@@ -200,8 +197,7 @@ async def test_a_reader_that_always_finds_bytes_waiting_still_lets_the_event_loo
         counter.cancel()
     finally:
         await stream.aclose()
-        writer.close()
-        server.close()
+        await shut(server, writer)
 
 
 async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamps_until_the_time_is_up(
@@ -230,13 +226,12 @@ async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamp
                 break
             await asyncio.sleep(0.001)
         assert wakes == 1
-        for i in range(5):
+        for i in range(5):  # each packet once the thread has read the one before: never merged in the socket
             writer.write(f"p{i}".encode())
             await writer.drain()
-            await asyncio.sleep(0.005)
-        deadline = time.perf_counter() + 5
-        while len(stream._reads) < 5 and time.perf_counter() < deadline:
-            await asyncio.sleep(0.001)
+            deadline = time.perf_counter() + 5
+            while len(stream._reads) < i + 1 and time.perf_counter() < deadline:
+                await asyncio.sleep(0.001)
         assert [data for data, _ in stream._reads] == [b"p0", b"p1", b"p2", b"p3", b"p4"]
         stamps = [stamp for _, stamp in stream._reads]
         assert stamps == sorted(stamps) and len(set(stamps)) == 5  # each packet its own time
@@ -247,4 +242,4 @@ async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamp
         assert await stream.read(1024, timeout=5) == b""  # the end is handed over at once
     finally:
         await stream.aclose()
-        server.close()
+        await shut(server, writer)

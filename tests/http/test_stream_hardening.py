@@ -29,9 +29,9 @@ from tui.cli import main
 def test_the_sse_parser_is_linear_4_mb_in_64_byte_chunks_well_under_a_second() -> None:
     line = b"data: " + json.dumps({"text": "y" * (4 * 1024 * 1024)}).encode() + b"\n\n"
     parser = SSEParser()
-    began = time.perf_counter()
+    began = time.thread_time()  # this thread's CPU time: other processes on a busy machine do not count
     events = [e for i in range(0, len(line), 64) for e in parser.feed(line[i : i + 64])]
-    took = time.perf_counter() - began
+    took = time.thread_time() - began
     assert len(events) == 1 and len(events[0].data) == len(line) - 8
     assert took < 1.0, f"{took:.2f} s"
 

@@ -4,6 +4,7 @@ the server's, and the profile lands in the tier's table with the rest of the con
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -36,11 +37,18 @@ def test_calibrate_measures_the_served_profile_and_writes_it_next_to_the_tier(
         before = config_text(base_url(server, "openai"))
         path.write_text(before, encoding="utf-8")
         code = main(["calibrate", "--config", str(path), "--tiers", "served", "--runs", "5", "--max-tokens", "150"])
+        served = list(server.served)
     out = capsys.readouterr().out
     assert code == 0, out
     tier = load_config(path).select("served")[0]
-    assert abs(tier.options["ttft_ms"] - TTFT_MS) <= 5.0
-    assert abs(tier.options["tok_s"] - TOK_S) <= 0.02 * TOK_S
+    # Held to what the server did (its own stamps), not to its profile: on a busy machine the server's thread
+    # wakes late and serves slower than planned, and calibrate must measure what was served. The first request
+    # is the unmeasured warm-up.
+    assert len(served) == 6 and all(s.ttft_s is not None and s.decode_tok_s is not None for s in served)
+    truth_ttft_ms = statistics.median(s.ttft_s or 0.0 for s in served[1:]) * 1000.0
+    truth_tok_s = statistics.median(s.decode_tok_s or 0.0 for s in served[1:])
+    assert abs(tier.options["ttft_ms"] - truth_ttft_ms) <= 5.0, (tier.options, truth_ttft_ms)
+    assert abs(tier.options["tok_s"] - truth_tok_s) <= 0.02 * truth_tok_s, (tier.options, truth_tok_s)
     after = path.read_text(encoding="utf-8")
     # everything that was there is still there, in order; the profile follows the tier's last key
     assert [line for line in after.splitlines() if not re.match(r"(ttft_ms|tok_s) =|# measured by", line)] \
