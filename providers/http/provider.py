@@ -36,7 +36,7 @@ from . import transport as socket_reads
 from .frames import TextFrames
 from .lean import LeanTransport
 from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
-from .transport import READERS, StampedBackend
+from .transport import StampedBackend
 
 HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "headers": (dict,),
@@ -1021,7 +1021,7 @@ async def first_use(base_url: str, backend: StampedBackend | None = None) -> Non
         with anyio.CancelScope(shield=True):
             pass
     else:
-        READERS.reserve()
+        backend.reserve_reader()
     parts = urlsplit(base_url)
     if parts.hostname:
         port = parts.port or (443 if parts.scheme == "https" else 80)

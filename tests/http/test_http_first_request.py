@@ -133,10 +133,10 @@ async def test_prepare_resolves_the_host_and_parks_a_reader_thread() -> None:
 
     async with ServeServer(fast_source()) as server:
         prov = provider(tier(server, "openai"))
-        before = READERS.idle
+        before = READERS.wanted
         await prov.prepare()
         try:
-            assert READERS.idle >= before + 1
+            assert READERS.wanted == before + 1 and READERS.idle >= READERS.wanted  # parked, not started on the way
             backend = prov._backend  # type: ignore[attr-defined]
             assert backend is not None and ("127.0.0.1", server.port) in backend._addresses
         finally:
