@@ -443,7 +443,8 @@ class ServeServer:
     @property
     def url(self) -> str:
         """The server's root: the Anthropic base_url; the OpenAI one is this plus ``/v1``."""
-        return f"{'https' if self._tls is not None else 'http'}://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address goes in brackets
+        return f"{'https' if self._tls is not None else 'http'}://{host}:{self.port}"
 
     async def close(self) -> None:
         if self._server is not None:

@@ -282,3 +282,19 @@ async def test_a_kept_alive_request_is_received_when_it_reached_the_socket_not_w
     assert b"[DONE]" in second
     assert len(served) == 2
     assert abs(served[1].received - sent) < 0.1  # not the 300 ms the loop was away
+
+
+async def test_an_ipv6_server_says_its_url_with_the_address_in_brackets() -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    server = ServeServer(fast_source())
+    try:
+        await server.start("::1")
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    try:
+        assert server.url == f"http://[::1]:{server.port}"
+        events = await stream_turn(TierSpec(name="lane", provider="openai", model="m", base_url=server.url + "/v1"))
+        assert isinstance(events[-1], Done)
+    finally:
+        await server.close()
