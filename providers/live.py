@@ -87,6 +87,16 @@ class _Turn:
             return self.streamed
         return self.usage.output if usage_counts(self.usage, self.last_token) and self.usage else self.streamed
 
+    def text_in(self, channel: str, t: float) -> LaneState:
+        """Note text of ``channel`` arriving at ``t`` (reasoning streamed, or the answer's first moment); the state
+        the lane streams in."""
+        if channel == "reasoning":
+            self.streamed_reasoning = True
+            return "thinking"
+        if self.answer is None:
+            self.answer = t
+        return "streaming"
+
     def decode_parts(self) -> tuple[float, float] | None:
         """(tokens after the first event, seconds from first to last token), as ``metrics.decode_tok_s``."""
         if self.first is None or self.last_token is None or self.token_events < 2:
@@ -279,13 +289,7 @@ class LiveLane:
         channel = channels.pop()
         self._add_piece(channel, "".join(texts))
         self._sources.add("provider")
-        if channel == "reasoning":
-            turn.streamed_reasoning = True
-            state: LaneState = "thinking"
-        else:
-            if turn.answer is None:
-                turn.answer = first
-            state = "streaming"
+        state = turn.text_in(channel, first)
         turn.last_token = last
         turn.token_events += sum([delta.chunks for delta in deltas])
         added = sum(counts)
@@ -386,13 +390,7 @@ class LiveLane:
             turn.first_reasoning = channel == "reasoning"
             if self.ttft is None:
                 self.ttft = t - self.turns[0].start
-        if channel == "reasoning":
-            turn.streamed_reasoning = True
-            state: LaneState = "thinking"
-        else:
-            if turn.answer is None:
-                turn.answer = t
-            state = "streaming"
+        state = turn.text_in(channel, t)
         last = turn.last_token
         if last is not None:
             gap = t - last

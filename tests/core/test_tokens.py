@@ -95,14 +95,21 @@ def test_incremental_counter_counts_every_prefix_exactly_however_the_text_is_cut
     parts = [*PARTS[:40], *PARTS[-30:], " 12345678 don't  stop\n\n  x", "\u0301y z"]
     rng = random.Random(3)
     for _ in range(4):
-        counter, text = tokens.IncrementalCounter(encoding), ""
-        at = 0
-        while at < len(parts):
-            k = rng.randint(1, 9)
-            piece = "".join(parts[at:at + k])
-            at += k
-            text += piece
-            assert counter.feed(piece) == len(encoding.encode_ordinary(text))
+        _feed_exactly(tokens.IncrementalCounter(encoding), encoding, parts, rng, 1, 9)
+
+
+def _feed_exactly(counter: tokens.IncrementalCounter, encoding: Any, parts: list[str], rng: random.Random,
+                  fewest: int, most: int) -> str:
+    """Feed ``parts`` joined a random ``fewest``..``most`` at a time, holding the count after each delta to the
+    tokenizer's count of all the text so far; the text fed."""
+    text, at = "", 0
+    while at < len(parts):
+        k = rng.randint(fewest, most)
+        piece = "".join(parts[at:at + k])
+        at += k
+        text += piece
+        assert counter.feed(piece) == len(encoding.encode_ordinary(text))
+    return text
 
 
 def test_text_without_spaces_is_counted_within_a_fraction_of_a_percent() -> None:
@@ -262,14 +269,9 @@ def test_long_deltas_counted_word_by_word_count_every_prefix_exactly(monkeypatch
     counting = _Counting(encoding)
     rng = random.Random(8)
     for _ in range(3):
-        counter, text, at = tokens.IncrementalCounter(counting), "", 0
+        counter = tokens.IncrementalCounter(counting)
         before = counting.calls
-        while at < len(BIG_PARTS):
-            k = rng.randint(60, 300)
-            piece = "".join(BIG_PARTS[at:at + k])
-            at += k
-            text += piece
-            assert counter.feed(piece) == len(encoding.encode_ordinary(text))
+        text = _feed_exactly(counter, encoding, BIG_PARTS, rng, 60, 300)
         calls = counting.calls - before
     assert counter._words_memo is not None and counter._words_found > 0
     assert calls < len(text.split()) // 10  # warm: the words of the passage come from the memo
