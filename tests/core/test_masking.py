@@ -78,8 +78,6 @@ def test_a_known_secret_never_survives_masking_whatever_surrounds_it(before: str
 
 def _redact_every_check(text: str) -> str:
     """``redact`` as it was before its one-search gate: every check tried on every text."""
-    from providers import masking
-
     lowered = text.lower()
     if any(w in lowered for w in masking._CREDENTIAL_WORDS) or any(c in text for c in masking._I_LOOKALIKES):
         for pattern in masking._CREDENTIALS:
@@ -120,18 +118,7 @@ def _redact_as_before(text: str, secrets: list[str]) -> str:
     """:func:`redact` as it was: one search of every trigger let a text through, else every check ran."""
     for secret in secrets:
         text = text.replace(secret, MASK)
-    if _OLD_TRIGGERS.search(text) is None:
-        return text
-    lowered = text.lower()
-    if any(word in lowered for word in ("authorization", "api", "bearer", "basic")) or any(
-            ch in text for ch in "\u0130\u0131"):
-        for pattern in masking._CREDENTIALS:
-            text = pattern.sub(rf"\g<1>\g<2>{MASK}", text)
-    if any(hint in text for hint in masking._KEY_PREFIX_HINTS):
-        text = masking._KEY_SHAPE.sub(MASK, text)
-    if "://" in text or "=" in text:
-        text = mask_url(text)
-    return text
+    return text if _OLD_TRIGGERS.search(text) is None else _redact_every_check(text)
 
 
 @settings(max_examples=400, deadline=None)
