@@ -14,7 +14,7 @@ of the row is the lanes' work (reading, decoding, counting, the clock). ``--lane
 Goals (issue 12): < 10 % of a core at every rate from 750 to 12,000 tok/s; < 3 % idle.
 
     python scripts/bench_cpu.py [--rates 750,3000,12000] [--seconds 4] [--size 160x45] [--source http|synthetic|both]
-                                [--lanes 1]
+                                [--lanes 1] [--no-record]
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -95,6 +96,16 @@ class FrameMeter:
 
 
 METER = FrameMeter()
+RECORD = True
+"""Whether the screen records each race (to a temporary folder), as ``tokrace`` does unless ``--no-record``."""
+
+
+def build(specs: list[TierSpec], request: TurnRequest, folder: str) -> object:
+    """The headless app racing ``specs``, recording into ``folder`` unless :data:`RECORD` is off."""
+    from tui.app import build_app
+    from tui.record import RecordPlan
+
+    return build_app(specs, request, record=RecordPlan(Path(folder) / "race.jsonl") if RECORD else None)
 
 
 async def cpu_share(seconds: float) -> float:
@@ -142,9 +153,13 @@ def with_server(rate: float, run: Callable[[int], T]) -> T:
 async def streaming(specs: list[TierSpec], seconds: float, size: tuple[int, int]) -> tuple[float | None, str]:
     """The process's share of a core while the lanes stream (``None`` when they did not stream all through the
     window: a figure measured after the race would be an idle screen's), and the screen's own share."""
-    from tui.app import build_app
+    with tempfile.TemporaryDirectory(prefix="tokrace-bench-cpu-") as folder:
+        return await _streaming(specs, seconds, size, folder)
 
-    app = build_app(specs, TurnRequest("cpu", max(spec.max_tokens or 0 for spec in specs)))
+
+async def _streaming(specs: list[TierSpec], seconds: float, size: tuple[int, int], folder: str,
+                     ) -> tuple[float | None, str]:
+    app: Any = build(specs, TurnRequest("cpu", max(spec.max_tokens or 0 for spec in specs)), folder)
     async with app.run_test(headless=True, size=size):
         runner = app.runner
         await runner.wait_started()
@@ -163,10 +178,13 @@ async def streaming(specs: list[TierSpec], seconds: float, size: tuple[int, int]
 
 
 async def idle(seconds: float, size: tuple[int, int]) -> float:
-    from tui.app import build_app
+    with tempfile.TemporaryDirectory(prefix="tokrace-bench-cpu-") as folder:
+        return await _idle(seconds, size, folder)
 
+
+async def _idle(seconds: float, size: tuple[int, int], folder: str) -> float:
     spec = TierSpec(name="idle", provider="synthetic", model="cpu", options={"ttft_ms": 10, "tok_s": 5000})
-    app = build_app([spec], TurnRequest("cpu", 200))
+    app: Any = build([spec], TurnRequest("cpu", 200), folder)
     async with app.run_test(headless=True, size=size):
         await app.runner.wait_started()
         await app.runner.wait_finished()
@@ -201,14 +219,20 @@ def main() -> int:
     parser.add_argument("--size", default="160x45", help="terminal size, COLSxROWS")
     parser.add_argument("--source", choices=("http", "synthetic", "both"), default="both")
     parser.add_argument("--lanes", type=int, default=1, help="lanes racing at each rate (default 1)")
+    parser.add_argument("--no-record", action="store_true",
+                        help="do not record the races (the screen records each race by default, as tokrace does)")
     args = parser.parse_args()
     if args.lanes < 1:
         parser.error("--lanes must be at least 1")
+    global RECORD
+    RECORD = not args.no_record
     METER.install()
     sources = ["http", "synthetic"] if args.source == "both" else [args.source]
     cols, lines = (int(x) for x in args.size.lower().split("x"))
     ok = True
-    print(f"{'measure':52} {'goal':>10} {'measured':>10}   (headless {cols}x{lines}, {args.seconds:g} s each)")
+    recording = "recording each race" if RECORD else "not recording"
+    print(f"{'measure':52} {'goal':>10} {'measured':>10}   (headless {cols}x{lines}, {args.seconds:g} s each, "
+          f"{recording})")
     for name, goal, got, met, frames in rows([float(r) for r in args.rates.split(",")], args.seconds,
                                              (cols, lines), sources, args.lanes):
         ok = ok and met
