@@ -411,6 +411,7 @@ class _Body(httpx.AsyncByteStream):
                     break
                 else:
                     data = await read(READ_SIZE, timeout)
+                    taken = 1
                     while True:
                         if not data:
                             self._ended()
@@ -419,13 +420,13 @@ class _Body(httpx.AsyncByteStream):
                         data = b""
                         if piece:
                             batch.append((piece, stream.read_at or 0.0))
-                        if self._over or len(batch) >= BATCH_READS or not ready():
+                        if self._over or taken >= BATCH_READS or not ready():
                             break
                         data = read_ready(READ_SIZE)
+                        taken += 1
             except (httpcore.NetworkError, httpcore.TimeoutException, OSError) as exc:
                 self._keep = False
                 failure = _httpx_error(exc, self._request)
-                failure.__cause__ = exc
             except BaseException as exc:
                 self._keep = False
                 failure = exc
@@ -433,7 +434,6 @@ class _Body(httpx.AsyncByteStream):
                 yield batch
             if failure is not None:
                 raise failure
-        return
 
     def _complete(self) -> bool:
         """Whether the whole body was read (nothing more to read for it); marks it over when so."""

@@ -581,12 +581,10 @@ class HTTPProvider(Provider):
                 if pacing is not None:
                     if type(item) is list:
                         at, paced = pacing.see_many(item)
-                        if paced is not None:
+                        if paced is not None:  # before the delta it goes with: those ahead of it go first
                             if at:
-                                yield item[0] if at == 1 else item[:at]
-                                item = item[at:]
-                                if len(item) == 1:
-                                    item = item[0]
+                                yield _alone_or_list(item[:at])
+                                item = _alone_or_list(item[at:])
                             yield paced
                             pacing = None
                     elif (paced := pacing.see(item)) is not None:  # type: ignore[arg-type]
@@ -1070,12 +1068,17 @@ def _grouped(events: list[Event]) -> list[Event | list[Delta]]:
             run.append(event)
             continue
         if run:
-            out.append(run[0] if len(run) == 1 else run)
+            out.append(_alone_or_list(run))
             run = []
         out.append(event)
     if run:
-        out.append(run[0] if len(run) == 1 else run)
+        out.append(_alone_or_list(run))
     return out
+
+
+def _alone_or_list(deltas: list[Delta]) -> Delta | list[Delta]:
+    """Deltas to hand over together: a lone one as itself."""
+    return deltas[0] if len(deltas) == 1 else deltas
 
 
 def at_socket(clock: Clock, perf: float | None, fallback: float | None = None) -> float:

@@ -417,3 +417,13 @@ async def test_the_recording_and_the_live_lane_are_the_same(tmp_path: Path, buff
     assert (a.tokens, a.ttft, a.last_t, a.history, a.state, list(a._window)) == \
         (b.tokens, b.ttft, b.last_t, b.history, b.state, list(b._window))
     assert "".join(text for _, text in a.pieces) == "".join(text for _, text in b.pieces)
+
+
+async def test_a_big_hand_over_is_taken_a_bounded_number_of_reads_at_a_time() -> None:
+    rng = random.Random(9)
+    events = sse_body(rng, 100)
+    pieces = [b"%x\r\n%s\r\n" % (len(e), e) for e in events] + [b"0\r\n\r\n"]
+    reads: list[Read] = [(p, NOW - 5.0 + i * 0.001) for i, p in enumerate(pieces)]
+    _, sizes = await both(reads, [len(reads)])  # every read queued at once (a loop held for a while)
+    assert max(sizes) == lean.BATCH_READS  # the loop runs between steps of at most that many reads
+    assert sum(sizes) == 100  # a delta per text read, every one of them in a list
