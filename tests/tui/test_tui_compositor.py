@@ -143,3 +143,49 @@ async def test_widgets_drawn_directly_draw_what_textual_would() -> None:
                     through_textual = Widget.render_lines(widget, crop)
                     assert [list(strip) for strip in direct] == [list(strip) for strip in through_textual]
                     assert any(strip.text.strip() for strip in direct)
+
+
+async def test_a_repaint_draws_what_a_refresh_draws_without_a_message() -> None:
+    """:func:`repaint` marks what ``refresh`` marks and the screen draws it at its next update, with no message to
+    the widget; a widget not on the shown screen, or hidden, is refreshed Textual's way."""
+    from textual.app import App, ComposeResult
+    from textual.geometry import Region
+    from textual.message import Message
+    from textual.widget import Widget
+
+    from tui.compositor import repaint
+    from tui.widgets.frame_static import FrameStatic
+
+    class Lines(Widget):
+        DEFAULT_CSS = "Lines { height: 3; }"
+        text = "a"
+
+        def render_line(self, y: int) -> Strip:
+            return Strip([Segment(f"{self.text}{y}".ljust(self.size.width))])
+
+    class Pair(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Lines()
+            yield FrameStatic("first", id="figures")
+
+    sent: list[Message] = []
+    app = Pair()
+    async with app.run_test(size=(20, 6), message_hook=sent.append) as pilot:
+        lines = app.query_one(Lines)
+        figures = app.query_one(FrameStatic)
+        await pilot.pause()
+        sent.clear()
+        lines.text = "b"
+        repaint(lines, Region(0, 1, 20, 1))
+        figures.update("second", layout=False)
+        assert lines in app.screen._dirty_widgets and figures in app.screen._dirty_widgets
+        assert not [message for message in sent if getattr(message, "_sender", None) in (lines, figures)]
+        app.screen._on_timer_update()
+        shown = [strip.text for strip in app.screen._compositor.render_strips()]
+        assert shown[1].startswith("b1") and shown[0].startswith("a0")  # only the line repainted was drawn anew
+        assert any(line.startswith("second") for line in shown)
+        figures.display = False
+        figures.update("third", layout=False)  # hidden: Textual's refresh, which posts its messages
+        assert figures not in app.screen._dirty_widgets
+        detached = Lines()
+        repaint(detached)  # on no screen: no error, Textual's refresh
