@@ -73,6 +73,9 @@ class LineCompositor(Compositor):
 
     _spans: Spans | None = None
     """The parts of lines the partial update being drawn writes out (``None``: all of every line drawn)."""
+    _shown: tuple[object, list[tuple[Widget, Region, int, int, int, int]]] = (None, [])
+    """For the visible widgets of the last layout (by identity): each widget front to back, its region, and the
+    part of it on screen (x, y, width, height), widgets with nothing on screen left out."""
 
     def render_partial_update(self) -> ChopsUpdate | None:
         # Textual's own, but the parts of lines written out are known to the drawing (``_render_chops``).
@@ -90,12 +93,29 @@ class LineCompositor(Compositor):
             chops = self._render_chops(crop, by_line.__contains__)
         finally:
             self._spans = None
-        return ChopsUpdate(chops, spans, [cut_set[1:] for cut_set in self.cuts])
+        cuts = self.cuts
+        ends: list[list[int]] = [[]] * len(cuts)  # only the lines written out are looked at
+        for y in by_line:
+            ends[y] = cuts[y][1:]
+        return ChopsUpdate(chops, spans, ends)
+
+    def _on_screen(self) -> list[tuple[Widget, Region, int, int, int, int]]:
+        """The visible widgets front to back with the part of each on screen (see ``_shown``), worked out once a
+        layout rather than once a frame."""
+        visible = self.visible_widgets
+        if self._shown[0] is not visible:
+            shown = []
+            for widget, (region, clip) in visible.items():
+                x, y, width, height = region.intersection(clip)
+                if width and height:
+                    shown.append((widget, region, x, y, width, height))
+            self._shown = (visible, shown)
+        return self._shown[1]
 
     def _render_chops(self, crop: Region, is_rendered_line: Callable[[int], bool],
                       ) -> Sequence[Mapping[int, Strip]]:
         cuts = self.cuts
-        chops: list[dict[int, Strip | None]] = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
+        chops: list[dict[int, Strip | None]] = [{}] * len(cuts)  # a line not drawn is never looked at
         spans = self._spans
         todo: dict[int, list[int]] = {}
         """Line -> where the parts of it still to draw start (a part: from one cut to the next, written out)."""
@@ -114,16 +134,14 @@ class LineCompositor(Compositor):
                 starts = sorted(set(picked)) if len(line_spans) > 1 else picked
             if starts:
                 todo[y] = starts
+                chops[y] = dict.fromkeys(line_cuts[:-1])
         lines = sorted(todo)
-        crop_overlaps = crop.overlaps
-        intersection = Region.intersection
-        for widget, (region, clip) in self.visible_widgets.items():  # front to back
+        # A widget that covers the start of a part still to draw covers all of it (a widget's edges are cuts), so
+        # the widgets to ask are those whose part on screen holds one of those starts.
+        for widget, region, x, top, width, height in self._on_screen():  # front to back
             if not lines:
                 break
-            if not crop_overlaps(clip):
-                continue
-            x, top, width, height = intersection(region, clip)
-            if not (width and height):
+            if top > lines[-1] or top + height <= lines[0]:
                 continue
             last_x = x + width
             need = [y for y in lines[bisect.bisect_left(lines, top):bisect.bisect_left(lines, top + height)]
