@@ -1,11 +1,12 @@
 """CPU benchmark: what does the race screen cost while one lane streams at a given rate, and when nothing moves?
 
-Drives the headless app on the real clock with one lane per rate (750 to 12,000 tok/s by default), for a few
-seconds each after a warm-up, and measures the process's CPU time (every thread) over wall time; then the same
-screen idle (the race over, nothing changing) for a few seconds. A lane is an OpenAI Chat lane reading a
-ground-truth server in another process over loopback (``http``: what a real tier costs), or a synthetic lane
-(``synthetic``: the offline demo, whose lanes also wait for each token's moment in this process). Not a test: it
-prints figures.
+Drives the app on the real clock, drawing each frame for a terminal (written to the null device), with one lane per
+rate (750 to 12,000 tok/s by default), for a few seconds each after a warm-up, and measures the process's CPU time
+(every thread) over wall time; then the same screen idle (the race over, nothing changing) for a few seconds. The
+screen records each race to a file, as ``tokrace`` does unless told not to (``--no-record`` measures it without). A
+lane is an OpenAI Chat lane reading a ground-truth server in another process over loopback (``http``: what a real
+tier costs), or a synthetic lane (``synthetic``: the offline demo, whose lanes also wait for each token's moment in
+this process). Not a test: it prints figures.
 
 Under each streaming row, the screen's own share: the CPU time its frames took (the race screen sampling the live
 model, and Textual compositing what changed), how many frames a second it drew and how long each took; the rest
@@ -14,18 +15,20 @@ of the row is the lanes' work (reading, decoding, counting, the clock). ``--lane
 Goals (issue 12): < 10 % of a core at every rate from 750 to 12,000 tok/s; < 3 % idle.
 
     python scripts/bench_cpu.py [--rates 750,3000,12000] [--seconds 4] [--size 160x45] [--source http|synthetic|both]
-                                [--lanes 1]
+                                [--lanes 1] [--no-record]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -95,6 +98,45 @@ class FrameMeter:
 
 
 METER = FrameMeter()
+RECORD = True
+"""Whether the screen records each race (to a temporary folder), as ``tokrace`` does unless ``--no-record``."""
+
+
+def terminal_driver() -> type:
+    """Textual's headless driver, but not headless to the app: every frame is turned into the escape sequences a
+    terminal gets, as on a real screen, and written (one ``write`` a frame) to the null device. So a row counts
+    what drawing into a terminal costs tokrace, all but the terminal's own work (in its own process); a headless
+    app skips making those sequences, ~0.3 ms a frame."""
+    from textual.drivers.headless_driver import HeadlessDriver
+
+    class TerminalDriver(HeadlessDriver):
+        _sink = os.open(os.devnull, os.O_WRONLY)
+        _out: ClassVar[list[str]] = []
+
+        @property
+        def is_headless(self) -> bool:
+            return False
+
+        def write(self, data: str) -> None:
+            self._out.append(data)
+
+        def flush(self) -> None:
+            if self._out:
+                os.write(self._sink, "".join(self._out).encode("utf-8"))
+                self._out.clear()
+
+    return TerminalDriver
+
+
+def build(specs: list[TierSpec], request: TurnRequest, folder: str) -> Any:
+    """The app racing ``specs`` drawing into a null terminal (:func:`terminal_driver`; run it with ``headless=False``),
+    recording into ``folder`` unless :data:`RECORD` is off."""
+    from tui.app import build_app
+    from tui.record import RecordPlan
+
+    app = build_app(specs, request, record=RecordPlan(Path(folder) / "race.jsonl") if RECORD else None)
+    app.driver_class = terminal_driver()
+    return app
 
 
 async def cpu_share(seconds: float) -> float:
@@ -142,10 +184,14 @@ def with_server(rate: float, run: Callable[[int], T]) -> T:
 async def streaming(specs: list[TierSpec], seconds: float, size: tuple[int, int]) -> tuple[float | None, str]:
     """The process's share of a core while the lanes stream (``None`` when they did not stream all through the
     window: a figure measured after the race would be an idle screen's), and the screen's own share."""
-    from tui.app import build_app
+    with tempfile.TemporaryDirectory(prefix="tokrace-bench-cpu-") as folder:
+        return await _streaming(specs, seconds, size, folder)
 
-    app = build_app(specs, TurnRequest("cpu", max(spec.max_tokens or 0 for spec in specs)))
-    async with app.run_test(headless=True, size=size):
+
+async def _streaming(specs: list[TierSpec], seconds: float, size: tuple[int, int], folder: str,
+                     ) -> tuple[float | None, str]:
+    app = build(specs, TurnRequest("cpu", max(spec.max_tokens or 0 for spec in specs)), folder)
+    async with app.run_test(headless=False, size=size):
         runner = app.runner
         await runner.wait_started()
         while any(lane.ttft is None for lane in runner.live.lanes):
@@ -163,11 +209,14 @@ async def streaming(specs: list[TierSpec], seconds: float, size: tuple[int, int]
 
 
 async def idle(seconds: float, size: tuple[int, int]) -> float:
-    from tui.app import build_app
+    with tempfile.TemporaryDirectory(prefix="tokrace-bench-cpu-") as folder:
+        return await _idle(seconds, size, folder)
 
+
+async def _idle(seconds: float, size: tuple[int, int], folder: str) -> float:
     spec = TierSpec(name="idle", provider="synthetic", model="cpu", options={"ttft_ms": 10, "tok_s": 5000})
-    app = build_app([spec], TurnRequest("cpu", 200))
-    async with app.run_test(headless=True, size=size):
+    app = build([spec], TurnRequest("cpu", 200), folder)
+    async with app.run_test(headless=False, size=size):
         await app.runner.wait_started()
         await app.runner.wait_finished()
         await asyncio.sleep(1.0)  # the summary drawn, the screen settled
@@ -201,14 +250,20 @@ def main() -> int:
     parser.add_argument("--size", default="160x45", help="terminal size, COLSxROWS")
     parser.add_argument("--source", choices=("http", "synthetic", "both"), default="both")
     parser.add_argument("--lanes", type=int, default=1, help="lanes racing at each rate (default 1)")
+    parser.add_argument("--no-record", action="store_true",
+                        help="do not record the races (the screen records each race by default, as tokrace does)")
     args = parser.parse_args()
     if args.lanes < 1:
         parser.error("--lanes must be at least 1")
+    global RECORD
+    RECORD = not args.no_record
     METER.install()
     sources = ["http", "synthetic"] if args.source == "both" else [args.source]
     cols, lines = (int(x) for x in args.size.lower().split("x"))
     ok = True
-    print(f"{'measure':52} {'goal':>10} {'measured':>10}   (headless {cols}x{lines}, {args.seconds:g} s each)")
+    recording = "recording each race" if RECORD else "not recording"
+    print(f"{'measure':52} {'goal':>10} {'measured':>10}   ({cols}x{lines} drawn to a null terminal, "
+          f"{args.seconds:g} s each, {recording})")
     for name, goal, got, met, frames in rows([float(r) for r in args.rates.split(",")], args.seconds,
                                              (cols, lines), sources, args.lanes):
         ok = ok and met

@@ -1,7 +1,8 @@
 """The race screen's compositor draws only what a partial update writes out: a terminal that had the whole screen
 and then got every partial update shows, cell for cell, what drawing the whole screen afresh shows, frame after
 frame (the text scrolling, the timeline growing, gauges and figures, states, a lane failing, the race ending);
-and the whole screen is drawn as Textual's own compositor draws it."""
+and the whole screen is drawn as Textual's own compositor draws it; and each update becomes the same escape
+sequences as Textual's own update would."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tui_harness import demo_app, failing_demo_tiers
 
 from providers.base import TierSpec
 from providers.demo import demo_tiers
-from tui.compositor import LineCompositor, runs
+from tui.compositor import LineChopsUpdate, LineCompositor, runs
 from tui.screens.race import RaceScreen
 
 Cell = tuple[str, Style | None]
@@ -63,6 +64,22 @@ def test_runs_of_lines() -> None:
     assert runs([0, 1, 2, 5, 6, 9]) == [(0, 3), (5, 7), (9, 10)]
 
 
+def test_escape_sequences_are_textuals_for_parts_cut_skipped_and_whole() -> None:
+    """Parts of lines inside a span, reaching past either end of one (cut), outside every span, missing (None),
+    several spans on a line, and a line that ends the update: the same text as Textual's own update."""
+    red, bold = Style(color="red"), Style(bold=True, bgcolor="blue")
+    line = {0: Strip([Segment("abcde", red)]), 5: Strip([Segment("fgh", bold), Segment("ij")]),
+            10: None, 14: Strip([Segment("xyz", red)])}
+    chops = [dict(line), dict(line), {0: Strip([Segment("é😀wide", bold)])}]
+    ends = [[5, 10, 14, 17], [5, 10, 14, 17], [7]]
+    console = Console(width=20, color_system="truecolor", force_terminal=True)
+    for spans in ([(0, 0, 17), (1, 2, 8), (2, 0, 7)], [(0, 6, 12), (0, 14, 16), (1, 0, 3)],
+                  [(1, 3, 5), (2, 1, 4)], [(0, 17, 20)]):
+        ours = LineChopsUpdate(chops, spans, ends).render_segments(console)
+        assert ours == ChopsUpdate(chops, spans, ends).render_segments(console), spans
+    assert "\x1b[2;6H" in LineChopsUpdate(chops, [(1, 2, 8)], ends).render_segments(console)
+
+
 @pytest.mark.parametrize(("size", "tiers"), [
     ((160, 45), [TierSpec(name="fast", provider="synthetic", model="m",
                           options={"ttft_ms": 50, "tok_s": 3000, "seed": 4})]),
@@ -95,6 +112,8 @@ async def test_partial_updates_write_what_a_whole_new_screen_shows(size: tuple[i
         terminal = cells(compositor.render_strips())
         updates.clear()
         written = 0
+        sequences = 0
+        console = Console(width=size[0], color_system="truecolor", force_terminal=True)
         t = 0.0
         for frame in range(90):
             t += 1 / 15 if frame % 10 else 0.5
@@ -104,6 +123,10 @@ async def test_partial_updates_write_what_a_whole_new_screen_shows(size: tuple[i
             screen._on_timer_update()  # whatever Textual's update timer has not drawn yet
             for update in updates:
                 written += apply(terminal, update)
+                # the escape sequences a terminal gets: Textual's own, character for character
+                text = update.render_segments(console)
+                assert text == ChopsUpdate.render_segments(update, console), frame
+                sequences += len(text)
             updates.clear()
             whole = compositor.render_strips()
             assert terminal == cells(whole), frame
@@ -111,7 +134,7 @@ async def test_partial_updates_write_what_a_whole_new_screen_shows(size: tuple[i
             textual = [Strip.join(line.values()) for line in
                        Compositor._render_chops(compositor, compositor.size.region, lambda y: True)]
             assert cells(textual[: size[1]]) == cells(whole), frame
-        assert written > 0
+        assert written > 0 and sequences > 0
         assert app.runner.live.finished or t > 5
 
 

@@ -173,6 +173,48 @@ async def test_while_racing_the_file_holds_every_event_older_than_one_tick(tmp_p
         await race_to_the_end(app, clock)
 
 
+async def test_on_the_real_clock_the_recorder_is_flushed_on_the_loops_timer_without_spinning(tmp_path: Path,
+                                                                                          ) -> None:
+    """The screen's flusher needs no precise moment: on the real clock each flush is one wake-up of its task, never
+    the precise sleep's yielding to the loop for the last fraction of a millisecond (hundreds of passes a second)."""
+    from collections.abc import Generator
+
+    from providers.clock import RealClock
+
+    recorder = Recorder(tmp_path / "r.jsonl", "p", demo_tiers(), buffered=True)
+    flushes = steps = 0
+    flush = recorder.flush
+
+    def counted_flush() -> None:
+        nonlocal flushes
+        flushes += 1
+        flush()
+
+    recorder.flush = counted_flush  # type: ignore[method-assign]
+
+    class Counted:
+        """The flusher's coroutine, counting each time it gives the loop back (each wake-up of its task)."""
+
+        def __await__(self) -> Generator[Any, None, None]:
+            nonlocal steps
+            inner = runner.RaceRunner._flush_every(None, recorder, RealClock())  # type: ignore[arg-type]
+            gen = inner.__await__()
+            sent = None
+            while True:
+                yielded = gen.send(sent)
+                steps += 1
+                sent = yield yielded
+
+    task = asyncio.ensure_future(Counted())
+    await asyncio.sleep(6 * FLUSH_EVERY_S)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    recorder.close()
+    assert flushes >= 1
+    assert steps <= flushes + 2
+
+
 async def test_a_recording_that_cannot_be_opened_is_one_notification_and_the_race_runs(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     path = tmp_path / "a-file" / "talk.jsonl"
