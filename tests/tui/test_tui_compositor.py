@@ -138,6 +138,59 @@ async def test_partial_updates_write_what_a_whole_new_screen_shows(size: tuple[i
         assert app.runner.live.finished or t > 5
 
 
+async def test_partial_updates_stay_true_across_a_resize_a_theme_and_a_new_race() -> None:
+    """What the compositor keeps from one frame to the next (the widgets on screen and their visible parts) is
+    worked out again when the layout changes: after a resize, another theme and a new race, every partial update
+    still writes what a whole new screen shows."""
+    app, clock = demo_app(demo_tiers())
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, RaceScreen)
+        compositor = screen._compositor
+        assert isinstance(compositor, LineCompositor)
+        updates: list[ChopsUpdate] = []
+        partial = compositor.render_partial_update
+
+        def spy() -> ChopsUpdate | None:
+            update = partial()
+            if update is not None:
+                updates.append(update)
+            return update
+
+        compositor.render_partial_update = spy  # type: ignore[method-assign]
+        await app.runner.wait_started()
+
+        async def redrawn() -> list[list[Cell]]:
+            """The screen as a terminal has it after a change (Textual draws all of it)."""
+            screen.sample(force=True)
+            await pilot.pause()
+            screen._on_timer_update()
+            updates.clear()
+            return cells(compositor.render_strips())
+
+        terminal = await redrawn()
+        written = 0
+        for frame in range(80):
+            if frame == 20:
+                await pilot.resize_terminal(100, 30)
+                terminal = await redrawn()
+            elif frame == 40:
+                app.theme = next(name for name in app.available_themes if name != app.theme)
+                terminal = await redrawn()
+            elif frame == 60:
+                await app.runner.restart(None)
+                terminal = await redrawn()
+            await clock.advance(1 / 15 if frame % 10 else 0.5)
+            screen.sample()
+            await pilot.pause()
+            screen._on_timer_update()
+            for update in updates:
+                written += apply(terminal, update)
+            updates.clear()
+            assert terminal == cells(compositor.render_strips()), frame
+        assert written > 0
+
+
 async def test_widgets_drawn_directly_draw_what_textual_would() -> None:
     """The timeline's lines and the gauges go out as drawn, with the app's filters: the same lines as through
     Textual's own per-line styling."""
