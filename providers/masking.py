@@ -174,12 +174,14 @@ class Masker:
     ``shapes`` also masks credential shapes and URL secrets (for lanes that talk to servers, which may echo
     anything back); a masker with neither secrets nor shapes passes events through untouched."""
 
-    __slots__ = ("active", "secrets", "shapes")
+    __slots__ = ("_clean", "active", "secrets", "shapes")
 
     def __init__(self, secrets: Sequence[str] = (), shapes: bool = True) -> None:
         self.secrets = list(secrets)
         self.shapes = shapes
         self.active = bool(self.secrets) or shapes
+        self._clean: set[str] = set()
+        """Delta texts found to hold nothing to mask (:meth:`deltas`)."""
 
     def text(self, text: str) -> str:
         if self.shapes:
@@ -188,6 +190,31 @@ class Masker:
             if secret in text:
                 text = text.replace(secret, MASK)
         return text
+
+    def deltas(self, deltas: Sequence[Delta]) -> Sequence[Delta]:
+        """Each delta as :meth:`__call__` gives it, for deltas handed over together: a short text seen before to
+        hold nothing to mask is not looked at again (a stream repeats its words; at most :data:`CLEAN_TEXTS_KEPT`
+        of at most :data:`CLEAN_TEXT_CHARS` are remembered, then it starts over). The same sequence when nothing
+        was masked."""
+        if not self.active:
+            return deltas
+        clean = self._clean
+        out: list[Delta] | None = None
+        for at, delta in enumerate(deltas):
+            text = delta.text
+            if text in clean:
+                continue
+            masked = self.text(text)
+            if masked == text:
+                if len(text) <= CLEAN_TEXT_CHARS:
+                    if len(clean) >= CLEAN_TEXTS_KEPT:
+                        clean.clear()
+                    clean.add(text)
+                continue
+            if out is None:
+                out = list(deltas)
+            out[at] = dataclasses.replace(delta, text=masked)
+        return deltas if out is None else out
 
     def __call__(self, event: Event) -> Event:
         if not self.active:
@@ -202,6 +229,11 @@ class Masker:
             return event if data == event.data else dataclasses.replace(event, data=data)
         return event
 
+
+CLEAN_TEXTS_KEPT: Final[int] = 4096
+CLEAN_TEXT_CHARS: Final[int] = 32
+"""How many distinct delta texts, each of at most how many characters, a masker remembers as holding nothing to
+mask (a few hundred KB at most)."""
 
 _TEXT_FIELDS: Final[dict[type[Any], str]] = {
     Delta: "text", Error: "message", Request: "endpoint", Segment: "label", ToolCall: "arguments",

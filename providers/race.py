@@ -168,8 +168,7 @@ class Race:
         listener gets all of them, in order, through its ``on_deltas(lane, deltas)`` when it has one (the live
         model, the recorder), else one call per event. Every listener sees the same events in the same order
         as through :meth:`emit`; only which listener sees them first differs."""
-        mask = self._masks[lane]
-        events: Sequence[Event] = [mask(d) for d in deltas] if mask.active else deltas
+        events: Sequence[Event] = self._masks[lane].deltas(deltas)
         self.lanes[lane].events.extend(events)
         for listener in self.listeners:
             many: Callable[[int, Sequence[Event]], None] | None = getattr(listener, "on_deltas", None)

@@ -22,7 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -34,7 +34,7 @@ from ..masking import mask_url, url_has_userinfo
 from ..metrics import PACED_SOURCE, FirstSentence
 from . import transport as socket_reads
 from .frames import TextFrames
-from .lean import LeanTransport
+from .lean import LeanTransport, stamped_reads
 from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
 from .transport import StampedBackend
 
@@ -220,6 +220,20 @@ class _Pacing:
         if self.stream.paced_reads == self.before:
             return None
         return Extra(t=event.t, source=PACED_SOURCE, data={"paced_ms": round(socket_reads.PACE_S * 1000.0, 3)})
+
+    def see_many(self, deltas: list[Delta]) -> tuple[int, Extra | None]:
+        """:meth:`see` for the deltas of reads handed over together, in order: (where in them, the ``extra`` event to
+        send before that one), or (0, None). Reads are paced (and counted) only by the event loop's own looks,
+        between two hand-overs, never while one hand-over's reads are turned into events: once pacing was allowed,
+        whether reads were paced is the same for every delta of the list, so it is looked at once."""
+        for at, delta in enumerate(deltas):
+            allowed = self.allowed
+            paced = self.see(delta)
+            if paced is not None:
+                return at, paced
+            if allowed:
+                break
+        return 0, None
 
 
 class _TurnLimits:
@@ -466,7 +480,20 @@ class HTTPProvider(Provider):
 
     # -- one turn ----------------------------------------------------------------------------------------
 
-    async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+    def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
+        return cast("AsyncIterator[Event]", self._turn(request, clock, False))
+
+    def stream_batched(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event | list[Delta]]:
+        """:meth:`stream`'s events, with the text deltas of the reads handed over together (see
+        :meth:`.lean._Body.stamped`) given as one list: the same events, in the same order, each stamped with its own
+        read's arrival, for one pass of the readers above per hand-over instead of one per read (the race hands such
+        a list to its listeners in one go: ``Race.emit_many``). A subclass with its own :meth:`stream` is streamed as
+        it says, an event at a time."""
+        if type(self).stream is not HTTPProvider.stream:
+            return self.stream(request, clock)
+        return self._turn(request, clock, True)
+
+    async def _turn(self, request: TurnRequest, clock: Clock, batched: bool) -> AsyncIterator[Event | list[Delta]]:
         url = self.endpoint()
         try:
             if self._client is None:
@@ -549,12 +576,21 @@ class HTTPProvider(Provider):
                 yield unread
                 return
             pacing = _Pacing(stream) if hasattr(stream, "paced_reads") and not clock.virtual else None
-            async for event in self._read(response, clock, stream, head,
-                                          _TurnLimits(start + self.turn_timeout, self.max_tokens(request))):
-                if pacing is not None and (paced := pacing.see(event)) is not None:
-                    yield paced  # reads are paced from here on: the turn's inter-token gaps are not measured
-                    pacing = None
-                yield event
+            async for item in self._read(response, clock, stream, head,
+                                         _TurnLimits(start + self.turn_timeout, self.max_tokens(request)), batched):
+                if pacing is not None:
+                    if type(item) is list:
+                        at, paced = pacing.see_many(item)
+                        if paced is not None:  # before the delta it goes with: those ahead of it go first
+                            if at:
+                                yield _alone_or_list(item[:at])
+                                item = _alone_or_list(item[at:])
+                            yield paced
+                            pacing = None
+                    elif (paced := pacing.see(item)) is not None:  # type: ignore[arg-type]
+                        yield paced  # reads are paced from here on: the turn's inter-token gaps are not measured
+                        pacing = None
+                yield item
             return
 
     def _send(self, client: httpx.AsyncClient, req: httpx.Request) -> asyncio.Future[httpx.Response]:
@@ -613,114 +649,136 @@ class HTTPProvider(Provider):
             "the API's address, not a web page?) and that the server streams"))
 
     async def _read(self, response: httpx.Response, clock: Clock, stream: Any, head: float,
-                    limits: _TurnLimits | None = None) -> AsyncIterator[Event]:
+                    limits: _TurnLimits | None = None, batched: bool = False) -> AsyncIterator[Event | list[Delta]]:
         """Decode the stream, stamping every event with the moment its bytes reached the socket (never before
-        the event ahead of it: two conversions of the same moment may differ by a few nanoseconds)."""
+        the event ahead of it: two conversions of the same moment may differ by a few nanoseconds). ``batched``:
+        on a stamped connection, the reads handed over together are decoded in one step, and their text deltas
+        given as one list (a lone delta as itself); the events are the same, in the same order."""
         decoder = self.decoder()
         parser = SSEParser()
         frames = TextFrames(decoder.text_keys)
         encoded = response.headers.get("content-encoding", "identity").lower() not in ("", "identity")
-        chunks = response.aiter_bytes() if encoded else response.aiter_raw()
         stamped = stream is not None and hasattr(stream, "read_at") and not clock.virtual
+        reads = stamped_reads(response) if batched and stamped and not encoded else None
+        chunks: AsyncIterator[Any] = reads if reads is not None else (
+            response.aiter_bytes() if encoded else response.aiter_raw())
         t = head
         final: list[Event] = []
         opening, seen = b"", False  # the first bytes (to say what came if it was no event stream); any event?
         deadline = limits.deadline if limits is not None else math.inf
         max_chunks = limits.max_chunks if limits is not None else sys.maxsize
         joining = False  # whether text deltas are joined: after the turn's first (its count is not in the decode rate)
+        out: list[Event] = []  # the events of the reads taken in one step
+        add = out.append
         try:
-            async for chunk in chunks:
-                now = clock.now()
-                read_at = stream.read_at if stamped else None  # as at_socket(), on the one reading of the clock
-                arrived = now if read_at is None else now - max(time.perf_counter() - read_at, 0.0)
-                if arrived > t:
-                    t = arrived
-                if now > deadline and limits is not None and (late := limits.late(self, t, now, decoder.deltas)):
-                    final = [late]
-                    break
-                if not seen and len(opening) < _OPENING:  # only a body without events needs its opening
-                    opening += chunk[: _OPENING - len(opening)]
-                # A read of text events in the kept frame (up to the start of an event the next read completes):
-                # parsed in one pass, one delta; what follows the last whole event goes to the parser.
-                cut = chunk.rfind(b"\n\n") + 2 if joining and parser.clean else 0
-                if cut > 1 and (texts := frames.whole(chunk if cut == len(chunk) else chunk[:cut])) is not None:
-                    seen = True
-                    room = max_chunks - decoder.deltas
-                    if len(texts) > room and limits is not None:  # as event by event: the one past the limit
-                        texts = texts[:room]                     # ends the turn instead
-                        final = [limits.runaway(t, max_chunks + 1)]
-                    decoder.deltas += len(texts)
-                    if texts:
-                        yield Delta(t, "".join(texts), frames.channel, None, len(texts))  # type: ignore[arg-type]
-                    if final:
-                        decoder.deltas += 1
-                        break
-                    chunk = chunk[cut:]
-                    if not chunk:
-                        continue
+            while True:
                 try:
-                    sses = parser.feed(chunk)
-                    if sses:
-                        seen = True
-                except EventTooLarge:
-                    final = [Error(t=t, error="protocol", message=(
-                        f"the server sent one event larger than {MAX_EVENT_BYTES // (1024 * 1024)} MB after "
-                        f"{decoder.deltas} text chunks (a line that never ends?); the stream is garbled, try "
-                        "again"))]
+                    got = await anext(chunks)
+                except StopAsyncIteration:
+                    final = decoder.end(t) if seen or _sse_like(opening) else [self._no_events(response, opening, t)]
                     break
-                # The text deltas of one read (one stamp) that follow each other in one channel are joined into one
-                # delta (``Delta.chunks``); the turn's first stays alone.
-                parts: list[str] = []
-                channel = ""
-                for sse in sses:
-                    if not sse.valid_utf8:
-                        final = [Error(t=t, error="encoding", message=self.clean(
-                            f"the server sent bytes that are not UTF-8 after {decoder.deltas} text chunks; "
-                            "the stream is garbled, try again"))]
+                # each read with its stamp: a hand-over's reads together, else the one read (and the stream's stamp)
+                batch = got if reads is not None else ((got, stream.read_at if stamped else None),)
+                for chunk, read_at in batch:
+                    now = clock.now()
+                    # as at_socket(), on the one reading of the clock
+                    arrived = now if read_at is None else now - max(time.perf_counter() - read_at, 0.0)
+                    if arrived > t:
+                        t = arrived
+                    if now > deadline and limits is not None and (late := limits.late(self, t, now, decoder.deltas)):
+                        final = [late]
                         break
-                    text = frames.text(sse)
-                    events: list[Event]
-                    if text is not None:
-                        if joining and decoder.deltas < max_chunks:  # its delta would join: only its text is kept
-                            if parts and channel != frames.channel:
-                                yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
-                                parts = []
+                    if not seen and len(opening) < _OPENING:  # only a body without events needs its opening
+                        opening += chunk[: _OPENING - len(opening)]
+                    # A read of text events in the kept frame (up to the start of an event the next read completes):
+                    # parsed in one pass, one delta; what follows the last whole event goes to the parser.
+                    cut = chunk.rfind(b"\n\n") + 2 if joining and parser.clean else 0
+                    if cut > 1 and (texts := frames.whole(chunk if cut == len(chunk) else chunk[:cut])) is not None:
+                        seen = True
+                        room = max_chunks - decoder.deltas
+                        if len(texts) > room and limits is not None:  # as event by event: the one past the limit
+                            texts = texts[:room]                     # ends the turn instead
+                            final = [limits.runaway(t, max_chunks + 1)]
+                        decoder.deltas += len(texts)
+                        if texts:
+                            add(Delta(t, "".join(texts), frames.channel, None, len(texts)))  # type: ignore[arg-type]
+                        if final:
                             decoder.deltas += 1
-                            parts.append(text)
-                            channel = frames.channel
+                            break
+                        chunk = chunk[cut:]
+                        if not chunk:
                             continue
-                        events = [decoder.delta(t, text, frames.channel)]
-                    else:
-                        try:
-                            events = decode(decoder, sse, t)
-                        except StreamProblem as problem:
-                            events = [Error(t=t, error=problem.kind, message=problem.message)]
-                        frames.learn(sse, events)
-                    if decoder.deltas > max_chunks and limits is not None:
-                        events = [limits.runaway(t, decoder.deltas)]
-                    if events and isinstance(events[-1], _FINAL):
-                        final = events
+                    try:
+                        sses = parser.feed(chunk)
+                        if sses:
+                            seen = True
+                    except EventTooLarge:
+                        final = [Error(t=t, error="protocol", message=(
+                            f"the server sent one event larger than {MAX_EVENT_BYTES // (1024 * 1024)} MB after "
+                            f"{decoder.deltas} text chunks (a line that never ends?); the stream is garbled, try "
+                            "again"))]
                         break
-                    for event in events:
-                        if type(event) is Delta and event.text:
-                            if joining and event.tokens is None:
-                                if parts and channel != event.channel:
-                                    yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                    # The text deltas of one read (one stamp) that follow each other in one channel are joined into
+                    # one delta (``Delta.chunks``); the turn's first stays alone.
+                    parts: list[str] = []
+                    channel = ""
+                    for sse in sses:
+                        if not sse.valid_utf8:
+                            final = [Error(t=t, error="encoding", message=self.clean(
+                                f"the server sent bytes that are not UTF-8 after {decoder.deltas} text chunks; "
+                                "the stream is garbled, try again"))]
+                            break
+                        text = frames.text(sse)
+                        events: list[Event]
+                        if text is not None:
+                            if joining and decoder.deltas < max_chunks:  # its delta would join: only its text is kept
+                                if parts and channel != frames.channel:
+                                    add(Delta(t, "".join(parts), channel, None, len(parts)))  # type: ignore[arg-type]
                                     parts = []
-                                parts.append(event.text)
-                                channel = event.channel
+                                decoder.deltas += 1
+                                parts.append(text)
+                                channel = frames.channel
                                 continue
-                            joining = True
-                        if parts:
-                            yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
-                            parts = []
-                        yield event
-                if parts:
-                    yield Delta(t, "".join(parts), channel, None, len(parts))  # type: ignore[arg-type]
+                            events = [decoder.delta(t, text, frames.channel)]
+                        else:
+                            try:
+                                events = decode(decoder, sse, t)
+                            except StreamProblem as problem:
+                                events = [Error(t=t, error=problem.kind, message=problem.message)]
+                            frames.learn(sse, events)
+                        if decoder.deltas > max_chunks and limits is not None:
+                            events = [limits.runaway(t, decoder.deltas)]
+                        if events and isinstance(events[-1], _FINAL):
+                            final = events
+                            break
+                        for event in events:
+                            if type(event) is Delta and event.text:
+                                if joining and event.tokens is None:
+                                    if parts and channel != event.channel:
+                                        add(Delta(t, "".join(parts), channel, None, len(parts)))  # type: ignore[arg-type]
+                                        parts = []
+                                    parts.append(event.text)
+                                    channel = event.channel
+                                    continue
+                                joining = True
+                            if parts:
+                                add(Delta(t, "".join(parts), channel, None, len(parts)))  # type: ignore[arg-type]
+                                parts = []
+                            add(event)
+                    if parts:
+                        add(Delta(t, "".join(parts), channel, None, len(parts)))  # type: ignore[arg-type]
+                    if final:
+                        break
+                if out:
+                    if reads is None:
+                        for event in out:
+                            yield event
+                    else:
+                        for item in _grouped(out):
+                            yield item
+                    out.clear()
                 if final:
                     break
-            else:
-                final = (decoder.end(t) if seen or _sse_like(opening) else [self._no_events(response, opening, t)])
         except httpx.TransportError as exc:
             final = [self._stream_error(exc, clock.now(), decoder.deltas)]
         finally:
@@ -997,6 +1055,30 @@ def _settle(task: asyncio.Future[Any]) -> None:
     if not task.done():
         task.cancel()
     task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+
+
+def _grouped(events: list[Event]) -> list[Event | list[Delta]]:
+    """The events of reads taken together, each run of text deltas as one list (a lone delta as itself)."""
+    if len(events) == 1:
+        return events  # type: ignore[return-value]
+    out: list[Event | list[Delta]] = []
+    run: list[Delta] = []
+    for event in events:
+        if type(event) is Delta:
+            run.append(event)
+            continue
+        if run:
+            out.append(_alone_or_list(run))
+            run = []
+        out.append(event)
+    if run:
+        out.append(_alone_or_list(run))
+    return out
+
+
+def _alone_or_list(deltas: list[Delta]) -> Delta | list[Delta]:
+    """Deltas to hand over together: a lone one as itself."""
+    return deltas[0] if len(deltas) == 1 else deltas
 
 
 def at_socket(clock: Clock, perf: float | None, fallback: float | None = None) -> float:

@@ -349,6 +349,17 @@ class StampedStream(httpcore.AsyncNetworkStream):
                 if timer is not None:
                     timer.cancel()
             self._yielded = time.perf_counter()
+        return self.read_ready(max_bytes)
+
+    def ready(self) -> bool:
+        """Whether a read is handed over and not taken yet (bytes, or the end; not a failure): :meth:`read_ready`
+        takes it at once, with no pass of the event loop."""
+        reads = self._reads
+        return bool(reads) and type(reads[0]) is tuple and not self._pending
+
+    def read_ready(self, max_bytes: int) -> bytes:
+        """:meth:`read` of a read already handed over (see :meth:`ready`), without waiting: several reads queued by
+        one hand-over are taken in one step of the event loop (each keeps its own stamp: :attr:`read_at` after it)."""
         item = self._reads.popleft()
         if isinstance(item, OSError):
             self._reads.appendleft(item)  # every later read fails the same way

@@ -4,6 +4,7 @@ a little like them."""
 from __future__ import annotations
 
 import base64
+import random
 import re
 
 import pytest
@@ -128,3 +129,21 @@ def test_redact_lets_text_through_by_substring_scans_and_masks_as_before(parts: 
     not (lookalikes of a trigger's letters included), is masked exactly as before."""
     text = "".join(parts)
     assert redact(text, ["s3cr3t-Value"]) == _redact_as_before(text, ["s3cr3t-Value"])
+
+
+@pytest.mark.parametrize("shapes", [True, False])
+def test_deltas_handed_over_together_are_masked_as_one_at_a_time(shapes: bool) -> None:
+    secret = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
+    rng = random.Random(4)
+    words = [" the", " fox", ",", secret, " api_key=hunter2", " https://u:p@h.io/x?token=q", " é", "",
+             " password: swordfish", secret[:8], " ok"] + [f" w{i}" for i in range(masking.CLEAN_TEXTS_KEPT + 50)]
+    masker = Masker([secret], shapes=shapes)
+    alone = Masker([secret], shapes=shapes)
+    for _ in range(60):  # the same texts again and again (remembered as clean), new ones past the limit
+        deltas = [Delta(0.1, rng.choice(words[:11]) if rng.random() < 0.7 else rng.choice(words), "content")
+                  for _ in range(rng.randint(1, 400))]
+        together = masker.deltas(deltas)
+        assert list(together) == [alone(d) for d in deltas]
+        assert all(secret not in d.text for d in together)
+        if all(alone(d) is d for d in deltas):
+            assert together is deltas  # nothing masked: the same list, no copy
