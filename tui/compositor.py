@@ -8,6 +8,9 @@ written out: a part of the line that changed, not yet covered by a widget in fro
 not asked for the lines of the text it holds, nor for its border beside them, which did not change). What is
 written is the same, cell for cell: the same widgets' same lines, front to back, the first to cover a part of a
 line winning, as in Textual's own; only parts nobody writes out are not drawn. A full update draws everything.
+
+:func:`repaint` marks a part of a widget for the next update the way the screen would once told, without the
+messages that tell it (see the function).
 """
 
 from __future__ import annotations
@@ -18,11 +21,41 @@ from typing import cast
 
 from rich.console import Console
 from textual._compositor import ChopsUpdate, Compositor
+from textual.dom import NoScreen
 from textual.geometry import Region
 from textual.strip import Strip
+from textual.widget import Widget
 
 Spans = dict[int, list[tuple[int, int]]]
 """The parts of each line to write out: line -> (first cell, end cell) pairs."""
+
+
+def repaint(widget: Widget, *regions: Region) -> None:
+    """Repaint ``regions`` of ``widget`` (its content's coordinates; all of it when none) at the screen's next
+    update, without a layout pass: what ``widget.refresh(*regions)`` does, without its messages.
+
+    ``refresh`` goes through messages: the widget is prompted, goes idle, posts an update to its screen, which is
+    prompted, goes idle, and starts its update timer; for the few widgets a race frame repaints, that cost about as
+    much as sampling the lanes. Here the widget's caches are cleared and its regions marked dirty as ``refresh``
+    does, and the screen takes the widget and starts its update timer at once, as its handlers would. Whenever
+    they would not (the screen not shown, an update batch open, the widget hidden or not mounted), it is
+    ``refresh`` after all.
+    """
+    try:
+        screen = widget.screen
+    except NoScreen:  # not on a screen (yet): Textual's own way (its own, not one a widget overrides with this)
+        Widget.refresh(widget, *regions)
+        return
+    if not (widget.is_mounted and widget.display and screen.is_current and not widget.app._batch_count
+            and screen in screen._compositor):
+        Widget.refresh(widget, *regions)
+        return
+    widget._layout_cache.clear()  # the caches ``refresh`` clears
+    widget._set_dirty(*regions)
+    widget.clear_cached_dimensions()
+    widget._rich_style_cache.clear()
+    screen._dirty_widgets.add(widget)
+    screen._update_timer.resume()
 
 
 def runs(lines: list[int]) -> list[tuple[int, int]]:
@@ -41,6 +74,9 @@ class LineCompositor(Compositor):
 
     _spans: Spans | None = None
     """The parts of lines the partial update being drawn writes out (``None``: all of every line drawn)."""
+    _shown: tuple[object, list[tuple[Widget, Region, int, int, int, int]]] = (None, [])
+    """For the visible widgets of the last layout (by identity): each widget front to back, its region, and the
+    part of it on screen (x, y, width, height), widgets with nothing on screen left out."""
 
     def render_partial_update(self) -> ChopsUpdate | None:
         # Textual's own, but the parts of lines written out are known to the drawing (``_render_chops``).
@@ -58,12 +94,29 @@ class LineCompositor(Compositor):
             chops = self._render_chops(crop, by_line.__contains__)
         finally:
             self._spans = None
-        return LineChopsUpdate(chops, spans, [cut_set[1:] for cut_set in self.cuts])
+        cuts = self.cuts
+        ends: list[list[int]] = [[]] * len(cuts)  # only the lines written out are looked at
+        for y in by_line:
+            ends[y] = cuts[y][1:]
+        return LineChopsUpdate(chops, spans, ends)
+
+    def _on_screen(self) -> list[tuple[Widget, Region, int, int, int, int]]:
+        """The visible widgets front to back with the part of each on screen (see ``_shown``), worked out once a
+        layout rather than once a frame."""
+        visible = self.visible_widgets
+        if self._shown[0] is not visible:
+            shown = []
+            for widget, (region, clip) in visible.items():
+                x, y, width, height = region.intersection(clip)
+                if width and height:
+                    shown.append((widget, region, x, y, width, height))
+            self._shown = (visible, shown)
+        return self._shown[1]
 
     def _render_chops(self, crop: Region, is_rendered_line: Callable[[int], bool],
                       ) -> Sequence[Mapping[int, Strip]]:
         cuts = self.cuts
-        chops: list[dict[int, Strip | None]] = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
+        chops: list[dict[int, Strip | None]] = [{}] * len(cuts)  # a line not drawn is never looked at
         spans = self._spans
         todo: dict[int, list[int]] = {}
         """Line -> where the parts of it still to draw start (a part: from one cut to the next, written out)."""
@@ -82,16 +135,14 @@ class LineCompositor(Compositor):
                 starts = sorted(set(picked)) if len(line_spans) > 1 else picked
             if starts:
                 todo[y] = starts
+                chops[y] = dict.fromkeys(line_cuts[:-1])
         lines = sorted(todo)
-        crop_overlaps = crop.overlaps
-        intersection = Region.intersection
-        for widget, (region, clip) in self.visible_widgets.items():  # front to back
+        # A widget that covers the start of a part still to draw covers all of it (a widget's edges are cuts), so
+        # the widgets to ask are those whose part on screen holds one of those starts.
+        for widget, region, x, top, width, height in self._on_screen():  # front to back
             if not lines:
                 break
-            if not crop_overlaps(clip):
-                continue
-            x, top, width, height = intersection(region, clip)
-            if not (width and height):
+            if top > lines[-1] or top + height <= lines[0]:
                 continue
             last_x = x + width
             need = [y for y in lines[bisect.bisect_left(lines, top):bisect.bisect_left(lines, top + height)]

@@ -138,6 +138,59 @@ async def test_partial_updates_write_what_a_whole_new_screen_shows(size: tuple[i
         assert app.runner.live.finished or t > 5
 
 
+async def test_partial_updates_stay_true_across_a_resize_a_theme_and_a_new_race() -> None:
+    """What the compositor keeps from one frame to the next (the widgets on screen and their visible parts) is
+    worked out again when the layout changes: after a resize, another theme and a new race, every partial update
+    still writes what a whole new screen shows."""
+    app, clock = demo_app(demo_tiers())
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, RaceScreen)
+        compositor = screen._compositor
+        assert isinstance(compositor, LineCompositor)
+        updates: list[ChopsUpdate] = []
+        partial = compositor.render_partial_update
+
+        def spy() -> ChopsUpdate | None:
+            update = partial()
+            if update is not None:
+                updates.append(update)
+            return update
+
+        compositor.render_partial_update = spy  # type: ignore[method-assign]
+        await app.runner.wait_started()
+
+        async def redrawn() -> list[list[Cell]]:
+            """The screen as a terminal has it after a change (Textual draws all of it)."""
+            screen.sample(force=True)
+            await pilot.pause()
+            screen._on_timer_update()
+            updates.clear()
+            return cells(compositor.render_strips())
+
+        terminal = await redrawn()
+        written = 0
+        for frame in range(80):
+            if frame == 20:
+                await pilot.resize_terminal(100, 30)
+                terminal = await redrawn()
+            elif frame == 40:
+                app.theme = next(name for name in app.available_themes if name != app.theme)
+                terminal = await redrawn()
+            elif frame == 60:
+                await app.runner.restart(None)
+                terminal = await redrawn()
+            await clock.advance(1 / 15 if frame % 10 else 0.5)
+            screen.sample()
+            await pilot.pause()
+            screen._on_timer_update()
+            for update in updates:
+                written += apply(terminal, update)
+            updates.clear()
+            assert terminal == cells(compositor.render_strips()), frame
+        assert written > 0
+
+
 async def test_widgets_drawn_directly_draw_what_textual_would() -> None:
     """The timeline's lines and the gauges go out as drawn, with the app's filters: the same lines as through
     Textual's own per-line styling."""
@@ -166,3 +219,49 @@ async def test_widgets_drawn_directly_draw_what_textual_would() -> None:
                     through_textual = Widget.render_lines(widget, crop)
                     assert [list(strip) for strip in direct] == [list(strip) for strip in through_textual]
                     assert any(strip.text.strip() for strip in direct)
+
+
+async def test_a_repaint_draws_what_a_refresh_draws_without_a_message() -> None:
+    """:func:`repaint` marks what ``refresh`` marks and the screen draws it at its next update, with no message to
+    the widget; a widget not on the shown screen, or hidden, is refreshed Textual's way."""
+    from textual.app import App, ComposeResult
+    from textual.geometry import Region
+    from textual.message import Message
+    from textual.widget import Widget
+
+    from tui.compositor import repaint
+    from tui.widgets.frame_static import FrameStatic
+
+    class Lines(Widget):
+        DEFAULT_CSS = "Lines { height: 3; }"
+        text = "a"
+
+        def render_line(self, y: int) -> Strip:
+            return Strip([Segment(f"{self.text}{y}".ljust(self.size.width))])
+
+    class Pair(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Lines()
+            yield FrameStatic("first", id="figures")
+
+    sent: list[Message] = []
+    app = Pair()
+    async with app.run_test(size=(20, 6), message_hook=sent.append) as pilot:
+        lines = app.query_one(Lines)
+        figures = app.query_one(FrameStatic)
+        await pilot.pause()
+        sent.clear()
+        lines.text = "b"
+        repaint(lines, Region(0, 1, 20, 1))
+        figures.update("second", layout=False)
+        assert lines in app.screen._dirty_widgets and figures in app.screen._dirty_widgets
+        assert not [message for message in sent if getattr(message, "_sender", None) in (lines, figures)]
+        app.screen._on_timer_update()
+        shown = [strip.text for strip in app.screen._compositor.render_strips()]
+        assert shown[1].startswith("b1") and shown[0].startswith("a0")  # only the line repainted was drawn anew
+        assert any(line.startswith("second") for line in shown)
+        figures.display = False
+        figures.update("third", layout=False)  # hidden: Textual's refresh, which posts its messages
+        assert figures not in app.screen._dirty_widgets
+        detached = Lines()
+        repaint(detached)  # on no screen: no error, Textual's refresh

@@ -150,13 +150,13 @@ async def test_the_tail_shows_what_a_whole_wrap_shows_and_repaints_every_line_th
     async with app.run_test(size=(90, 24)) as pilot:
         tail = app.tail
         refreshed: list[tuple[Region, ...]] = []
-        refresh = tail.refresh
+        set_dirty = tail._set_dirty  # where a refresh, or a repaint without its messages, marks what to draw
 
-        def spy(*regions: Region, **kwargs: bool) -> TailText:
+        def spy(*regions: Region) -> None:
             refreshed.append(regions)
-            return refresh(*regions, **kwargs)
+            set_dirty(*regions)
 
-        tail.refresh = spy  # type: ignore[method-assign]
+        tail._set_dirty = spy  # type: ignore[method-assign]
         t = 0.0
         for step in range(400):
             if step % 60 == 0:

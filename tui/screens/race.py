@@ -29,6 +29,7 @@ from ..replay_control import ReplayControl
 from ..runner import RaceRunner
 from ..widgets.bottleneck import BottleneckView
 from ..widgets.footer import RaceFooter
+from ..widgets.frame_static import FrameStatic
 from ..widgets.gauge import nice_scale
 from ..widgets.lane import LaneView, gauge_peak
 from ..widgets.prompt import PromptInput
@@ -126,7 +127,7 @@ class RaceScreen(Screen[None]):
         self.views = [LaneView(i, lane) for i, lane in enumerate(runner.live.lanes)]
         self.timeline = Timeline(id="timeline")
         self.bottlenecks = BottleneckView(id="bottlenecks")
-        self.summary = Static("", id="summary")
+        self.summary = FrameStatic("", id="summary")
         self.voice_line = Static("", id="voice-line")
         self.notice = Static("", id="notice", markup=False)
         """The latest notification, on a line of its own above the footer: it never covers the lanes or the

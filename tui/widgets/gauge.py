@@ -14,6 +14,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
+from ..compositor import repaint
 from .direct import DirectLines
 from .palette import palette
 
@@ -73,7 +74,7 @@ class Gauge(DirectLines):
     def set(self, value: float, label: str, scale: float, history: list[float]) -> None:
         """New numbers to draw; repaints without layout."""
         self.value, self.label, self.scale, self.history = value, label, scale, history
-        self.refresh()
+        repaint(self)
 
     def render_line(self, y: int) -> Strip:
         width, height = self.size

@@ -16,6 +16,7 @@ from textual.widgets import Static
 
 from providers.live import SOURCE_MARK, LiveLane
 
+from .frame_static import FrameStatic
 from .gauge import Gauge
 from .printable import printable
 from .tail import TailText
@@ -103,7 +104,7 @@ class LaneView(Vertical):
         self._pace = ""
         self.error = Static("", classes="lane-error")
         self.gauge = Gauge(index, classes="gauge")
-        self.stats = Static("", classes="lane-stats")
+        self.stats = FrameStatic("", classes="lane-stats")
         self._state = ""
         self._version = -1
         self._final_for: LiveLane | None = None

@@ -24,6 +24,7 @@ from textual.widget import Widget
 
 from providers.live import LiveLane
 
+from ..compositor import repaint
 from .direct import look, plain
 from .palette import palette
 from .printable import printable
@@ -317,10 +318,10 @@ class TailText(Widget):
             return
         shown = self._shown(height)
         if first < 0 or self._wrapper.dropped + shown.start != top:
-            self.refresh()
+            repaint(self)
         elif first < shown.stop:
             y = max(first - shown.start, 0)
-            self.refresh(Region(0, y, width, height - y))
+            repaint(self, Region(0, y, width, height - y))
 
     def _update(self, size: Size) -> int | None:
         """Bring the lines up to the lane's text: ``None`` when nothing changed, -1 when every line was wrapped

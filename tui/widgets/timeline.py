@@ -28,6 +28,7 @@ from providers.live import LiveLane
 from providers.metrics import SegmentSpan
 from themes.loader import timeline_row_height
 
+from ..compositor import repaint
 from .direct import DirectLines
 from .palette import palette
 
@@ -244,7 +245,7 @@ class Timeline(Widget):
         changed = [Region(0, y, width, 1) for y, strip in enumerate(strips)
                    if y >= len(old) or (strip is not old[y] and strip != old[y])]
         if changed or len(strips) != len(before[1]):
-            self.drawn.refresh(*changed)
+            repaint(self.drawn, *changed)
 
     def _update_rows(self) -> bool:
         """Cut every lane's spans into rows at ``now``; True when the number of rows changed."""
