@@ -57,7 +57,7 @@ WIRE_DEFINITIONS: Final[dict[str, str]] = {
                     "it used",
     "provider_timing": "the provider's own timing as it came (Groq x_groq.usage, Cerebras time_info, llama.cpp "
                        "timings), with the decode rate each implies",
-    "reads_paced_ms": "tokens came faster than 1,000 packets a second, so tokrace read them every this many ms "
+    "reads_paced_ms": "tokens came faster than 500 packets a second, so tokrace read them every this many ms "
                       "(each read stamped with its newest packet): itl_ms is not measured (null); TTFT, e2e and "
                       "the rates stay exact. null: every packet was read on its own",
 }
@@ -134,7 +134,7 @@ class TurnMetrics:
     e2e_tok_s: float | None = None
     itl_ms: dict[str, float] | None = None
     reads_paced_ms: float | None = None
-    """Why ``itl_ms`` is not measured: the turn's tokens came faster than 1,000 packets a second and were read every
+    """Why ``itl_ms`` is not measured: the turn's tokens came faster than 500 packets a second and were read every
     this many milliseconds (stamped with each read's newest packet), so the gaps between them are not the server's
     (``None``: every packet was read on its own)."""
     tokens_per_event: float | None = None

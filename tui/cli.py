@@ -166,7 +166,7 @@ def _add_warm_option(p: argparse.ArgumentParser) -> None:
 def _add_reads_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exact-reads", action="store_true",
                    help="read every packet of an HTTP stream on its own, however fast they come (by default, "
-                        "above ~1,000 packets a second they are read every 16 ms: less CPU, and that turn's "
+                        "above ~500 packets a second they are read every 16 ms: less CPU, and that turn's "
                         "inter-token gaps show as not measured); also [defaults] or a tier's exact_reads = true")
 
 

@@ -76,7 +76,7 @@ def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
                          f"tokens from {m.tokens_source} ÷ delta stamps"),
         "e2e_tok_s": ("—" if m.e2e_tok_s is None else f"{m.e2e_tok_s:,.1f}", f"tokens from {m.tokens_source} ÷ e2e"),
         "itl_ms": (itl, f"p50/p90/p99/max of the gaps between {m.token_events} token events"
-                   if m.reads_paced_ms is None else f"not measured: tokens came faster than 1,000 packets/s and "
+                   if m.reads_paced_ms is None else f"not measured: tokens came faster than 500 packets/s and "
                    f"were read every {m.reads_paced_ms:g} ms (--exact-reads measures them)"),
         "tokens_per_event": ("—" if m.tokens_per_event is None else f"{m.tokens_per_event:.2f}",
                              f"tokens from {m.tokens_source} ÷ {m.token_events} events"),
