@@ -235,7 +235,32 @@ class Recorder:
             # to mask skips the search): the same bytes as masking the joined lines, since no secret or shape can
             # reach across a line's end ("}" then a newline then "{"), and far cheaper than searching 50 ms of
             # lines at once.
-            self._put("\n".join([self._line(lane, ev, run) for lane, run, ev in pending]))
+            self._put("\n".join(self._lines(pending)))
+
+    def _lines(self, pending: list[tuple[int, int, Event]]) -> list[str]:
+        """Each kept event's line, as :meth:`_line` makes it. A delta of one chunk and a token count, in a plain
+        channel, whose text was already found to hold nothing to mask (nearly every line: a synthetic lane at
+        12,000 tok/s keeps 12,000 a second) is made from a head kept per lane and run: the same text, at about
+        half the cost (a line is then one format of its time, text and count); any other event through
+        :meth:`_line`."""
+        plain, secrets, line_of = self._plain, self._secrets, self._line
+        heads: dict[tuple[int, int], str] = {}
+        out: list[str] = []
+        append = out.append
+        for lane, run, event in pending:
+            if (type(event) is Delta and event.chunks == 1 and type(event.tokens) is int
+                    and (text := plain.get(event.text)) is not None
+                    and (channel := _CHANNEL_JSON.get(event.channel)) is not None):
+                head = heads.get((lane, run))
+                if head is None:
+                    head = heads[lane, run] = f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":'
+                line = f'{head}{event.t!r},"text":{text},"channel":{channel},"tokens":{event.tokens:d}}}'
+                if secrets and any(secret in line for secret in secrets):
+                    line = redact(line, secrets)
+                append(line)
+            else:
+                append(line_of(lane, event, run))
+        return out
 
     def close(self) -> None:
         """Write what is kept (see :meth:`flush`), then close the file; raises :class:`RecordingError` when that

@@ -315,24 +315,39 @@ def test_a_buffered_recording_is_byte_for_byte_the_unbuffered_one(tmp_path: Path
     from providers.events import ToolCall
 
     monkeypatch.setenv("TOKRACE_REC_KEY", FAKE_KEY)
-    tier = TierSpec(name="t", provider="openai", model="m", api_key_env="TOKRACE_REC_KEY")
+    tier = TierSpec(name="t", provider="openai", model="m", api_key_env="TOKRACE_REC_KEY",
+                    options={"headers": {"x-team": "teamsecretvalue42"}})
     events: list[tuple[int, Event]] = [
         (0, Delta(t=0.25, text=" plain", channel="content", tokens=1)),
         (0, Delta(t=0.5, text=f" {FAKE_KEY}", channel="content", tokens=1)),
         (1, Delta(t=0.5, text="Authorization: Bearer abcdef0123456789", channel="reasoning")),
+        (0, Delta(t=0.625, text=" teamsecretvalue42", channel="content", tokens=1)),
         (1, ToolCall(t=0.75, id="c1", name="fetch", arguments='{"url": "https://h.example/?token=abc0123456"}')),
+        # texts seen before (each is then made from its kept JSON): plain, a secret's, in other channels, with
+        # several chunks, without a count, on another lane, and in the next run
         (0, Delta(t=1.0, text=" plain", channel="content", tokens=1)),
+        (0, Delta(t=1.0625, text=" teamsecretvalue42", channel="content", tokens=1)),
+        (1, Delta(t=1.125, text=" plain", channel="reasoning", tokens=2)),
+        (0, Delta(t=1.1875, text=" plain", channel="content", tokens=3, chunks=3)),
+        (1, Delta(t=1.2, text=" plain", channel="tool_args")),
+        (0, Delta(t=1.21, text=" plain", channel="custom", tokens=1)),
         (1, Error(t=1.25, error="http", message="sk-proj-0123456789abcdefghij at the end")),
+        (0, Delta(t=0.1, text=" plain", channel="content", tokens=1)),
+        (1, Delta(t=0.2, text=" teamsecretvalue42", channel="content", tokens=1)),
     ]
     bodies = []
     for buffered in (False, True):
         path = tmp_path / f"{buffered}.jsonl"
         recorder = Recorder(path, "Why?", [tier], buffered=buffered)
         for i, (lane, event) in enumerate(events):
+            if i == len(events) - 2:
+                recorder.run = 1
             recorder(lane, event)
-            if buffered and i == 3:
+            if buffered and i in (4, len(events) - 3):
                 recorder.flush()
         recorder.close()
         bodies.append(path.read_bytes().partition(b"\n")[2])
     assert bodies[0] == bodies[1]
     assert FAKE_KEY.encode() not in bodies[0] and b"abc0123456" not in bodies[0] and b"[redacted]" in bodies[0]
+    assert b"teamsecretvalue42" not in bodies[0] and bodies[0].count(b"\n") == len(events)
+    assert b'"run":1,"kind":"delta","t":0.2' in bodies[0]
