@@ -109,7 +109,7 @@ PLAIN_TEXTS_KEPT: Final[int] = 65_536
 
 class Recorder:
     """Writes a session as it happens: a race listener that appends and flushes one line per event, or, when
-    ``buffered``, keeps the events until :meth:`flush` writes them as whole lines in one go."""
+    ``buffered``, keeps each event's line until :meth:`flush` writes them in one go."""
 
     def __init__(self, path: Path, prompt: str, tiers: Sequence[TierSpec], scenario: str | None = None,
                  extra: dict[str, Any] | None = None, *, buffered: bool = False) -> None:
@@ -118,7 +118,9 @@ class Recorder:
         self.path = path
         self.buffered = buffered
         """Keep events for :meth:`flush` (called by the owner every tick) instead of writing each one at once."""
-        self._pending: list[tuple[int, int, Event]] = []
+        self._pending: list[str] = []
+        """The lines kept since the last :meth:`flush` (buffered), each made as its event came: the events were just
+        made then (a line made 50 ms later costs a synthetic lane's every token a third more, its event gone cold)."""
         self._secrets = secret_values(tiers)
         self._plain: dict[str, str] = {}
         """Delta texts found to hold nothing :func:`redact` looks for, each with its JSON: see :meth:`_line`."""
@@ -174,7 +176,7 @@ class Recorder:
         recording, :attr:`problem` says why, and the race goes on."""
         if self.buffered:
             if self._fh is not None:
-                self._pending.append((lane, self.run, event))
+                self._pending.append(self._line(lane, event))
         elif self._fh is not None:
             self._write_line((self._line(lane, event) + "\n").encode("utf-8"))
 
@@ -194,8 +196,7 @@ class Recorder:
         written as its own line, as :meth:`__call__` writes it (a crash loses at most the line being written)."""
         if self.buffered:
             if self._fh is not None:
-                run = self.run
-                self._pending.extend([(lane, run, delta) for delta in deltas])
+                self._pending += self._delta_lines(lane, self.run, deltas)
         else:
             run, line, write = self.run, self._line, self._write_line
             for delta in deltas:
@@ -235,31 +236,26 @@ class Recorder:
             # to mask skips the search): the same bytes as masking the joined lines, since no secret or shape can
             # reach across a line's end ("}" then a newline then "{"), and far cheaper than searching 50 ms of
             # lines at once.
-            self._put("\n".join(self._lines(pending)))
+            self._put("\n".join(pending))
 
-    def _lines(self, pending: list[tuple[int, int, Event]]) -> list[str]:
-        """Each kept event's line, as :meth:`_line` makes it. A delta of one chunk and a token count, in a plain
-        channel, whose text was already found to hold nothing to mask (nearly every line: a synthetic lane at
-        12,000 tok/s keeps 12,000 a second) is made from a head kept per lane and run: the same text, at about
-        half the cost (a line is then one format of its time, text and count); any other event through
-        :meth:`_line`."""
+    def _delta_lines(self, lane: int, run: int, deltas: Sequence[Delta]) -> list[str]:
+        """Each delta's line, as :meth:`_line` makes it. A delta of one chunk and a token count, in a plain channel,
+        whose text was already found to hold nothing to mask (nearly every line: a synthetic lane at 12,000 tok/s
+        keeps 12,000 a second) is made from the lane's head: one format of its time, text and count, the same text
+        at about three quarters of the cost; any other through :meth:`_line`."""
         plain, secrets, line_of = self._plain, self._secrets, self._line
-        heads: dict[tuple[int, int], str] = {}
+        head = f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":'
         out: list[str] = []
         append = out.append
-        for lane, run, event in pending:
-            if (type(event) is Delta and event.chunks == 1 and type(event.tokens) is int
-                    and (text := plain.get(event.text)) is not None
-                    and (channel := _CHANNEL_JSON.get(event.channel)) is not None):
-                head = heads.get((lane, run))
-                if head is None:
-                    head = heads[lane, run] = f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":'
-                line = f'{head}{event.t!r},"text":{text},"channel":{channel},"tokens":{event.tokens:d}}}'
+        for delta in deltas:
+            if (delta.chunks == 1 and type(delta.tokens) is int and (text := plain.get(delta.text)) is not None
+                    and (channel := _CHANNEL_JSON.get(delta.channel)) is not None):
+                line = f'{head}{delta.t!r},"text":{text},"channel":{channel},"tokens":{delta.tokens:d}}}'
                 if secrets and any(secret in line for secret in secrets):
                     line = redact(line, secrets)
                 append(line)
             else:
-                append(line_of(lane, event, run))
+                append(line_of(lane, delta, run))
         return out
 
     def close(self) -> None:

@@ -4,8 +4,8 @@ event to the live model the screen samples. Plain asyncio: no widget is touched 
 A tier whose provider cannot be built or prepared races as a lane that fails at once with the reason, so the
 other lanes still run and the screen shows why in that lane.
 
-With a :class:`RecordPlan` every race is recorded to its own file. The recorder only keeps each event (a list
-append) and writes what arrived, as whole lines in one write flushed to the OS, every ``FLUSH_EVERY_S`` (50 ms)
+With a :class:`RecordPlan` every race is recorded to its own file. The recorder only keeps each event's line (made
+as it comes) and writes what arrived, as whole lines in one write flushed to the OS, every ``FLUSH_EVERY_S`` (50 ms)
 of race time, and everything when the race ends or is stopped: a crash loses at most the events of the last
 tick (plus however long the loop was blocked), and the file always replays (a cut-off last line is dropped
 with a warning). A recording that cannot be written is one notification; the race goes on unrecorded.

@@ -336,18 +336,23 @@ def test_a_buffered_recording_is_byte_for_byte_the_unbuffered_one(tmp_path: Path
         (1, Delta(t=0.2, text=" teamsecretvalue42", channel="content", tokens=1)),
     ]
     bodies = []
-    for buffered in (False, True):
-        path = tmp_path / f"{buffered}.jsonl"
+    for buffered, many in ((False, False), (True, False), (True, True), (False, True)):
+        path = tmp_path / f"{buffered}-{many}.jsonl"
         recorder = Recorder(path, "Why?", [tier], buffered=buffered)
         for i, (lane, event) in enumerate(events):
             if i == len(events) - 2:
                 recorder.run = 1
-            recorder(lane, event)
+            if many and isinstance(event, Delta):  # as Race.emit_many hands a wake-up's deltas over
+                recorder.on_deltas(lane, [event, event] if i in (5, 6, 8) else [event])
+            else:
+                recorder(lane, event)
             if buffered and i in (4, len(events) - 3):
                 recorder.flush()
         recorder.close()
         bodies.append(path.read_bytes().partition(b"\n")[2])
     assert bodies[0] == bodies[1]
+    assert bodies[2] == bodies[3] != bodies[0]
     assert FAKE_KEY.encode() not in bodies[0] and b"abc0123456" not in bodies[0] and b"[redacted]" in bodies[0]
     assert b"teamsecretvalue42" not in bodies[0] and bodies[0].count(b"\n") == len(events)
+    assert b"teamsecretvalue42" not in bodies[2] and bodies[2].count(b"\n") == len(events) + 3
     assert b'"run":1,"kind":"delta","t":0.2' in bodies[0]
