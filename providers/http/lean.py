@@ -373,11 +373,10 @@ class _Body(httpx.AsyncByteStream):
                     if self._complete():
                         break
                     data = await read(READ_SIZE, timeout)
-                    if not data:
-                        self._ended()
-                        break
-                piece = self._piece(data)
+                piece = self._piece_of(data)
                 data = b""
+                if piece is None:
+                    break
                 if piece:
                     yield piece
         except (httpcore.NetworkError, httpcore.TimeoutException, OSError) as exc:
@@ -403,21 +402,20 @@ class _Body(httpx.AsyncByteStream):
             batch: list[tuple[bytes, float]] = []
             try:
                 if data:  # the bytes that came with the head, stamped as it
-                    piece = self._piece(data)
+                    first = self._piece(data)
                     data = b""
-                    if piece:
-                        batch.append((piece, stream.read_at or 0.0))
+                    if first:
+                        batch.append((first, stream.read_at or 0.0))
                 elif self._complete():
                     break
                 else:
                     data = await read(READ_SIZE, timeout)
                     taken = 1
                     while True:
-                        if not data:
-                            self._ended()
-                            break
-                        piece = self._piece(data)
+                        piece = self._piece_of(data)
                         data = b""
+                        if piece is None:
+                            break
                         if piece:
                             batch.append((piece, stream.read_at or 0.0))
                         if self._over or taken >= BATCH_READS or not ready():
@@ -434,6 +432,13 @@ class _Body(httpx.AsyncByteStream):
                 yield batch
             if failure is not None:
                 raise failure
+
+    def _piece_of(self, data: bytes) -> bytes | None:
+        """The piece a read brought (see :meth:`_piece`); ``None`` when the read was the connection's end."""
+        if not data:
+            self._ended()
+            return None
+        return self._piece(data)
 
     def _complete(self) -> bool:
         """Whether the whole body was read (nothing more to read for it); marks it over when so."""

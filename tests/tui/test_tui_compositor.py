@@ -17,6 +17,7 @@ from tui_harness import demo_app, failing_demo_tiers
 
 from providers.base import TierSpec
 from providers.demo import demo_tiers
+from tui.app import TokraceApp
 from tui.compositor import LineChopsUpdate, LineCompositor, runs
 from tui.screens.race import RaceScreen
 
@@ -58,6 +59,26 @@ def apply(screen: list[list[Cell]], update: ChopsUpdate) -> int:
     return written
 
 
+def race_compositor(app: TokraceApp) -> tuple[RaceScreen, LineCompositor, list[ChopsUpdate]]:
+    """The race screen, its compositor, and the partial updates the compositor makes from now on, as it makes
+    them."""
+    screen = app.screen
+    assert isinstance(screen, RaceScreen)
+    compositor = screen._compositor
+    assert isinstance(compositor, LineCompositor)
+    updates: list[ChopsUpdate] = []
+    partial = compositor.render_partial_update
+
+    def spy() -> ChopsUpdate | None:
+        update = partial()
+        if update is not None:
+            updates.append(update)
+        return update
+
+    compositor.render_partial_update = spy  # type: ignore[method-assign]
+    return screen, compositor, updates
+
+
 def test_runs_of_lines() -> None:
     assert runs([]) == []
     assert runs([3]) == [(3, 4)]
@@ -90,20 +111,7 @@ async def test_partial_updates_write_what_a_whole_new_screen_shows(size: tuple[i
                                                                    tiers: list[TierSpec]) -> None:
     app, clock = demo_app(tiers)
     async with app.run_test(size=size) as pilot:
-        screen = app.screen
-        assert isinstance(screen, RaceScreen)
-        compositor = screen._compositor
-        assert isinstance(compositor, LineCompositor)
-        updates: list[ChopsUpdate] = []
-        partial = compositor.render_partial_update
-
-        def spy() -> ChopsUpdate | None:
-            update = partial()
-            if update is not None:
-                updates.append(update)
-            return update
-
-        compositor.render_partial_update = spy  # type: ignore[method-assign]
+        screen, compositor, updates = race_compositor(app)
         await app.runner.wait_started()
         origin = app.runner.race.origin if app.runner.race else 0.0
         screen.sample(force=True)
@@ -144,20 +152,7 @@ async def test_partial_updates_stay_true_across_a_resize_a_theme_and_a_new_race(
     still writes what a whole new screen shows."""
     app, clock = demo_app(demo_tiers())
     async with app.run_test(size=(160, 45)) as pilot:
-        screen = app.screen
-        assert isinstance(screen, RaceScreen)
-        compositor = screen._compositor
-        assert isinstance(compositor, LineCompositor)
-        updates: list[ChopsUpdate] = []
-        partial = compositor.render_partial_update
-
-        def spy() -> ChopsUpdate | None:
-            update = partial()
-            if update is not None:
-                updates.append(update)
-            return update
-
-        compositor.render_partial_update = spy  # type: ignore[method-assign]
+        screen, compositor, updates = race_compositor(app)
         await app.runner.wait_started()
 
         async def redrawn() -> list[list[Cell]]:
