@@ -83,17 +83,21 @@ def event_line(lane: int, run: int, event: Event) -> str:
         return json.dumps(finite_json(data), ensure_ascii=False, separators=(",", ":"))
 
 
+def _delta_head(lane: int, run: int) -> str:
+    """The start of a delta's line, up to its time (the same for every delta of a lane in a run)."""
+    return f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":'
+
+
 def _delta_line(lane: int, run: int, event: Delta, text: str) -> str:
     """A delta's line, its text already in JSON (``text``): what ``json.dumps`` gives, without its cost."""
     channel = _CHANNEL_JSON.get(event.channel) or encode_basestring(event.channel)
+    head = _delta_head(lane, run)
     if event.chunks != 1:  # written only when it is not 1: older lines (and readers) stay as they were
         tokens = "" if event.tokens is None else f',"tokens":{event.tokens:d}'
-        return (f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},"text":{text},"channel":{channel}'
-                f'{tokens},"chunks":{event.chunks:d}}}')
+        return f'{head}{event.t!r},"text":{text},"channel":{channel}{tokens},"chunks":{event.chunks:d}}}'
     if event.tokens is None:
-        return f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},"text":{text},"channel":{channel}}}'
-    return (f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":{event.t!r},"text":{text},"channel":{channel},'
-            f'"tokens":{event.tokens:d}}}')
+        return f'{head}{event.t!r},"text":{text},"channel":{channel}}}'
+    return f'{head}{event.t!r},"text":{text},"channel":{channel},"tokens":{event.tokens:d}}}'
 
 
 _CHANNEL_JSON: Final[dict[str, str]] = {c: encode_basestring(c) for c in ("content", "reasoning", "tool_args")}
@@ -244,7 +248,7 @@ class Recorder:
         keeps 12,000 a second) is made from the lane's head: one format of its time, text and count, the same text
         at about three quarters of the cost; any other through :meth:`_line`."""
         plain, secrets, line_of = self._plain, self._secrets, self._line
-        head = f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":'
+        head = _delta_head(lane, run)
         out: list[str] = []
         append = out.append
         for delta in deltas:
