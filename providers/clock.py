@@ -438,6 +438,83 @@ def packet_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
     for level, kind, raw in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= TIMESPEC.size:
             sec, nsec = (int(x) for x in TIMESPEC.unpack_from(raw))
-            age_ns = time.time_ns() - (sec * 1_000_000_000 + nsec)  # integers: no float rounding
-            return (time.perf_counter_ns() - max(age_ns, 0)) / 1e9
+            return kernel_time(sec, nsec)
     return None
+
+
+READING_SPAN_NS: Final[int] = 20_000
+"""Two readings of the clocks this close together (ns) were taken with nothing in between (typically < 1 µs)."""
+
+READING_TRIES: Final[int] = 5
+
+
+def kernel_time(sec: int, nsec: int) -> float:
+    """A kernel stamp (``CLOCK_REALTIME``, as sockets give them) as a ``perf_counter()`` value (the stamp plus how far
+    ``perf_counter`` is ahead of the real-time clock), never later than now.
+
+    How far the two clocks are apart is read between two ``perf_counter`` readings, and read again when those are far
+    apart: a thread held between its two readings (by the OS on a busy core, or made to give the GIL to a thread
+    drawing a frame) would otherwise move the stamp by as long as it was held, tens of milliseconds on a busy box."""
+    best = READING_SPAN_NS * 1_000_000
+    offset = after = 0
+    for _ in range(READING_TRIES):
+        before = time.perf_counter_ns()
+        real = time.time_ns()
+        after = time.perf_counter_ns()
+        if after - before < best:
+            best, offset = after - before, before + (after - before) // 2 - real
+            if best <= READING_SPAN_NS:
+                break
+    # integers: no float rounding
+    return min(sec * 1_000_000_000 + nsec + offset, after) / 1e9
+
+
+SO_TIMESTAMPING: Final[int] = 37
+"""Linux's socket option (and control message type) for the kernel's transmit (and receive) timestamps."""
+
+SEND_STAMPS: Final[int] = (1 << 1) | (1 << 4) | (1 << 7) | (1 << 11)
+"""``SOF_TIMESTAMPING_TX_SOFTWARE | SOFTWARE | OPT_ID | OPT_TSONLY``: a software stamp of each send's last byte as it
+goes to the network device (on loopback: as the peer's socket gets it), read back from the socket's error queue,
+keyed by that byte's offset in the stream since the option was set, with no copy of the bytes."""
+
+_STAMPING: Final[struct.Struct] = struct.Struct("@llllll")
+"""``struct scm_timestamping``: three timespecs, the first the software stamp."""
+
+_EXTENDED_ERR: Final[struct.Struct] = struct.Struct("=IBBBBII")
+"""``struct sock_extended_err``: errno, origin, type, code, pad, info, data (a stamp's key)."""
+
+_ORIGIN_TIMESTAMPING: Final[int] = 4
+_TSTAMP_SND: Final[int] = 0
+_ERRQUEUE_SPACE: Final[int] = socket.CMSG_SPACE(_STAMPING.size) + socket.CMSG_SPACE(_EXTENDED_ERR.size) \
+    + socket.CMSG_SPACE(TIMESPEC.size)
+"""Room for a transmit stamp's control messages (and the ``SO_TIMESTAMPNS`` copy a socket that has both gets)."""
+
+
+def send_stamps(sock: socket.socket) -> list[tuple[int, float]]:
+    """The transmit stamps queued on ``sock``'s error queue (:data:`SEND_STAMPS`), oldest first, taken off it: for
+    each, the offset of the last byte its send carried (modulo 2**32, as the kernel keys them) and when that byte
+    went to the network device, as a ``perf_counter()`` value."""
+    stamps: list[tuple[int, float]] = []
+    while True:
+        try:
+            _, ancillary, _, _ = sock.recvmsg(0, _ERRQUEUE_SPACE, _MSG_ERRQUEUE | MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return stamps
+        except OSError:  # (a socket that cannot say: as good as none)
+            return stamps
+        when: float | None = None
+        key: int | None = None
+        for level, kind, raw in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(raw) >= _STAMPING.size:
+                sec, nsec = _STAMPING.unpack_from(raw)[:2]
+                when = kernel_time(sec, nsec) if sec or nsec else None
+            elif len(raw) >= _EXTENDED_ERR.size and level != socket.SOL_SOCKET:  # IP_RECVERR, IPV6_RECVERR
+                _, origin, _, _, _, info, data = _EXTENDED_ERR.unpack_from(raw)
+                if origin == _ORIGIN_TIMESTAMPING and info == _TSTAMP_SND:
+                    key = data
+        if when is not None and key is not None:
+            stamps.append((key, when))
+
+
+MSG_DONTWAIT: Final[int] = getattr(socket, "MSG_DONTWAIT", 0)
+_MSG_ERRQUEUE: Final[int] = getattr(socket, "MSG_ERRQUEUE", 0x2000)

@@ -269,3 +269,55 @@ async def test_a_coarse_lane_clock_waits_coarsely_where_the_base_can_and_precise
     assert LaneClock(real, 0.0)._wait == real.sleep_until
     virtual = VirtualClock()
     assert LaneClock(virtual, 0.0, coarse=True)._wait == virtual.sleep_until  # virtual time is exact anyway
+
+
+class _HeldClocks:
+    """``perf_counter_ns`` and ``time_ns`` on one true time line (100 ns a reading), the real-time clock a fixed way
+    ahead; ``hold`` ns pass, once, between the first real-time reading and the next reading (a thread held there)."""
+
+    PERF0, REAL0 = 5_000_000_000, 1_700_000_000_000_000_000
+
+    def __init__(self, hold: int) -> None:
+        self.true = 1_000_000_000
+        self.hold = hold
+
+    def _tick(self) -> int:
+        self.true += 100
+        return self.true
+
+    def perf_counter_ns(self) -> int:
+        return self.PERF0 + self._tick()
+
+    def time_ns(self) -> int:
+        now = self.REAL0 + self._tick()
+        self.true += self.hold
+        self.hold = 0
+        return now
+
+
+@pytest.mark.parametrize("hold_ms", [0, 50, 120])
+def test_a_kernel_stamp_lands_where_it_was_taken_even_when_the_thread_is_held_while_converting_it(
+        monkeypatch: pytest.MonkeyPatch, hold_ms: int) -> None:
+    """A receive or transmit stamp on the real-time clock becomes a ``perf_counter`` value. A thread held between
+    reading the two clocks (the OS giving a busy core to another process) moved the stamp by as long as it was
+    held (a first token 117 ms late in bench_fidelity on a loaded box); the clocks are read again when that
+    happened, so the stamp stays where it was taken."""
+    from providers import clock as clock_module
+
+    clocks = _HeldClocks(hold_ms * 1_000_000)
+    monkeypatch.setattr(clock_module.time, "perf_counter_ns", clocks.perf_counter_ns)
+    monkeypatch.setattr(clock_module.time, "time_ns", clocks.time_ns)
+    taken = clocks.true - 3_000_000  # the packet came 3 ms ago, on the true time line
+    real = clocks.REAL0 + taken
+    got = clock_module.kernel_time(real // 1_000_000_000, real % 1_000_000_000)
+    assert abs(got - (clocks.PERF0 + taken) / 1e9) < 1e-6
+
+
+def test_a_kernel_stamp_from_the_future_is_now() -> None:
+    """A stamp ahead of the real-time clock (stepped back meanwhile) is taken as now, never as a moment to come."""
+    from providers.clock import kernel_time
+
+    ahead = time.time_ns() + 10_000_000_000
+    before = time.perf_counter()
+    got = kernel_time(ahead // 1_000_000_000, ahead % 1_000_000_000)
+    assert before <= got <= time.perf_counter()
