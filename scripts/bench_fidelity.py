@@ -1,11 +1,14 @@
 """Fidelity benchmark: does tokrace, reading real HTTP, measure what a server really did?
 
 A ground-truth server (the engine of ``tokrace serve``, in a process of its own) streams known schedules at
-750 tok/s to 4 lanes (OpenAI Chat twice, Responses, Anthropic) and notes when it read each request and when it
-wrote each first and last token. tokrace races the 4 lanes over loopback HTTP while its own screen draws,
+750 tok/s to 4 lanes (OpenAI Chat twice, Responses, Anthropic) and notes when each request reached it and when
+each first and last token went out (the kernel's receive and transmit stamps, so a server descheduled between
+writing and noting still tells the truth). tokrace races the 4 lanes over loopback HTTP while its own screen draws,
 headless, in the same interpreter (``--ui app``; ``load`` is a stand-in that burns 10 ms of Python per frame at
 40 Hz; ``none`` draws nothing). Per lane it prints the error of ``ttft_s − connect_s`` against the server's own
-first-token time (p50, p99 over the runs) and of ``decode_tok_s`` against the server's own rate.
+first-token time (p50, p99 over the runs) and of ``decode_tok_s`` against the server's own rate, and where an
+error comes from: the request's way out, the first token's and the last token's way back (tokrace's stamp less the
+server's; on loopback a few µs unless tokrace read the token late together with later ones).
 ``--transport httpx`` uses httpx's own transport, stamped when the event loop gets to the bytes, for comparison
 with tokrace's socket-time transport (a reader thread per connection, kernel receive stamps).
 
@@ -35,7 +38,7 @@ import httpx
 
 from providers.base import Provider, TierSpec, TurnRequest
 from providers.clock import RealClock
-from providers.events import Headers
+from providers.events import Delta, Headers
 from providers.metrics import percentile, turn_metrics
 from providers.race import LaneRun
 
@@ -46,8 +49,9 @@ TTFT_P50_MS, TTFT_P99_MS, DECODE_PCT = 1.0, 5.0, 1.0
 
 class _CoarseClock(RealClock):
     """The truth server's clock: the real clock's time line (so the server takes the kernel's receive stamps of
-    requests), with plain asyncio sleeps. Its writes land up to ~1 ms late, which changes nothing (it notes when it
-    really wrote) and keeps it from spinning a core the client needs."""
+    requests and transmit stamps of tokens), with plain asyncio sleeps. Its writes land up to ~1 ms late, which
+    changes nothing (the kernel stamps when they really went out) and keeps it from spinning a core the client
+    needs."""
 
     async def sleep_until(self, t: float) -> float:
         delay = t - time.perf_counter()
@@ -77,7 +81,7 @@ def _truth_server(conn: Connection) -> None:
             return lane.plan(body, max_tokens, turn + self.runs)
 
     def sent(record: Served) -> None:
-        conn.send((record.request_id, record.ttft_s, record.decode_tok_s, record.received, record.first))
+        conn.send((record.request_id, record.ttft_s, record.decode_tok_s, record.received, record.first, record.last))
 
     async def main() -> None:
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -159,7 +163,8 @@ Errors = dict[int, dict[str, list[float]]]
 
 
 def new_errors() -> Errors:
-    return {i: {"ttft_ms": [], "decode_pct": [], "out_ms": [], "back_ms": []} for i in range(len(LANES))}
+    return {i: {"ttft_ms": [], "decode_pct": [], "out_ms": [], "back_ms": [], "last_back_ms": []}
+            for i in range(len(LANES))}
 
 
 def measure(args: argparse.Namespace) -> Errors:
@@ -193,12 +198,12 @@ async def _score(truth: Connection, lanes: list[LaneRun], origin: float, errors:
     tokrace's stamp)."""
     records = {}
     while len(records) < len(lanes):
-        rid, ttft, decode, received, first = await asyncio.to_thread(truth.recv)
-        records[rid] = (ttft, decode, received, first)
+        rid, ttft, decode, received, first, last = await asyncio.to_thread(truth.recv)
+        records[rid] = (ttft, decode, received, first, last)
     for lane in lanes:
         m = turn_metrics(lane.events, None, lane.tier.model)
         head = next(e for e in lane.events if isinstance(e, Headers))
-        server_ttft, server_decode, received, first = records[head.request_id]
+        server_ttft, server_decode, received, first, last = records[head.request_id]
         if not m.ok or m.ttft_s is None or m.decode_tok_s is None:
             raise SystemExit(f"lane {lane.index} failed: {m.error}")
         start = origin + m.start
@@ -206,6 +211,8 @@ async def _score(truth: Connection, lanes: list[LaneRun], origin: float, errors:
         errors[lane.index]["decode_pct"].append((m.decode_tok_s / server_decode - 1.0) * 100.0)
         errors[lane.index]["out_ms"].append((received - (start + m.connect_s)) * 1000.0)
         errors[lane.index]["back_ms"].append((start + m.ttft_s - first) * 1000.0)
+        last_t = max(e.t for e in lane.events if isinstance(e, Delta) and e.text)
+        errors[lane.index]["last_back_ms"].append((origin + last_t - last) * 1000.0)
 
 
 async def _loop_runs(args: argparse.Namespace, port: int, truth: Connection, errors: Errors) -> None:
@@ -255,7 +262,7 @@ async def _app_runs(args: argparse.Namespace, port: int, truth: Connection, erro
 def report(errors: Errors, say: Callable[[str], None]) -> bool:
     ok = True
     say(f"{'lane':24} {'TTFT err p50':>13} {'p99':>9} {'max':>9} {'decode err p50':>15} {'max |err|':>10}"
-        f"   {'request out p99':>15} {'token back p99':>14}")
+        f"   {'request out p99':>15} {'token back p99':>14} {'last back p99':>14}")
     for i, (provider, _) in enumerate(LANES):
         e = errors[i]
         t50, t99 = percentile(e["ttft_ms"], 50), percentile(e["ttft_ms"], 99)
@@ -265,8 +272,10 @@ def report(errors: Errors, say: Callable[[str], None]) -> bool:
         lane_ok = abs(t50) < TTFT_P50_MS and abs(t99) < TTFT_P99_MS and dmax < DECODE_PCT
         ok = ok and lane_ok
         out99, back99 = percentile(e["out_ms"], 99), percentile(e["back_ms"], 99)
+        last99 = percentile(e["last_back_ms"], 99)
         say(f"{f'lane {i} ({provider})':24} {t50:10.3f} ms {t99:6.3f} ms {tmax:6.3f} ms {d50:13.3f} % "
-            f"{dmax:8.3f} %  {'ok    ' if lane_ok else 'MISSED'} {out99:9.3f} ms {back99:11.3f} ms")
+            f"{dmax:8.3f} %  {'ok    ' if lane_ok else 'MISSED'} {out99:9.3f} ms {back99:11.3f} ms "
+            f"{last99:11.3f} ms")
     return ok
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final, SupportsIndex
 
 from ..base import MAX_TOKENS_LIMIT, ConfigError, TokraceError
-from ..clock import SO_TIMESTAMPNS, TIMESPEC, Clock, RealClock, packet_time
+from ..clock import SEND_STAMPS, SO_TIMESTAMPING, SO_TIMESTAMPNS, TIMESPEC, Clock, RealClock, packet_time, send_stamps
 from ..events import Delta, Done, Error, Headers, Request, Segment, ToolCall, Usage
 from ..metrics import split_turns
 from ..synthetic import Profile, pieces, schedule
@@ -288,23 +288,74 @@ def _max_tokens(body: dict[str, Any], default: int) -> int:
     return default
 
 
-_STAMP_SPACE: Final[int] = socket.CMSG_SPACE(TIMESPEC.size)
-"""Room for the kernel's receive stamp (``SO_TIMESTAMPNS``) beside a read."""
+_STAMP_SPACE: Final[int] = socket.CMSG_SPACE(TIMESPEC.size) + socket.CMSG_SPACE(3 * TIMESPEC.size)
+"""Room for the kernel's receive stamp (``SO_TIMESTAMPNS``) beside a read, and for the ``SO_TIMESTAMPING`` copy of it
+that a connection whose sends are stamped gets too."""
+
+_KEYS: Final[int] = 1 << 32
+"""Transmit stamps are keyed by a byte's offset modulo this (the kernel's 32-bit key)."""
 
 
 class _StampedConnection(socket.socket):
     """An accepted connection whose every read also takes the kernel's receive stamp of the bytes it brings: asyncio's
     transport reads through :meth:`recv`, and hands what it read to the protocol at once, so ``stamp`` is when the
-    newest of exactly those bytes reached the socket (``None`` when the kernel sent no stamp)."""
+    newest of exactly those bytes reached the socket (``None`` when the kernel sent no stamp).
 
-    __slots__ = ("stamp",)
+    Once :meth:`stamp_sends` is on, it also counts the bytes asyncio's transport sends through :meth:`send` and takes
+    the kernel's transmit stamp of each send off the socket's error queue, so :meth:`sent_time` says when a byte
+    really went out, whenever the server got to noting it."""
+
+    __slots__ = ("_sends", "sent", "stamp")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.stamp: float | None = None
+        self.sent = 0
+        """Bytes sent on this connection so far (counted once :meth:`stamp_sends` is on)."""
+        self._sends: deque[tuple[int, float]] | None = None
+        """Transmit stamps taken off the error queue and not yet passed by: (last byte's key, when)."""
+
+    def stamp_sends(self) -> bool:
+        """Ask the kernel for a transmit stamp of every send from now on (before anything was sent)."""
+        try:
+            self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, SEND_STAMPS)
+        except OSError:
+            return False
+        self._sends = deque(maxlen=1024)
+        return True
+
+    def send(self, data: Any, flags: int = 0) -> int:
+        sent = super().send(data, flags)
+        if self._sends is not None:
+            self.sent += sent
+            self._sends.extend(send_stamps(self))  # on loopback the stamp is there as the call returns
+        return sent
+
+    def sent_time(self, end: int) -> float | None:
+        """When the byte before offset ``end`` (``end`` bytes written in all) went to the network device, by the
+        kernel's transmit stamp of the send that carried it; ``None`` when the kernel has not stamped it yet (or
+        sends are not stamped)."""
+        sends = self._sends
+        if sends is None or end <= 0:
+            return None
+        sends.extend(send_stamps(self))
+        key = (end - 1) % _KEYS
+        while sends:
+            stamped, when = sends[0]
+            if (stamped - key) % _KEYS < _KEYS // 2:  # this send carried that byte (or went out with it)
+                return when
+            sends.popleft()  # an earlier send's: nobody asks about it any more
+        return None
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        data, ancillary, _, _ = self.recvmsg(bufsize, _STAMP_SPACE, flags)
+        try:
+            data, ancillary, _, _ = self.recvmsg(bufsize, _STAMP_SPACE, flags)
+        except BlockingIOError:
+            # A transmit stamp that came after its send returned makes the socket report an error (the loop calls
+            # this): take it off the queue, or the loop would call again at once, pass after pass.
+            if self._sends is not None:
+                self._sends.extend(send_stamps(self))
+            raise
         self.stamp = packet_time(ancillary) if data else None
         return data
 
@@ -472,6 +523,9 @@ class ServeServer:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = reader.conn if isinstance(reader, _ArrivalReader) else None
+        if conn is not None and self._tls is None:  # (under TLS the bytes sent are not the bytes written)
+            conn.stamp_sends()
         try:
             while await self._one_request(reader, writer):
                 pass
@@ -590,16 +644,19 @@ class ServeServer:
                 extra["retry-after"] = f"{fault.retry_after:g}"
             await self._json(writer, status, wire_type.error_body(status, message, record.request_id),
                              record.request_id, extra)
-            record.head = clock.now()
+            record.head = self._written(reader, writer)
             return True
         writer.write(_head(200, {"content-type": "text/event-stream", "cache-control": "no-cache",
                                  "transfer-encoding": "chunked", "x-request-id": record.request_id,
                                  "request-id": record.request_id}) + _chunk(wire.opening(plan)))
-        record.head = clock.now()
+        record.head = self._written(reader, writer)
         await writer.drain()
         timing = Timing(start)
         paused = False
-        for piece in plan.pieces:
+        ends = len(plan.pieces) - 1 if fault is None and plan.error is None and plan.pieces \
+            and plan.end_t <= plan.pieces[-1].t else -1
+        """The piece the answer ends with (its closing is due with it), if any."""
+        for index, piece in enumerate(plan.pieces):
             if fault is not None and fault.kind != "http" and record.pieces >= fault.after and not paused:
                 if fault.kind != "stall" or fault.stall_s is None:
                     return await self._inject(reader, writer, wire, plan, fault)
@@ -609,8 +666,17 @@ class ServeServer:
                 start += fault.stall_s
                 paused = True
             await clock.sleep_until(start + piece.t / speed)
-            writer.write(_chunk(wire.piece(plan, piece)))
-            now = clock.now()
+            data = _chunk(wire.piece(plan, piece))
+            if index == ends:
+                # Due together: one write, so that nothing comes between them (a server held between two writes
+                # would put a gap there that its schedule does not have, and a client reading both at once would
+                # take the last token as late as the closing).
+                now = clock.now()
+                first = timing.first if timing.first is not None or not piece.text else now
+                ending = Timing(timing.received, first, now if piece.text else timing.last)
+                data += _chunk(wire.closing(plan, ending)) + b"0\r\n\r\n"
+            writer.write(data)
+            now = self._written(reader, writer)
             if piece.text:
                 if record.first is None:
                     record.first, record.first_tokens, timing.first = now, piece.tokens, now
@@ -618,6 +684,8 @@ class ServeServer:
                 record.pieces += 1
                 record.tokens += piece.tokens
             await writer.drain()
+        if ends >= 0:
+            return True
         if fault is not None and fault.kind != "http" and not paused:
             return await self._inject(reader, writer, wire, plan, fault)
         await clock.sleep_until(start + plan.end_t / speed)
@@ -627,6 +695,19 @@ class ServeServer:
             writer.write(_chunk(wire.closing(plan, timing)) + b"0\r\n\r\n")
         await writer.drain()
         return True
+
+    def _written(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> float:
+        """When what was just written went out: the kernel's transmit stamp of its last byte where the connection's
+        sends are stamped (a server descheduled between writing and noting, or with the write still queued, would
+        note it late), else now."""
+        conn = reader.conn if isinstance(reader, _ArrivalReader) else None
+        if conn is not None and not self.clock.virtual:
+            transport = writer.transport
+            queued = transport.get_write_buffer_size() if isinstance(transport, asyncio.WriteTransport) else 0
+            sent = conn.sent_time(conn.sent + queued)
+            if sent is not None:
+                return sent
+        return self.clock.now()
 
     async def _inject(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, wire: Wire, plan: Plan,
                       fault: Fault) -> bool:

@@ -16,7 +16,8 @@ import httpx
 import pytest
 from serving import chunks, fast_source, stream_turn, tier
 
-from providers.base import TierSpec
+from providers.base import TierSpec, TurnRequest
+from providers.clock import RealClock
 from providers.events import Delta, Done, Error, Headers, Request, Segment, Usage
 from providers.recording import Recorder
 from providers.serve.server import (
@@ -282,6 +283,84 @@ async def test_a_kept_alive_request_is_received_when_it_reached_the_socket_not_w
     assert b"[DONE]" in second
     assert len(served) == 2
     assert abs(served[1].received - sent) < 0.1  # not the 300 ms the loop was away
+
+
+class _LateNotes(RealClock):
+    """The real clock, read 300 ms late: a server held between writing a piece and noting when it wrote it."""
+
+    def now(self) -> float:
+        return time.perf_counter() + 0.3
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's transmit stamps (SO_TIMESTAMPING) are Linux's")
+@pytest.mark.parametrize("protocol", ["openai", "openai-responses", "anthropic"])
+async def test_the_server_counts_a_piece_as_sent_when_it_went_out_not_when_it_got_to_noting_it(
+        protocol: str) -> None:
+    """The truth a client is held to: when the head, the first and the last token went out, by the kernel's transmit
+    stamp of the bytes, however late the server gets to noting them (here its clock reads 300 ms late, as a server
+    descheduled between its write and its note would; before, its truth was that much late)."""
+    served: list[Served] = []
+    before = time.perf_counter()
+    async with ServeServer(fast_source(), clock=_LateNotes(), on_served=served.append) as server:
+        events = await stream_turn(tier(server, protocol))
+    after = time.perf_counter()
+    assert any(isinstance(e, Done) for e in events)
+    record = served[0]
+    assert record.head is not None and record.first is not None and record.last is not None
+    assert before <= record.received <= record.head <= record.first <= record.last <= after
+    assert record.tokens == sum(d.tokens or 1 for d in chunks(events))
+
+
+@pytest.mark.parametrize("protocol", ["openai", "openai-responses", "anthropic"])
+async def test_an_answer_whose_end_is_due_with_its_last_piece_sends_them_in_one_write(
+        protocol: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing comes between the last piece and the closing due at the same moment: a server held between two
+    writes put a gap there (milliseconds on a busy box) that a client reading both at once took as the last token's
+    lateness."""
+    writes: list[bytes] = []
+    write = asyncio.StreamWriter.write
+
+    def spy(self: asyncio.StreamWriter, data: bytes) -> None:
+        writes.append(bytes(data))
+        write(self, data)
+
+    monkeypatch.setattr(asyncio.StreamWriter, "write", spy)
+    source = fast_source()
+    plan = source.plan({}, 12, 0)
+    piece = plan.pieces[-1]
+    async with ServeServer(source, clock=ScriptClock()) as server:
+        events = await stream_turn(tier(server, protocol), TurnRequest("Say hello.", max_tokens=12))
+    text = "".join(d.text for d in chunks(events))
+    assert any(isinstance(e, Done) for e in events) and text
+    last, before = writes[-1], writes[-2]
+    assert last.endswith(b"0\r\n\r\n")
+    assert piece.text and json.dumps(piece.text)[1:-1].encode() in last
+    assert not before.endswith(b"0\r\n\r\n")
+    assert len(writes) == 1 + len(plan.pieces)  # the head, then one write per piece: the closing went with the last
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's transmit stamps (SO_TIMESTAMPING) are Linux's")
+def test_a_stamped_connection_says_when_each_byte_went_out_and_none_for_bytes_not_sent_yet() -> None:
+    from providers.serve.server import _StampedConnection
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        plain, _ = listener.accept()
+        conn = _StampedConnection(plain.family, plain.type, plain.proto, fileno=plain.detach())
+        with client, conn:
+            assert conn.sent_time(1) is None  # nothing stamped: no stamps asked for yet
+            assert conn.stamp_sends()
+            times = []
+            for size in (10, 5, 100):
+                start = time.perf_counter()
+                assert conn.send(b"x" * size) == size
+                times.append((start, conn.sent_time(conn.sent), time.perf_counter()))
+            assert conn.sent == 115
+            for start, sent, end in times:
+                assert sent is not None and start <= sent <= end
+            assert [t for _, t, _ in times] == sorted(t for _, t, _ in times)
+            assert conn.sent_time(116) is None  # a byte not written yet has no stamp
+            assert client.recv(115, socket.MSG_WAITALL) == b"x" * 115
 
 
 async def test_an_ipv6_server_says_its_url_with_the_address_in_brackets() -> None:
