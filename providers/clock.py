@@ -7,12 +7,14 @@ when driven (``drive``), so synthetic lanes, replays, scenarios and the UI tests
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import heapq
 import itertools
 import math
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -514,6 +516,60 @@ def send_stamps(sock: socket.socket) -> list[tuple[int, float]]:
                     key = data
         if when is not None and key is not None:
             stamps.append((key, when))
+
+
+_KEYS: Final[int] = 1 << 32
+"""Transmit stamps are keyed by a byte's offset modulo this (the kernel's 32-bit key)."""
+
+
+class SendStamps:
+    """When the bytes sent on a TCP socket went out, by the kernel's transmit stamps (:data:`SEND_STAMPS`): the
+    sender counts what it sends (:meth:`sent`); :meth:`time_of` says when a byte went to the network device."""
+
+    __slots__ = ("_stamps", "sock", "total")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.total = 0
+        """Bytes sent since the stamps were switched on."""
+        self._stamps: collections.deque[tuple[int, float]] = collections.deque(maxlen=1024)
+        """Transmit stamps taken off the error queue and not yet passed by: (last byte's key, when)."""
+
+    @classmethod
+    def on(cls, sock: socket.socket) -> SendStamps | None:
+        """Switch transmit stamps on for a connected TCP ``sock`` with nothing sent yet (Linux; else ``None``)."""
+        if sys.platform != "linux" or sock.family not in (socket.AF_INET, socket.AF_INET6) \
+                or sock.type != socket.SOCK_STREAM:
+            return None
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, SEND_STAMPS)
+        except OSError:
+            return None
+        return cls(sock)
+
+    def sent(self, count: int) -> None:
+        """``count`` more bytes were sent; take the stamps already there off the error queue (on loopback a send's
+        stamp is there as the call returns), which a socket watched for errors would otherwise report again."""
+        self.total += count
+        self.collect()
+
+    def collect(self) -> None:
+        self._stamps.extend(send_stamps(self.sock))
+
+    def time_of(self, end: int) -> float | None:
+        """When the byte before offset ``end`` (``end`` bytes sent in all) went out, by the stamp of the send that
+        carried it; ``None`` when the kernel has not stamped it (yet)."""
+        if end <= 0:
+            return None
+        stamps = self._stamps
+        stamps.extend(send_stamps(self.sock))
+        key = (end - 1) % _KEYS
+        while stamps:
+            stamped, when = stamps[0]
+            if (stamped - key) % _KEYS < _KEYS // 2:  # this send carried that byte (or went out with it)
+                return when
+            stamps.popleft()  # an earlier send's: nobody asks about it any more
+        return None
 
 
 MSG_DONTWAIT: Final[int] = getattr(socket, "MSG_DONTWAIT", 0)

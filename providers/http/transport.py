@@ -36,7 +36,7 @@ from typing import Any, Final
 
 import httpcore
 
-from ..clock import SO_TIMESTAMPNS, TIMESPEC, packet_time
+from ..clock import SO_TIMESTAMPNS, TIMESPEC, SendStamps, packet_time
 
 READ_SIZE: Final[int] = 64 * 1024
 SMALL_WRITE: Final[int] = 64 * 1024
@@ -182,9 +182,13 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self.read_at: float | None = None
         """When the bytes of the latest read reached the socket."""
         self.sent_at: float | None = None
-        """When the latest write went on the wire: as its one sending call began, for a write small enough that the
-        socket's buffer takes it at once (the kernel sends it within that call: on loopback the peer has it before
-        the call returns); as the call returned, for a bigger one, which may have to wait for the network."""
+        """When the latest write went on the wire: when its last byte went to the network device, by the kernel's
+        transmit stamp (Linux); else (or when the kernel has not stamped it by the time the call returns) as its one
+        sending call began, for a write small enough that the socket's buffer takes it at once (the kernel sends it
+        within that call: on loopback the peer has it before the call returns), or as the call returned, for a
+        bigger one, which may have to wait for the network."""
+        self.sends = SendStamps.on(sock)
+        """The kernel's transmit stamps of what this connection sends (``None`` where there are none)."""
         self._reads: deque[tuple[bytes, float] | OSError] = deque()
         self._pending: list[bytes] = []
         """Bytes written but not yet sent: the rest of the request is on its way (see :meth:`write`)."""
@@ -413,6 +417,13 @@ class StampedStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteTimeout("timed out") from None
         except OSError as exc:
             raise httpcore.WriteError(str(exc) or type(exc).__name__) from exc
+        if self.sends is not None:
+            # The kernel's own moment: a thread held inside the sending call (a busy core, an interrupt) would
+            # otherwise count the time it was held as the request's trip to the server.
+            self.sends.sent(len(buffer))
+            went = self.sends.time_of(self.sends.total)
+            if went is not None:
+                sent = went
         self.sent_at = sent
         if self._paced and not self._closed:  # (a reused connection, still paced after the last answer)
             if self._tick_handle is not None:

@@ -16,6 +16,7 @@ import socket
 import ssl
 import struct
 import sys
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final, SupportsIndex
 
 from ..base import MAX_TOKENS_LIMIT, ConfigError, TokraceError
-from ..clock import SEND_STAMPS, SO_TIMESTAMPING, SO_TIMESTAMPNS, TIMESPEC, Clock, RealClock, packet_time, send_stamps
+from ..clock import SO_TIMESTAMPNS, TIMESPEC, Clock, RealClock, SendStamps, packet_time
 from ..events import Delta, Done, Error, Headers, Request, Segment, ToolCall, Usage
 from ..metrics import split_turns
 from ..synthetic import Profile, pieces, schedule
@@ -292,10 +293,6 @@ _STAMP_SPACE: Final[int] = socket.CMSG_SPACE(TIMESPEC.size) + socket.CMSG_SPACE(
 """Room for the kernel's receive stamp (``SO_TIMESTAMPNS``) beside a read, and for the ``SO_TIMESTAMPING`` copy of it
 that a connection whose sends are stamped gets too."""
 
-_KEYS: Final[int] = 1 << 32
-"""Transmit stamps are keyed by a byte's offset modulo this (the kernel's 32-bit key)."""
-
-
 class _StampedConnection(socket.socket):
     """An accepted connection whose every read also takes the kernel's receive stamp of the bytes it brings: asyncio's
     transport reads through :meth:`recv`, and hands what it read to the protocol at once, so ``stamp`` is when the
@@ -305,47 +302,35 @@ class _StampedConnection(socket.socket):
     the kernel's transmit stamp of each send off the socket's error queue, so :meth:`sent_time` says when a byte
     really went out, whenever the server got to noting it."""
 
-    __slots__ = ("_sends", "sent", "stamp")
+    __slots__ = ("sends", "stamp")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.stamp: float | None = None
-        self.sent = 0
-        """Bytes sent on this connection so far (counted once :meth:`stamp_sends` is on)."""
-        self._sends: deque[tuple[int, float]] | None = None
-        """Transmit stamps taken off the error queue and not yet passed by: (last byte's key, when)."""
+        self.sends: SendStamps | None = None
+        """The kernel's transmit stamps of what is sent (once :meth:`stamp_sends` is on)."""
 
     def stamp_sends(self) -> bool:
         """Ask the kernel for a transmit stamp of every send from now on (before anything was sent)."""
-        try:
-            self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, SEND_STAMPS)
-        except OSError:
-            return False
-        self._sends = deque(maxlen=1024)
-        return True
+        self.sends = SendStamps.on(self)
+        return self.sends is not None
 
     def send(self, data: Any, flags: int = 0) -> int:
         sent = super().send(data, flags)
-        if self._sends is not None:
-            self.sent += sent
-            self._sends.extend(send_stamps(self))  # on loopback the stamp is there as the call returns
+        if self.sends is not None:
+            self.sends.sent(sent)
         return sent
 
     def sent_time(self, end: int) -> float | None:
         """When the byte before offset ``end`` (``end`` bytes written in all) went to the network device, by the
         kernel's transmit stamp of the send that carried it; ``None`` when the kernel has not stamped it yet (or
         sends are not stamped)."""
-        sends = self._sends
-        if sends is None or end <= 0:
-            return None
-        sends.extend(send_stamps(self))
-        key = (end - 1) % _KEYS
-        while sends:
-            stamped, when = sends[0]
-            if (stamped - key) % _KEYS < _KEYS // 2:  # this send carried that byte (or went out with it)
-                return when
-            sends.popleft()  # an earlier send's: nobody asks about it any more
-        return None
+        return None if self.sends is None else self.sends.time_of(end)
+
+    @property
+    def sent(self) -> int:
+        """Bytes sent on this connection so far (counted once :meth:`stamp_sends` is on)."""
+        return 0 if self.sends is None else self.sends.total
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         try:
@@ -353,8 +338,8 @@ class _StampedConnection(socket.socket):
         except BlockingIOError:
             # A transmit stamp that came after its send returned makes the socket report an error (the loop calls
             # this): take it off the queue, or the loop would call again at once, pass after pass.
-            if self._sends is not None:
-                self._sends.extend(send_stamps(self))
+            if self.sends is not None:
+                self.sends.collect()
             raise
         self.stamp = packet_time(ancillary) if data else None
         return data
@@ -415,6 +400,65 @@ class _ArrivalProtocol(asyncio.StreamReaderProtocol):
         if self._listener is not None and sock is not None:
             self._arrival.conn = self._listener.accepted.pop(sock.fileno(), None)
         super().connection_made(transport)
+
+
+class _Notes:
+    """When the server wrote what a :class:`Served` record holds (``head``, ``first``, ``last``): each noted as it is
+    written, then made the kernel's transmit stamp of its last byte once that is in (where the connection's sends
+    are stamped). On loopback the stamp is there as the write returns; TCP may send later than that (holding bytes
+    back while earlier ones are still below it, on a busy core until the kernel gets to them), and then the bytes
+    went out later than they were written."""
+
+    __slots__ = ("clock", "pending", "record", "sends", "transport")
+
+    def __init__(self, record: Served, clock: Clock, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        conn = reader.conn if isinstance(reader, _ArrivalReader) else None
+        self.record = record
+        self.clock = clock
+        self.sends = conn.sends if conn is not None and not clock.virtual else None
+        self.transport = writer.transport
+        self.pending: dict[str, int] = {}
+        """The fields still waiting for their stamp: how many bytes had been written in all when each was noted."""
+
+    def written(self, *fields: str) -> float:
+        """Note ``fields`` as written now (what was just written); the moment it went out, as known so far."""
+        now = self.clock.now()
+        sends = self.sends
+        if sends is None:
+            for name in fields:
+                setattr(self.record, name, now)
+            return now
+        queued = self.transport.get_write_buffer_size() if isinstance(self.transport, asyncio.WriteTransport) else 0
+        end = sends.total + queued
+        self.settle()  # the earlier ones first: stamps are looked up in the order of the bytes
+        went = sends.time_of(end)
+        for name in fields:
+            setattr(self.record, name, now if went is None else went)
+            if went is None:
+                self.pending[name] = end
+            else:
+                self.pending.pop(name, None)
+        return now if went is None else went
+
+    def settle(self) -> None:
+        """Put in the stamps that came since."""
+        if self.sends is None:
+            return
+        for name, end in sorted(self.pending.items(), key=lambda item: item[1]):
+            went = self.sends.time_of(end)
+            if went is None:
+                break
+            setattr(self.record, name, went)
+            del self.pending[name]
+
+    async def settled(self, wait: float = 0.05) -> None:
+        """Wait (up to ``wait`` seconds) until every field has its stamp; a field without one keeps its note."""
+        deadline = time.perf_counter() + wait
+        self.settle()
+        while self.pending and time.perf_counter() < deadline:
+            await asyncio.sleep(0.001)
+            self.settle()
 
 
 class ServeServer:
@@ -626,6 +670,7 @@ class ServeServer:
     async def _play(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, wire_type: type[Wire],
                     body: dict[str, Any], plan: Plan, record: Served, fault: Fault | None) -> bool:
         clock, speed, start = self.clock, self.speed, record.received
+        notes = _Notes(record, clock, reader, writer)
         asked = body.get("service_tier")
         tier = self.report_tier or (asked if isinstance(asked, str) and asked != "auto" else "default")
         wire = wire_type(body, record.request_id, str(body.get("model") or self.source.model), tier, self.usage,
@@ -644,12 +689,13 @@ class ServeServer:
                 extra["retry-after"] = f"{fault.retry_after:g}"
             await self._json(writer, status, wire_type.error_body(status, message, record.request_id),
                              record.request_id, extra)
-            record.head = self._written(reader, writer)
+            notes.written("head")
+            await notes.settled()
             return True
         writer.write(_head(200, {"content-type": "text/event-stream", "cache-control": "no-cache",
                                  "transfer-encoding": "chunked", "x-request-id": record.request_id,
                                  "request-id": record.request_id}) + _chunk(wire.opening(plan)))
-        record.head = self._written(reader, writer)
+        notes.written("head")
         await writer.drain()
         timing = Timing(start)
         paused = False
@@ -676,15 +722,17 @@ class ServeServer:
                 ending = Timing(timing.received, first, now if piece.text else timing.last)
                 data += _chunk(wire.closing(plan, ending)) + b"0\r\n\r\n"
             writer.write(data)
-            now = self._written(reader, writer)
             if piece.text:
                 if record.first is None:
-                    record.first, record.first_tokens, timing.first = now, piece.tokens, now
-                record.last = timing.last = now
+                    record.first_tokens = piece.tokens
+                    timing.first = timing.last = notes.written("first", "last")
+                else:
+                    timing.last = notes.written("last")
                 record.pieces += 1
                 record.tokens += piece.tokens
             await writer.drain()
         if ends >= 0:
+            await notes.settled()
             return True
         if fault is not None and fault.kind != "http" and not paused:
             return await self._inject(reader, writer, wire, plan, fault)
@@ -694,20 +742,8 @@ class ServeServer:
         else:
             writer.write(_chunk(wire.closing(plan, timing)) + b"0\r\n\r\n")
         await writer.drain()
+        await notes.settled()
         return True
-
-    def _written(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> float:
-        """When what was just written went out: the kernel's transmit stamp of its last byte where the connection's
-        sends are stamped (a server descheduled between writing and noting, or with the write still queued, would
-        note it late), else now."""
-        conn = reader.conn if isinstance(reader, _ArrivalReader) else None
-        if conn is not None and not self.clock.virtual:
-            transport = writer.transport
-            queued = transport.get_write_buffer_size() if isinstance(transport, asyncio.WriteTransport) else 0
-            sent = conn.sent_time(conn.sent + queued)
-            if sent is not None:
-                return sent
-        return self.clock.now()
 
     async def _inject(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, wire: Wire, plan: Plan,
                       fault: Fault) -> bool:

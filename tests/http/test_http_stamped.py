@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
+import sys
 import time
 from pathlib import Path
 
@@ -92,6 +93,41 @@ async def test_writes_note_when_the_last_byte_went_to_the_socket() -> None:
         await stream.write(b"GET / HTTP/1.1\r\n\r\n")
         await stream.write(b"")  # h11's end of the message
         assert stream.sent_at is not None and stream.sent_at >= before
+    finally:
+        await stream.aclose()
+        await shut(server, writer)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's transmit stamps (SO_TIMESTAMPING) are Linux's")
+async def test_a_request_is_on_the_wire_when_the_kernel_sent_it_not_when_the_call_to_send_it_began(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The moment a request went on the wire is the kernel's transmit stamp of its last byte: a thread held inside
+    the sending call (here: a clock that has the call begin a whole second early) put that time into the request's
+    trip to the server."""
+    from providers.http import transport
+
+    class Early:
+        """``time`` with ``perf_counter`` read a second early."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(time, name)
+
+        @staticmethod
+        def perf_counter() -> float:
+            return time.perf_counter() - 1.0
+
+    stream, writer, server = await pair()
+    try:
+        monkeypatch.setattr(transport, "time", Early())
+        before = time.perf_counter()
+        await stream.write(b"GET / HTTP/1.1\r\n\r\n")
+        await stream.write(b"")
+        monkeypatch.undo()
+        assert stream.sent_at is not None and before <= stream.sent_at <= time.perf_counter()
+        await stream.write(b"GET /again HTTP/1.1\r\n\r\n")  # the next request: its own stamp, not the first's
+        await stream.write(b"")
+        assert stream.sent_at is not None and stream.sent_at > before
+        assert stream.sends is not None and stream.sends.total == 2 * len(b"GET / HTTP/1.1\r\n\r\n") + 5
     finally:
         await stream.aclose()
         await shut(server, writer)

@@ -339,6 +339,55 @@ async def test_an_answer_whose_end_is_due_with_its_last_piece_sends_them_in_one_
     assert len(writes) == 1 + len(plan.pieces)  # the head, then one write per piece: the closing went with the last
 
 
+async def test_a_piece_the_kernel_sends_later_than_it_was_written_counts_as_sent_when_it_went_out() -> None:
+    """TCP may send a write after the call returned (holding it back while earlier bytes are below it; on a busy
+    core until the kernel gets to it): the record keeps the note until the stamp is in, then takes the stamp, and
+    the server waits for the stamps before it hands the record over."""
+    from providers.serve.server import _ArrivalReader, _Notes
+
+    class Sends:
+        """Transmit stamps that come in when the test says: byte end -> when it went out."""
+
+        def __init__(self) -> None:
+            self.total = 0
+            self.stamped: dict[int, float] = {}
+
+        def time_of(self, end: int) -> float | None:
+            return next((t for e, t in sorted(self.stamped.items()) if e >= end), None)
+
+    class Transport(asyncio.WriteTransport):
+        def get_write_buffer_size(self) -> int:
+            return 0
+
+    class Conn:
+        sends = Sends()
+
+    class Writer:
+        transport = Transport()
+
+    clock = ScriptClock()
+    reader = _ArrivalReader(clock)
+    reader.conn = Conn()  # type: ignore[assignment]
+    record = Served("1", "/v1/chat/completions", 200, received=100.0)
+    notes = _Notes(record, clock, reader, Writer())  # type: ignore[arg-type]
+    sends = Conn.sends
+    sends.total = 50
+    sends.stamped[50] = 100.001
+    assert notes.written("head") == 100.001  # stamped as the write returned
+    clock.t = 100.2
+    sends.total = 80
+    assert notes.written("first", "last") == 100.2  # not stamped yet: the note, for now
+    clock.t = 100.3
+    sends.total = 95
+    sends.stamped[80] = 100.25  # the first piece went out meanwhile, later than it was written
+    assert notes.written("last") == 100.3
+    assert (record.head, record.first, record.last) == (100.001, 100.25, 100.3)
+    sends.stamped[95] = 100.31
+    await notes.settled()
+    assert (record.head, record.first, record.last) == (100.001, 100.25, 100.31)
+    assert not notes.pending
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="the kernel's transmit stamps (SO_TIMESTAMPING) are Linux's")
 def test_a_stamped_connection_says_when_each_byte_went_out_and_none_for_bytes_not_sent_yet() -> None:
     from providers.serve.server import _StampedConnection
