@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import gc
 import multiprocessing
-import os
 import statistics
 import sys
 import time
@@ -84,9 +83,9 @@ def _truth_server(conn: Connection) -> None:
         conn.send((record.request_id, record.ttft_s, record.decode_tok_s, record.received, record.first, record.last))
 
     async def main() -> None:
-        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        if len(cores) > 1:  # its own core, so that tokrace's work never delays the truth
-            os.sched_setaffinity(0, {cores[-1]})
+        # Not pinned to a core of its own: its truth is the kernel's stamps, wherever it runs, and pinned it could not
+        # leave a core another process keeps busy (its writes then waited there, and so did the wake-ups of
+        # tokrace's reader threads by its packets: first tokens read 5 to 8 ms late, with a busy loop on that core).
         gc.disable()  # a collection pause would delay the server's own note of when a request arrived
         source = PerLane(Profile())
         server = ServeServer(source, clock=_CoarseClock(), on_served=sent)
