@@ -270,8 +270,8 @@ class RaceRunner:
         """Write what the recorder kept, every tick of race time, until the race ends (or a write fails).
 
         On the real clock it wakes on the grid the offline lanes, the screen's frames and an HTTP lane's looks at
-        its socket wake on (``RealClock.sleep_until_coarse``: every other point of it, the first a tick from now,
-        64 ms apart), on the event loop's own timer: a flush needs no precise moment, and the event loop then wakes
+        its socket wake on (``RealClock.sleep_until_coarse``: the first point at least half a tick from now, so
+        32 ms apart), on the event loop's own timer: a flush needs no precise moment, and the event loop then wakes
         once for all of them (a wake-up of the process costs about 0.2 ms of CPU on a VM: 20 flushes a second of
         their own were 0.3 % of a core). The clock's precise
         sleep would wake a thread and then yield to the loop for its last fraction of a millisecond (about a
@@ -282,7 +282,7 @@ class RaceRunner:
             if clock.virtual:
                 t = await clock.sleep_until(t + FLUSH_EVERY_S)
             elif coarse is not None:
-                await coarse(clock.now() + FLUSH_EVERY_S, cells=2)
+                await coarse(clock.now() + FLUSH_EVERY_S / 2)
             else:
                 await asyncio.sleep(FLUSH_EVERY_S)
             try:
