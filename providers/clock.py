@@ -458,8 +458,8 @@ def kernel_time(sec: int, nsec: int) -> float:
     ``perf_counter`` is ahead of the real-time clock), never later than now.
 
     How far the two clocks are apart is read between two ``perf_counter`` readings, and read again when those are far
-    apart: a thread held between its two readings (by the OS on a busy core, or made to give the GIL to a thread
-    drawing a frame) would otherwise move the stamp by as long as it was held, tens of milliseconds on a busy box."""
+    apart: a thread held between its two readings (the OS giving a busy core to another thread or process) would
+    otherwise move the stamp by as long as it was held, tens of milliseconds on a busy box."""
     best = READING_SPAN_NS * 1_000_000
     offset = after = 0
     for _ in range(READING_TRIES):

@@ -171,6 +171,7 @@ def measure(args: argparse.Namespace) -> Errors:
     parent, child = ctx.Pipe()
     server = ctx.Process(target=_truth_server, args=(child,), daemon=True)
     server.start()
+    child.close()  # the server's end is the server's: if it dies, reading from it ends instead of waiting forever
     tag, port = parent.recv()
     assert tag == "port"
     errors = new_errors()
