@@ -2,7 +2,9 @@
 socket-time transport against httpx's own, the same 4 lanes and server as ``bench_fidelity.py`` (no screen).
 
 The server counts a request as arrived when its last byte reached the socket (the kernel's receive stamp), so
-the trip out is the client's alone: how long after its "on the wire" the request really was there. On loopback
+the trip out is the client's alone: how long after its "on the wire" the request really was there. The stamped
+transport's "on the wire" is the kernel's transmit stamp of the request's last byte (Linux), so its trip out is the
+kernel's own way from the device to the server's socket; httpx's is when its transport hands the body over. On loopback
 the bytes arrive inside the sending call itself, so a client that stamps when its write returned reads a few
 microseconds below zero; the size of the trip out either way, ``|trip out|``, is what is compared.
 
