@@ -16,6 +16,8 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from ..compositor import content_size
+
 
 def plain(widget: Widget) -> bool:
     """No border, padding, outline, tint, hatch or opacity: Textual would draw each line as it is given."""
@@ -87,7 +89,7 @@ class DirectLines(Widget):
                 for line_filter in filters:
                     strip = strip.apply_filter(line_filter, background)  # type: ignore[arg-type]  # kept on the strip
                 strips[index] = strip
-        if crop.column_span != (0, self.size.width):
+        if crop.column_span != (0, content_size(self).width):
             x1, x2 = crop.column_span
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips

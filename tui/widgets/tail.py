@@ -24,7 +24,7 @@ from textual.widget import Widget
 
 from providers.live import LiveLane
 
-from ..compositor import repaint
+from ..compositor import content_size, repaint
 from .direct import filtered_styles, look, plain
 from .palette import palette
 from .printable import printable
@@ -314,7 +314,7 @@ class TailText(Widget):
     def sync(self) -> None:
         """Catch up with the lane's text, and repaint what that changed: the lines from the first one that
         changed to the bottom while nothing scrolled, every line once it did (or the lane or the size changed)."""
-        size = self.size  # worked out from the layout each time it is asked for: asked once
+        size = content_size(self)
         width, height = size
         top = self._wrapper.dropped + self._shown(height).start
         first = self._update(size)
@@ -405,7 +405,7 @@ class TailText(Widget):
         return range(max(end - height, 0), end)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        size = self.size
+        size = content_size(self)
         if self._layout != (id(self.lane), *size):  # drawn before a sync at this size
             self._update(size)
         base = self.visual_style.rich_style
