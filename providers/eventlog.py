@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Final, cast, overload
 
-from .events import Channel, Delta, Done, Error, Event
+from .events import Channel, Delta, DeltaRun, Done, Error, Event
 
 BLOCK: Final[int] = 4096
 """Events per block: a full block is written to the spool."""
@@ -295,40 +295,55 @@ class EventLog(Sequence[Event]):
             self.seal()
 
     def extend(self, events: Iterable[Event]) -> None:
-        """Keep several more events, in order (as :meth:`append` keeps each): a list of plain deltas (a synthetic
-        lane's wake-up hands over hundreds at 12,000 tok/s) goes in column by column, a block's worth at a time,
-        each block ending where :meth:`append` would end it (its event count, or the delta whose text fills it)."""
-        if not (type(events) is list and len(events) > 1 and self._plain(events)):
+        """Keep several more events, in order (as :meth:`append` keeps each): a run of plain deltas (a synthetic
+        lane's wake-up hands over hundreds at 12,000 tok/s, as a :class:`DeltaRun`) goes in column by column, a
+        block's worth at a time, each block ending where :meth:`append` would end it (its event count, or the
+        delta whose text fills it)."""
+        columns = self._columns(events)
+        if columns is None:
             append = self.append
             for event in events:
                 append(event)
             return
-        deltas = cast("list[Delta]", events)
-        while deltas:
-            part = deltas[:BLOCK - len(self._texts)]
-            texts = [delta.text for delta in part]
-            chars = self._chars + sum(map(len, texts))
+        times, texts, codes, tokens = columns
+        while texts:
+            room = BLOCK - len(self._texts)
+            part = texts[:room]
+            chars = self._chars + sum(map(len, part))
             if chars >= BLOCK_CHARS:
-                filled = bisect_left(list(itertools.accumulate(map(len, texts), initial=self._chars)), BLOCK_CHARS, 1)
-                part, texts = part[:filled], texts[:filled]
-                chars = self._chars + sum(map(len, texts))
-            self._times.extend([delta.t for delta in part])
-            self._codes.extend([_CODE[delta.channel] for delta in part])
-            self._tokens.extend([_NO_COUNT if delta.tokens is None else delta.tokens for delta in part])
-            self._texts.extend(texts)
+                part = part[:bisect_left(list(itertools.accumulate(map(len, part), initial=self._chars)),
+                                         BLOCK_CHARS, 1)]
+                chars = self._chars + sum(map(len, part))
+            n = len(part)
+            self._times.extend(times[:n])
+            self._codes.extend(codes[:n])
+            self._tokens.extend(tokens[:n])
+            self._texts.extend(part)
             self._chars = chars
             if len(self._texts) >= BLOCK or chars >= BLOCK_CHARS:
                 self.seal()
-            deltas = deltas[len(part):]
+            times, texts, codes, tokens = times[n:], texts[n:], codes[n:], tokens[n:]
 
     @staticmethod
-    def _plain(events: list[Event]) -> bool:
-        """Whether every one of ``events`` is a delta :meth:`append` keeps in the columns."""
+    def _columns(events: Iterable[Event]) -> tuple[list[float], list[str], list[int], list[int]] | None:
+        """The columns of ``events`` (times, texts, channel codes, counts) when every one is a delta :meth:`append`
+        keeps in the columns and there are several; else ``None``."""
+        if type(events) is DeltaRun:
+            run = events
+            if (run.channel in _CODE and len(run) > 1 and min(run.tokens) >= 0 and max(run.tokens) <= _MAX_COUNT
+                    and max(map(len, run.texts)) <= BLOCK_CHARS):
+                return run.times, run.texts, [_CODE[run.channel]] * len(run), run.tokens
+            return None
+        if not (type(events) is list and len(events) > 1):
+            return None
         for event in events:
             if not (type(event) is Delta and event.chunks == 1 and event.channel in _CODE
                     and (event.tokens is None or 0 <= event.tokens <= _MAX_COUNT) and len(event.text) <= BLOCK_CHARS):
-                return False
-        return True
+                return None
+        deltas = cast("list[Delta]", events)
+        return ([delta.t for delta in deltas], [delta.text for delta in deltas],
+                [_CODE[delta.channel] for delta in deltas],
+                [_NO_COUNT if delta.tokens is None else delta.tokens for delta in deltas])
 
     def seal(self) -> None:
         """Write the open block out now, however small (at a lane's end, say); later events start a new one."""

@@ -6,9 +6,11 @@ frozen dataclasses and serialise to one flat JSON object each (``kind`` names th
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, overload
 
 Channel: TypeAlias = Literal["content", "reasoning", "tool_args"]
 """Which stream a delta belongs to: the visible answer, reasoning/thinking text, or tool-call arguments."""
@@ -57,6 +59,45 @@ class Delta:
     tokens: int | None = None
     chunks: int = 1
     kind: Literal["delta"] = "delta"
+
+
+class DeltaRun(Sequence[Delta]):
+    """Deltas of one channel handed over together (a synthetic lane's wake-up: hundreds at 12,000 tok/s), kept as
+    columns: the sequence of ``Delta(times[i], texts[i], channel, tokens[i])``, each of one chunk.
+
+    The same events as that list, to anyone who reads them one by one (each ``Delta`` is made when it is asked
+    for); the race's own listeners (the event log, the live model, the recorder) read the columns instead, and the
+    hot path never makes a ``Delta`` at all. Treat the columns as read-only: a run is handed to every listener."""
+
+    __slots__ = ("channel", "texts", "times", "tokens")
+
+    def __init__(self, times: list[float], texts: list[str], channel: Channel, tokens: list[int]) -> None:
+        if not len(times) == len(texts) == len(tokens):
+            raise ValueError("a run's columns must be of one length")
+        self.times = times
+        self.texts = texts
+        self.channel: Channel = channel
+        self.tokens = tokens
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @overload
+    def __getitem__(self, index: int) -> Delta: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> DeltaRun: ...
+
+    def __getitem__(self, index: int | slice) -> Delta | DeltaRun:
+        if isinstance(index, slice):
+            return DeltaRun(self.times[index], self.texts[index], self.channel, self.tokens[index])
+        return Delta(self.times[index], self.texts[index], self.channel, self.tokens[index])
+
+    def __iter__(self) -> Iterator[Delta]:
+        return map(Delta, self.times, self.texts, itertools.repeat(self.channel), self.tokens)
+
+    def __repr__(self) -> str:
+        return f"DeltaRun({len(self)} {self.channel} deltas)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from operator import itemgetter
 from typing import Any, Final, Literal, TypeAlias, cast
 
 from .base import TierSpec
-from .events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage, is_loop_end
+from .events import Delta, DeltaRun, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage, is_loop_end
 from .loop.metrics import LoopMetrics, breakdown, model_time
 from .metrics import STALL_THRESHOLD_S, SegmentSpan, cost, cut_gaps, is_stall_gap, usage_counts
 
@@ -276,22 +276,29 @@ class LiveLane:
         turn = self.turns[-1] if self.turns else None
         if turn is None or turn.first is None or turn.last_token is None:
             return False
-        channels = {delta.channel for delta in deltas}
-        texts = [delta.text for delta in deltas]
-        given = [delta.tokens for delta in deltas]
-        if len(channels) != 1 or "" in texts or None in given:
-            return False
-        counts = cast("list[int]", given)
-        times = [delta.t for delta in deltas]
+        if type(deltas) is DeltaRun:  # a synthetic lane's: its columns as they are (one channel, counts given)
+            channel, texts, counts, times = deltas.channel, deltas.texts, deltas.tokens, deltas.times
+            chunks = len(times)
+            if "" in texts:
+                return False
+        else:
+            channels = {delta.channel for delta in deltas}
+            texts = [delta.text for delta in deltas]
+            given = [delta.tokens for delta in deltas]
+            if len(channels) != 1 or "" in texts or None in given:
+                return False
+            channel = channels.pop()
+            counts = cast("list[int]", given)
+            times = [delta.t for delta in deltas]
+            chunks = sum([delta.chunks for delta in deltas])
         first, last = times[0], times[-1]
         if not turn.last_token <= first or last - turn.last_token > STALL_THRESHOLD_S or times != sorted(times):
             return False  # (in time order, no gap is longer than the run's whole span since the last token)
-        channel = channels.pop()
         self._add_piece(channel, "".join(texts))
         self._sources.add("provider")
         state = turn.text_in(channel, first)
         turn.last_token = last
-        turn.token_events += sum([delta.chunks for delta in deltas])
+        turn.token_events += chunks
         added = sum(counts)
         turn.streamed += added
         totals = list(itertools.accumulate(counts, initial=self._stream_total))

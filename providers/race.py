@@ -15,7 +15,7 @@ from typing import Protocol
 from .base import Provider, TierSpec, TokraceError, TurnRequest
 from .clock import Clock, LaneClock
 from .eventlog import EventLog
-from .events import Delta, Done, Error, Event, Request, is_loop_end
+from .events import Delta, DeltaRun, Done, Error, Event, Request, is_loop_end
 from .masking import Masker
 from .recording import secret_values
 from .registry import create_provider
@@ -163,11 +163,12 @@ class Race:
             message = redact(f"{type(exc).__name__}: {exc}", secret_values([self.tiers[index]]))
             self.emit(index, Error(t=clock.now(), error="internal", message=message))
 
-    def emit_many(self, lane: int, deltas: list[Delta]) -> None:
-        """:meth:`emit` for the deltas a lane has due at once (a synthetic lane's wake-up), in one go: each
-        listener gets all of them, in order, through its ``on_deltas(lane, deltas)`` when it has one (the live
-        model, the recorder), else one call per event. Every listener sees the same events in the same order
-        as through :meth:`emit`; only which listener sees them first differs."""
+    def emit_many(self, lane: int, deltas: list[Delta] | DeltaRun) -> None:
+        """:meth:`emit` for the deltas a lane has due at once (a synthetic lane's wake-up, as a :class:`DeltaRun`;
+        an HTTP lane's reads), in one go: each listener gets all of them, in order, through its
+        ``on_deltas(lane, deltas)`` when it has one (the live model, the recorder), else one call per event. Every
+        listener sees the same events in the same order as through :meth:`emit`; only which listener sees them
+        first differs."""
         events: Sequence[Event] = self._masks[lane].deltas(deltas)
         self.lanes[lane].events.extend(events)
         for listener in self.listeners:
@@ -182,18 +183,18 @@ class Race:
         """Stream one turn of a lane; True when it ended normally."""
         seen_request = False
         emit = self.emit
-        batched: Callable[[TurnRequest, Clock], AsyncIterator[Event | list[Delta]]] | None = getattr(
+        batched: Callable[[TurnRequest, Clock], AsyncIterator[Event | list[Delta] | DeltaRun]] | None = getattr(
             provider, "stream_batched", None)
         stream = batched(request, clock) if batched is not None else provider.stream(request, clock)
         async for item in stream:
             if seen_request and type(item) is Delta:  # nearly every event: straight through
                 emit(index, item)
                 continue
-            if type(item) is list:  # deltas due at once (a synthetic lane): after its request, as they always are
+            if type(item) is DeltaRun or type(item) is list:  # deltas due at once: after the request, as always
                 if seen_request:
                     self.emit_many(index, item)
                     continue
-                items: list[Event] = item  # type: ignore[assignment]
+                items: list[Event] = list(item)
             else:
                 items = [item]  # type: ignore[list-item]
             for event in items:

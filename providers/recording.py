@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
+import itertools
 import json
 import math
 import os
@@ -23,7 +24,7 @@ from typing import IO, Any, BinaryIO, Final
 
 from .base import TierSpec, TokraceError
 from .eventlog import EventLog
-from .events import MAX_SECONDS, Delta, Event, EventFormatError, event_from_dict, event_to_dict, finite_json
+from .events import MAX_SECONDS, Delta, DeltaRun, Event, EventFormatError, event_from_dict, event_to_dict, finite_json
 from .masking import MASK as MASK  # the recorder's masking is :mod:`.masking`'s, re-exported for its users
 from .masking import MIN_HEADER_SECRET_LEN, MIN_SECRET_LEN, base64_forms, shapes_free, url_secrets
 from .masking import redact as redact
@@ -200,7 +201,11 @@ class Recorder:
         written as its own line, as :meth:`__call__` writes it (a crash loses at most the line being written)."""
         if self.buffered:
             if self._fh is not None:
-                self._pending += self._delta_lines(lane, self.run, deltas)
+                lines = self._run_lines(lane, self.run, deltas) if type(deltas) is DeltaRun else None
+                if lines is not None:
+                    self._pending.append(lines)
+                else:
+                    self._pending += self._delta_lines(lane, self.run, deltas)
         else:
             run, line, write = self.run, self._line, self._write_line
             for delta in deltas:
@@ -241,6 +246,29 @@ class Recorder:
             # reach across a line's end ("}" then a newline then "{"), and far cheaper than searching 50 ms of
             # lines at once.
             self._put("\n".join(pending))
+
+    def _run_lines(self, lane: int, run: int, deltas: DeltaRun) -> str | None:
+        """A synthetic lane's run of deltas as its lines (joined by newlines, without the last one), made column by
+        column (no ``Delta`` made, no step of Python per line): the same text as :meth:`_delta_lines`. ``None``
+        when a text was not yet found to hold nothing to mask, the channel is not a plain one, or a secret shows."""
+        channel = _CHANNEL_JSON.get(deltas.channel)
+        texts = list(map(self._plain.get, deltas.texts))
+        if channel is None or not texts or None in texts:
+            return None
+        head = _delta_head(lane, run)
+        tokens = deltas.tokens
+        then = f"\n{head}"  # each line's end, and the next line's head
+        ends: Iterable[str]
+        if tokens.count(tokens[0]) == len(tokens):  # one count for all (a synthetic lane's 1 token each)
+            ends = itertools.repeat(f',"channel":{channel},"tokens":{tokens[0]:d}}}{then}')
+        else:
+            ends = [f',"channel":{channel},"tokens":{count:d}}}{then}' for count in tokens]
+        body = "".join(itertools.chain.from_iterable(
+            zip(map(repr, deltas.times), itertools.repeat(',"text":'), texts, ends)))  # type: ignore[arg-type]
+        lines = head + body[:-len(then)]
+        if self._secrets and any(secret in lines for secret in self._secrets):
+            return None
+        return lines
 
     def _delta_lines(self, lane: int, run: int, deltas: Sequence[Delta]) -> list[str]:
         """Each delta's line, as :meth:`_line` makes it. A delta of one chunk and a token count, in a plain channel,

@@ -9,13 +9,13 @@ import itertools
 import math
 import random
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from dataclasses import MISSING, dataclass, fields
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from .base import MAX_TOKENS_LIMIT, ConfigError, Provider, TierSpec, TurnRequest
 from .clock import Clock
-from .events import Delta, Done, Error, Event, Headers, Request, ToolCall, Usage
+from .events import Channel, Delta, DeltaRun, Done, Error, Event, Headers, Request, ToolCall, Usage
 
 PASSAGE: Final[str] = (
     "When a model streams fifty tokens a second, it is the slow part of almost every loop, and making it faster "
@@ -202,38 +202,6 @@ def _plan(profile: Profile, max_tokens: int, turn: int, tool_args: Sequence[str]
         base = t
 
 
-def _delta_factory() -> Callable[..., Delta]:
-    """``Delta(t, text, channel, tokens)`` for a stream's loop, made as the dataclass's own ``__init__`` makes it
-    (each field set in turn, every other one to its default) without its per-field attribute lookups: a frozen
-    dataclass's ``__init__`` costs about a third of a synthetic event's whole way to the screen. ``Delta`` itself
-    when its fields are not what this expects (other than four set and two defaulted, or a ``__post_init__``)."""
-    every = fields(Delta)
-    names = [f.name for f in every]
-    rest = every[4:]
-    if (names[:4] != ["t", "text", "channel", "tokens"] or hasattr(Delta, "__post_init__") or len(rest) != 2
-            or any(f.default is MISSING for f in rest)):
-        return Delta
-    new = object.__new__
-    set_t, set_text, set_channel, set_tokens = (getattr(Delta, name).__set__ for name in names[:4])
-    # Delta's own defaulted fields (chunks, kind), set one after the other, not in a loop (a fifth faster)
-    (set_fifth, fifth), (set_sixth, sixth) = ((getattr(Delta, f.name).__set__, f.default) for f in rest)
-
-    def make(t: float, text: str, channel: str, tokens: int) -> Delta:
-        delta: Delta = new(Delta)
-        set_t(delta, t)
-        set_text(delta, text)
-        set_channel(delta, channel)
-        set_tokens(delta, tokens)
-        set_fifth(delta, fifth)
-        set_sixth(delta, sixth)
-        return delta
-
-    return make
-
-
-_new_delta: Final[Callable[..., Delta]] = _delta_factory()
-
-
 class SyntheticProvider(Provider):
     """Streams a built-in or given text at a profile's pace, with the provider-like usage at the end.
 
@@ -250,22 +218,23 @@ class SyntheticProvider(Provider):
 
     async def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
         async for item in self._batches(request, clock):
-            if type(item) is list:
+            if type(item) is DeltaRun:
                 for event in item:
                     yield event
             else:
                 yield item  # type: ignore[misc]
 
-    def stream_batched(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event | list[Delta]]:
-        """:meth:`stream`'s events, with the deltas due at one wake-up handed over together, as a list (at most
-        BATCH_MAX of them; a delta alone comes as itself): the same events, in the same order, at the same times,
-        for a fraction of the calls (the race hands such a list to its listeners in one go: ``Race.emit_many``).
+    def stream_batched(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event | DeltaRun]:
+        """:meth:`stream`'s events, with the deltas of one channel due at one wake-up handed over together, as a
+        :class:`DeltaRun` (at most BATCH_MAX of them; a delta alone comes as itself): the same events, in the same
+        order, at the same times, for a fraction of the calls and no ``Delta`` made (the race hands such a run to
+        its listeners in one go: ``Race.emit_many``).
         A subclass that streams its own way (its own :meth:`stream`) is streamed as it says, an event at a time."""
         if type(self).stream is not SyntheticProvider.stream:
             return self.stream(request, clock)
         return self._batches(request, clock)
 
-    async def _batches(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event | list[Delta]]:
+    async def _batches(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event | DeltaRun]:
         profile = self.profile
         start = clock.now()
         yield Request(t=start, turn=request.turn, model=self.tier.model or "synthetic", endpoint="synthetic")
@@ -292,20 +261,24 @@ class SyntheticProvider(Provider):
         # event, and time stands exactly where it stood after that event. Elsewhere it hands over every step due
         # by the moment it woke (on the real clock, a few milliseconds' worth; on virtual time, that moment's).
         grid: float = getattr(clock, "grid", 0.0) if clock.virtual else 0.0
-        make = _new_delta
-        while step is not None:  # once per wake-up
+        while step is not None:  # once per wake-up (and per channel: a run of deltas is of one channel)
             if grid:
                 horizon = math.ceil((start + step[0]) / grid) * grid
             else:
                 horizon = await sleep_until(start + step[0])
-            batch: list[Delta] = []
+            channel: Channel = step[2]  # type: ignore[assignment]
+            times: list[float] = []
+            texts: list[str] = []
+            counts: list[int] = []
             failed = False
             call_end: int | None = None
-            while True:  # once per event: kept lean
-                t, text, channel, tokens, call_no = step  # type: ignore[misc]  # never None here
+            while True:  # once per event: kept lean (columns, no Delta made: see DeltaRun)
+                t, text, _, tokens, call_no = step  # type: ignore[misc]  # never None here
                 following = next(steps, None)
                 last = start + t
-                batch.append(make(last, text, channel, tokens))
+                times.append(last)
+                texts.append(text)
+                counts.append(tokens)
                 produced += tokens
                 if channel == "reasoning":
                     reasoning += tokens
@@ -318,11 +291,13 @@ class SyntheticProvider(Provider):
                 if call_no is not None and (following is None or following[4] != call_no):
                     call_end = call_no
                     break
-                if following is None or start + following[0] > horizon or len(batch) >= BATCH_MAX:
+                if (following is None or start + following[0] > horizon or len(times) >= BATCH_MAX
+                        or following[2] != channel):
                     break
             if grid:
                 await sleep_until(last)
-            yield batch[0] if len(batch) == 1 else batch
+            yield (Delta(last, text, channel, tokens) if len(times) == 1
+                   else DeltaRun(times, texts, channel, counts))
             if failed:
                 yield Error(t=last, error="synthetic", message="synthetic failure after "
                             f"{answer} tokens (fail_after_tokens in this tier's profile)")

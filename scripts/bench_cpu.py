@@ -53,6 +53,7 @@ class FrameMeter:
 
     def __init__(self) -> None:
         self.on = False
+        self.inside = False
         self.frames = 0
         self.updates = 0
         self.cpu = 0.0
@@ -75,17 +76,23 @@ class FrameMeter:
         def timed(*args: object, **kwargs: object) -> object:
             if not meter.on:
                 return original(*args, **kwargs)
+            outer = not meter.inside
+            meter.inside = True
             cpu = time.thread_time()
             try:
                 return original(*args, **kwargs)
             finally:
                 took = time.thread_time() - cpu
-                meter.cpu += took
+                meter.inside = not outer
+                if outer:  # a frame draws its update itself: counted once, as drawing
+                    meter.cpu += took
                 if frame:
                     meter.frames += 1
                     meter.sampling += took
                 else:
                     meter.updates += 1
+                    if not outer:
+                        meter.sampling -= took
 
         setattr(cls, name, timed)
 

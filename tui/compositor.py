@@ -74,7 +74,8 @@ def repaint(widget: Widget, *regions: Region) -> None:
     widget.clear_cached_dimensions()
     widget._rich_style_cache.clear()
     screen._dirty_widgets.add(widget)
-    screen._update_timer.resume()
+    if not getattr(screen, "frame_open", False):  # else the frame draws it when it ends (``RaceScreen.sample``)
+        screen._update_timer.resume()
 
 
 def content_size(widget: Widget) -> Size:

@@ -267,14 +267,21 @@ class RaceRunner:
             return None
 
     async def _flush_every(self, recorder: Recorder, clock: Clock) -> None:
-        """Write what the recorder kept, every tick of race time, until the race ends (or a write fails). On the
-        real clock the event loop's own timer wakes it: a flush needs no precise moment, and the clock's precise
+        """Write what the recorder kept, every tick of race time, until the race ends (or a write fails).
+
+        On the real clock it wakes on the grid the offline lanes wake on (``RealClock.sleep_until_coarse``: the
+        first grid point a tick from now, 64 ms apart), on the event loop's own timer: a flush needs no precise
+        moment, and the event loop then wakes once for the lanes and the flush (a wake-up of the process costs
+        about 0.2 ms of CPU on a VM: 20 flushes a second of their own were 0.3 % of a core). The clock's precise
         sleep would wake a thread and then yield to the loop for its last fraction of a millisecond (about a
         thousand loop passes a second, 0.7 % of a core)."""
         t = clock.now()
+        coarse = getattr(clock, "sleep_until_coarse", None)
         while True:
             if clock.virtual:
                 t = await clock.sleep_until(t + FLUSH_EVERY_S)
+            elif coarse is not None:
+                await coarse(clock.now() + FLUSH_EVERY_S)
             else:
                 await asyncio.sleep(FLUSH_EVERY_S)
             try:

@@ -15,7 +15,7 @@ from conftest import race_virtually, synthetic
 
 from providers.base import TierSpec, TurnRequest
 from providers.clock import COARSE_WAKE_S, FAST_FORWARD_GRID_S, LaneClock, RealClock, VirtualClock
-from providers.events import Delta, Event
+from providers.events import Delta, DeltaRun, Event
 from providers.live import LiveLane, LiveRace
 from providers.race import Race
 from providers.recording import Recorder, read_recording
@@ -40,8 +40,9 @@ async def _flat(provider: SyntheticProvider, request: TurnRequest, clock: LaneCl
     sizes: list[int] = []
     source = provider.stream_batched(request, clock) if batched else provider.stream(request, clock)
     async for item in source:
-        if isinstance(item, list):
+        if isinstance(item, DeltaRun):
             assert len(item) > 1 and all(type(d) is Delta for d in item)  # a delta alone comes as itself
+            assert {d.channel for d in item} == {item.channel}
             sizes.append(len(item))
             events.extend(item)
         else:
@@ -365,17 +366,14 @@ asyncio.run(go())
     assert rec.warnings == [] and sum(len(events) for events in rec.events.values()) == 39
 
 
-@pytest.mark.parametrize("tokens", [1, 7, None])
-@pytest.mark.parametrize("channel", ["content", "reasoning", "tool_args"])
-def test_the_streams_own_delta_maker_makes_what_delta_makes(channel: str, tokens: int | None) -> None:
-    import dataclasses
-    import pickle
-
-    from providers.synthetic import _new_delta
-
-    made, want = _new_delta(1.25, " word", channel, tokens), Delta(1.25, " word", channel, tokens)  # type: ignore[arg-type]
-    assert type(made) is Delta and made == want and hash(made) == hash(want) and repr(made) == repr(want)
-    assert all(getattr(made, f.name) == getattr(want, f.name) for f in dataclasses.fields(Delta))  # defaults too
-    assert pickle.loads(pickle.dumps(made)) == want
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        made.text = "changed"  # type: ignore[misc]
+def test_a_run_of_deltas_is_the_sequence_of_its_deltas() -> None:
+    run = DeltaRun([0.5, 0.75, 1.0], [" a", " b", " c"], "reasoning", [1, 2, 1])
+    want = [Delta(0.5, " a", "reasoning", 1), Delta(0.75, " b", "reasoning", 2), Delta(1.0, " c", "reasoning", 1)]
+    assert len(run) == 3 and list(run) == want and [run[i] for i in range(-3, 3)] == want + want
+    assert list(run[1:]) == want[1:] and type(run[1:]) is DeltaRun and run[1:].channel == "reasoning"
+    assert all(type(d) is Delta and d.chunks == 1 for d in run)
+    assert run.index(want[1]) == 1 and want[2] in run and list(reversed(run)) == want[::-1]
+    with pytest.raises(IndexError):
+        run[3]
+    with pytest.raises(ValueError, match="one length"):
+        DeltaRun([0.5], [" a", " b"], "content", [1])

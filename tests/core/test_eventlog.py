@@ -17,7 +17,7 @@ import pytest
 from providers import eventlog
 from providers.base import TierSpec
 from providers.eventlog import BLOCK, BLOCK_CHARS, CACHE_BLOCKS, EventLog
-from providers.events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage
+from providers.events import Delta, DeltaRun, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage
 
 TEXTS = ("plain", " é", "日本語", "🙂 emoji", "\ud800 lone", "", "tab\tand\nnewline", "\x00nul")
 """Multi-byte characters (two, three and four bytes), a lone surrogate a JSON stream can carry, empty text."""
@@ -299,3 +299,35 @@ def test_lists_of_deltas_kept_at_once_read_back_as_kept_one_by_one() -> None:
         at, size = at + size, size % 300 + 7
     assert list(at_once) == list(one_by_one) == events
     assert at_once._starts == one_by_one._starts  # the same blocks
+
+
+def test_runs_of_deltas_go_in_column_by_column_and_read_back_as_kept_one_by_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A synthetic lane's runs (``DeltaRun``: columns, no ``Delta`` made) go in as columns, cut where keeping them one
+    by one ends a block (its event count, or its characters); a run the columns cannot hold (a count above a byte's,
+    a text longer than a block's) is kept delta by delta. Either way the same events, in the same blocks."""
+    big = BLOCK_CHARS // 3
+    runs = [DeltaRun([i * 1e-3 + j * 1e-5 for j in range(n)], [f"w{i}.{j}" for j in range(n)],
+                     ("content", "reasoning", "tool_args")[i % 3], [(i + j) % 128 for j in range(n)])
+            for i, n in enumerate([2, 300, 4000, 5, 4096, 77] * 3)]
+    runs.insert(7, DeltaRun([5.0] * 4, ["x" * big] * 4, "content", [1] * 4))  # a block ends on characters
+    columned = len(runs)
+    runs.append(DeltaRun([6.0, 6.1], ["a", "b"], "content", [1, 128]))  # a count over a byte
+    runs.append(DeltaRun([6.2, 6.3], ["a", "y" * (BLOCK_CHARS + 1)], "content", [1, 1]))  # a text over a block
+    one_by_one, at_once = EventLog(), EventLog()
+    for run in runs:
+        for event in run:
+            one_by_one.append(event)
+    kept_alone: list[Event] = []
+    real_append = EventLog.append
+
+    def noted(log: EventLog, event: Event) -> None:
+        kept_alone.append(event)
+        real_append(log, event)
+
+    monkeypatch.setattr(EventLog, "append", noted)
+    for run in runs:
+        at_once.extend(run)
+    assert kept_alone == [*runs[columned], *runs[columned + 1]]
+    assert at_once._starts == one_by_one._starts and len(at_once._starts) >= 6
+    assert list(at_once) == list(one_by_one) == [event for run in runs for event in run]

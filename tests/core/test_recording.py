@@ -356,3 +356,56 @@ def test_a_buffered_recording_is_byte_for_byte_the_unbuffered_one(tmp_path: Path
     assert b"teamsecretvalue42" not in bodies[0] and bodies[0].count(b"\n") == len(events)
     assert b"teamsecretvalue42" not in bodies[2] and bodies[2].count(b"\n") == len(events) + 3
     assert b'"run":1,"kind":"delta","t":0.2' in bodies[0]
+
+
+def test_runs_of_deltas_are_written_byte_for_byte_as_their_deltas_one_by_one(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A synthetic lane's runs (``DeltaRun``, made into lines column by column once their texts are known to hold
+    nothing to mask): the same bytes as each delta written at once, with texts new and seen, one count and several,
+    a secret value and a credential's shape in a text, every channel, and the next run."""
+    from providers.events import DeltaRun
+
+    monkeypatch.setenv("TOKRACE_REC_KEY", FAKE_KEY)
+    tier = TierSpec(name="t", provider="synthetic", model="m", api_key_env="TOKRACE_REC_KEY",
+                    options={"headers": {"x-team": "teamsecretvalue42"}})
+    words = [" plain", " é\u2028\"quoted\"", " other", "\n"]
+    runs = [DeltaRun([0.125, 0.25], words[:2], "content", [1, 1]),
+            DeltaRun([0.5, 0.625, 0.75], [words[0], words[1], words[0]], "content", [1, 1, 1]),  # all seen
+            DeltaRun([1.0, 1.1, 1.2 + 1e-9, 1.3], words, "reasoning", [1, 2, 1, 3]),  # several counts
+            DeltaRun([1.5, 1.6], [words[0], f" {FAKE_KEY}"], "content", [1, 1]),  # a secret value
+            DeltaRun([1.7, 1.8], [words[0], f" {FAKE_KEY}"], "tool_args", [1, 1]),  # seen: masked again
+            DeltaRun([1.9, 2.0], [" Authorization: Bearer abcdef0123456789", words[2]], "content", [1, 1]),
+            DeltaRun([2.1, 2.2], [words[0], " teamsecretvalue42"], "content", [1, 1]),  # a header's value
+            DeltaRun([2.3, 2.4], [words[0], " teamsecretvalue42"], "content", [1, 1]),  # seen: masked again
+            DeltaRun([2.5, 1e7 - 0.5], [words[2], words[0]], "reasoning", [1, 1])]
+    made: list[bool] = []
+    run_lines = Recorder._run_lines
+
+    def noted(recorder: Recorder, lane: int, run: int, deltas: DeltaRun) -> str | None:
+        lines = run_lines(recorder, lane, run, deltas)
+        made.append(lines is not None)
+        return lines
+
+    monkeypatch.setattr(Recorder, "_run_lines", noted)
+    bodies = []
+    for buffered in (False, True):
+        path = tmp_path / f"{buffered}.jsonl"
+        recorder = Recorder(path, "Why?", [tier], buffered=buffered)
+        for i, run in enumerate(runs):
+            if i == len(runs) - 1:
+                recorder.run = 1
+            if buffered:
+                recorder.on_deltas(i % 2, run)
+                if i == 3:
+                    recorder.flush()
+            else:
+                for delta in run:
+                    recorder(i % 2, delta)
+        recorder.close()
+        bodies.append(path.read_bytes().partition(b"\n")[2])
+    assert made == [False, True, False, False, False, False, False, False, True]  # column by column where it can be
+    assert bodies[0] == bodies[1]
+    assert bodies[0].count(b"\n") == sum(len(run) for run in runs)
+    assert FAKE_KEY.encode() not in bodies[0] and b"abcdef0123456789" not in bodies[0]
+    assert b"teamsecretvalue42" not in bodies[0] and bodies[0].count(b"[redacted]") == 5
+    assert b'"run":1,"kind":"delta","t":9999999.5,"text":" plain","channel":"reasoning","tokens":1}\n' in bodies[0]

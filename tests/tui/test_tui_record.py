@@ -215,6 +215,42 @@ async def test_on_the_real_clock_the_recorder_is_flushed_on_the_loops_timer_with
     assert steps <= flushes + 2
 
 
+async def test_on_the_real_clock_the_flusher_wakes_on_the_offline_lanes_grid(tmp_path: Path) -> None:
+    """On a clock with the lanes' coarse grid (the real clock's ``sleep_until_coarse``) the flusher waits on it, a
+    tick ahead each time, so the event loop wakes once for the lanes and the flush."""
+    recorder = Recorder(tmp_path / "r.jsonl", "p", demo_tiers(), buffered=True)
+    asked: list[float] = []
+    flushed: list[int] = []
+
+    class GridClock:
+        virtual = False
+        moment = 100.0
+
+        def now(self) -> float:
+            return self.moment
+
+        async def sleep_until_coarse(self, t: float) -> float:
+            asked.append(t)
+            if len(asked) > 3:
+                raise asyncio.CancelledError
+            self.moment = t + 0.01  # the grid point after it
+            return self.moment
+
+    flush = recorder.flush
+
+    def counted_flush() -> None:
+        flushed.append(len(asked))
+        flush()
+
+    recorder.flush = counted_flush  # type: ignore[method-assign]
+    with pytest.raises(asyncio.CancelledError):
+        await runner.RaceRunner._flush_every(None, recorder, GridClock())  # type: ignore[arg-type]
+    assert asked == pytest.approx([100.0 + FLUSH_EVERY_S, 100.01 + 2 * FLUSH_EVERY_S, 100.02 + 3 * FLUSH_EVERY_S,
+                                   100.03 + 4 * FLUSH_EVERY_S])
+    assert flushed == [1, 2, 3]
+    recorder.close()
+
+
 async def test_a_recording_that_cannot_be_opened_is_one_notification_and_the_race_runs(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     path = tmp_path / "a-file" / "talk.jsonl"
