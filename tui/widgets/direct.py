@@ -8,6 +8,8 @@ line filters applied; :class:`DirectLines` hands them over so, and draws through
 
 from __future__ import annotations
 
+from typing import Final
+
 from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
@@ -27,7 +29,7 @@ def plain(widget: Widget) -> bool:
             and not (styles.has_rule("hatch") and styles.hatch != "none"))
 
 
-STYLE_FILTERS: tuple[type[LineFilter], ...] = (ANSIToTruecolor, DimFilter, Monochrome, NoColor)
+STYLE_FILTERS: Final[tuple[type[LineFilter], ...]] = (ANSIToTruecolor, DimFilter, Monochrome, NoColor)
 """Textual's line filters that change each segment's style by that style alone (and the background), never its
 text: a line drawn in styles already filtered is the line filtered."""
 
