@@ -146,10 +146,12 @@ class RealClock:
         self._yielded = now
         return now
 
-    async def sleep_until_coarse(self, t: float) -> float:
+    async def sleep_until_coarse(self, t: float, cells: int = 1) -> float:
         """Wait until ``t`` or up to COARSE_WAKE_S after it, on the event loop's own timer (no thread, no spinning),
         and return the moment of waking. Sleepers wake on a shared grid of COARSE_WAKE_S, so lanes wake together,
-        and a lane streaming faster than the grid hands over every event due by then in one go.
+        and a lane streaming faster than the grid hands over every event due by then in one go. ``cells`` wakes on
+        every ``cells``-th point of the grid only (the screen's frames and the recorder's flushes, every other one:
+        they wake together too, with the lanes).
 
         For lanes that stamp their events at the times they planned (synthetic, replay): how late they wake
         changes none of their figures, only when the screen gets them (a few milliseconds; a frame is 33).
@@ -157,7 +159,8 @@ class RealClock:
         A moment that came due since the last grid point waits for the next one too: a lane that wakes, hands over
         what is due and finds its next moment passed meanwhile (while it handed over) goes back to sleep rather
         than waking twice per grid point. A moment due before that (a lane behind its schedule) is due at once."""
-        wake = math.ceil(t / COARSE_WAKE_S) * COARSE_WAKE_S
+        step = COARSE_WAKE_S * cells
+        wake = math.ceil(t / step) * step
         now = time.perf_counter()
         if wake <= now:
             return await self._due(now)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from providers import tokens
 from providers.base import Provider, TierSpec, TurnRequest
-from providers.clock import Clock
+from providers.clock import COARSE_WAKE_S, Clock
 from providers.events import Event, Request, is_loop_end
 from providers.live import LiveLane, LiveRace
 from providers.race import Listener, Race, one_line, prepare_providers
@@ -269,19 +269,20 @@ class RaceRunner:
     async def _flush_every(self, recorder: Recorder, clock: Clock) -> None:
         """Write what the recorder kept, every tick of race time, until the race ends (or a write fails).
 
-        On the real clock it wakes on the grid the offline lanes wake on (``RealClock.sleep_until_coarse``: the
-        first grid point a tick from now, 64 ms apart), on the event loop's own timer: a flush needs no precise
-        moment, and the event loop then wakes once for the lanes and the flush (a wake-up of the process costs
-        about 0.2 ms of CPU on a VM: 20 flushes a second of their own were 0.3 % of a core). The clock's precise
-        sleep would wake a thread and then yield to the loop for its last fraction of a millisecond (about a
-        thousand loop passes a second, 0.7 % of a core)."""
+        On the real clock it wakes on the grid the offline lanes, the screen's frames and an HTTP lane's looks at
+        its socket wake on (``RealClock.sleep_until_coarse``: the first point at least half a cell from now, so
+        32 ms apart, never more than 48 ms), on the event loop's own timer: a flush needs no precise moment, and the
+        event loop then wakes once for all of them (a wake-up of the process costs about 0.2 ms of CPU on a VM: 20
+        flushes a second of their own were 0.3 % of a core). The clock's precise sleep would wake a thread and then
+        yield to the loop for its last fraction of a millisecond (about a thousand loop passes a second, 0.7 % of a
+        core)."""
         t = clock.now()
         coarse = getattr(clock, "sleep_until_coarse", None)
         while True:
             if clock.virtual:
                 t = await clock.sleep_until(t + FLUSH_EVERY_S)
             elif coarse is not None:
-                await coarse(clock.now() + FLUSH_EVERY_S)
+                await coarse(clock.now() + COARSE_WAKE_S / 2)  # the next point: 32 ms on, at most 48
             else:
                 await asyncio.sleep(FLUSH_EVERY_S)
             try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import math
 import os
 import queue
 import socket
@@ -36,7 +37,7 @@ from typing import Any, Final
 
 import httpcore
 
-from ..clock import SO_TIMESTAMPNS, TIMESPEC, packet_time
+from ..clock import COARSE_WAKE_S, SO_TIMESTAMPNS, TIMESPEC, packet_time
 
 READ_SIZE: Final[int] = 64 * 1024
 SMALL_WRITE: Final[int] = 64 * 1024
@@ -44,19 +45,32 @@ SMALL_WRITE: Final[int] = 64 * 1024
 worker thread so that a slow peer never blocks the event loop."""
 
 
-HAND_OVER_S: Final[float] = 0.016
-"""After a connection's reads were handed over, the event loop looks for the next ones by itself this much later
-instead of being woken by the reader thread per packet (each read keeps its own stamp, so no figure moves; a
-lane's text reaches the screen up to this much later, a quarter of one 67 ms frame, and the live gauge allows for
-it: ``live.DELIVERY_LAG_S``). 4 ms cost a lane at 750 tok/s about 1.5 % of a core more on a VM."""
+HAND_OVER_S: Final[float] = COARSE_WAKE_S / 2
+"""After a connection's reads were handed over, the event loop looks for the next ones by itself about this much
+later (16 ms, at the next point of a grid the process shares: :func:`next_look`) instead of being woken by the
+reader thread per packet (each read keeps its own stamp, so no figure moves; a lane's text reaches the screen up
+to 24 ms later, well within one 64 ms frame, and the live gauge allows for it: ``live.DELIVERY_LAG_S``). 4 ms cost
+a lane at 750 tok/s about 1.5 % of a core more on a VM."""
+
+
+def next_look(now: float, every: float) -> float:
+    """When the event loop next looks at a connection's reads, looking every ``every`` (:data:`HAND_OVER_S`,
+    :data:`PACE_S`): at the first multiple of ``every`` at least half of it after ``now``, so in a steady stream
+    exactly ``every`` after the look before. The looks are on a grid the whole process shares (the loop's clock is
+    ``perf_counter``'s, and the offline lanes, the screen's frames and the recorder's flushes wake on multiples of
+    ``COARSE_WAKE_S``, two of these steps): they wake the process together, not each at a moment of its own (a
+    wake-up costs about 0.2 ms of CPU on a VM)."""
+    return math.ceil((now + every / 2) / every) * every
+
 
 READ_SLICE_S: Final[float] = 0.002
 """A reader that keeps finding bytes already there (a stream faster than the loop parses it) still lets the event
 loop run this often: the screen, the other lanes and timers are never held for a whole stream."""
 
 
-PACE_S: Final[float] = 0.016
-"""While reads are paced, the event loop looks for bytes this often (a screen draws every 67 ms)."""
+PACE_S: Final[float] = COARSE_WAKE_S / 2
+"""While reads are paced, the event loop looks for bytes this often (16 ms, on the grid of :func:`next_look`; a
+screen draws every 64 ms)."""
 
 FAST_READ_S: Final[float] = 0.002
 PACE_AFTER: Final[int] = 16
@@ -284,7 +298,7 @@ class StampedStream(httpcore.AsyncNetworkStream):
                 delay, self._fresh = PACE_S, False  # (the first look is a whole pace after the hand-over)
             if delay > 0:
                 self._ticking = True
-                self._tick_handle = self.loop.call_later(delay, self._tick)
+                self._tick_handle = self.loop.call_at(next_look(self.loop.time(), delay), self._tick)
 
     def _tick(self) -> None:
         self._ticking = False  # before looking: a read handed over from now on wakes the loop itself

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import pytest
@@ -261,6 +262,19 @@ async def test_a_coarse_real_sleeper_never_wakes_before_its_deadline() -> None:
     stamps = await asyncio.gather(*(clock.sleep_until_coarse(t) for t in deadlines))
     assert all(stamp >= t for stamp, t in zip(stamps, deadlines, strict=True))
     assert await clock.sleep_until_coarse(clock.now() - 1.0) < clock.now()  # already due: at once
+
+
+async def test_a_coarse_sleeper_on_every_other_point_wakes_at_its_point_of_the_grid_or_after() -> None:
+    """``cells=2`` (the screen's frames, the recorder's flushes) wakes at the first point of the coarse grid that is
+    even (a multiple of two cells) at or after the deadline, never before: where lanes on the grid wake too."""
+    from providers.clock import COARSE_WAKE_S
+
+    clock = RealClock()
+    step = 2 * COARSE_WAKE_S
+    for ahead in (0.001, COARSE_WAKE_S, 1.5 * COARSE_WAKE_S):
+        t = clock.now() + ahead
+        woke = await clock.sleep_until_coarse(t, cells=2)
+        assert woke >= math.ceil(t / step) * step >= t
 
 
 async def test_a_coarse_lane_clock_waits_coarsely_where_the_base_can_and_precisely_elsewhere() -> None:

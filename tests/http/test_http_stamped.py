@@ -4,6 +4,7 @@ plain HTTP and TLS both; connections are reused between turns."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import ssl
 import time
@@ -243,3 +244,21 @@ async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamp
     finally:
         await stream.aclose()
         await shut(server, writer)
+
+
+def test_the_loops_looks_at_a_connection_are_on_a_grid_the_lanes_frames_and_flushes_share() -> None:
+    """A look comes at the first multiple of its step at least half a step ahead: a steady stream's looks are
+    exactly a step apart, and every coarse grid point (where offline lanes, frames and flushes wake) is one of them."""
+    from providers.clock import COARSE_WAKE_S
+    from providers.http.transport import HAND_OVER_S, PACE_S, next_look
+
+    for every in (HAND_OVER_S, PACE_S):
+        assert COARSE_WAKE_S / every == 2
+        for now in (1000.0, 1000.0001, 1000.0079, 1000.0081, 1000.0159):
+            look = next_look(now, every)
+            assert now + every / 2 <= look < now + 1.5 * every
+            assert round(look / every) * every == look
+        steady = [next_look(1000.0 + 0.0004, every)]
+        for _ in range(5):
+            steady.append(next_look(steady[-1] + 0.0007, every))  # woken 0.7 ms late each time
+        assert [round(b - a, 9) for a, b in itertools.pairwise(steady)] == [every] * 5

@@ -311,3 +311,24 @@ async def test_sizes_and_repaints_worked_out_once_a_layout_are_textuals() -> Non
         await pilot.pause()
         assert content_size(tail) == tail.size
         check()
+
+
+async def test_a_frame_draws_what_it_moved_at_once_without_waking_the_screens_update_timer() -> None:
+    """A race frame repaints what moved and the screen's update runs inside the frame: the changes are written when
+    the frame ends, and Textual's update timer is left paused (no wake-up of the process of its own per frame)."""
+    app, clock = demo_app([TierSpec(name="fast", provider="synthetic", model="m",
+                                    options={"ttft_ms": 50, "tok_s": 300, "seed": 4})])
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen, _, updates = race_compositor(app)
+        await app.runner.wait_started()
+        origin = app.runner.race.origin if app.runner.race else 0.0
+        screen.sample(force=True)
+        await pilot.pause()
+        screen._on_timer_update()
+        for frame in range(1, 6):
+            await clock.advance_to(origin + frame / 15)
+            updates.clear()
+            screen.sample()
+            assert updates, frame  # written inside the frame, before anything else runs
+            assert not screen._dirty_widgets and not screen._update_timer._active.is_set(), frame
+            assert not screen.frame_open

@@ -61,3 +61,26 @@ async def test_the_last_frames_of_a_race_show_the_end_of_its_text(monkeypatch: p
         text = "".join(text for _, text in runner.live.lanes[0].tail(4000)).rstrip()
         assert shown and text.endswith(shown[-1])
         assert len(text.split()) > len(shown)  # more text than fits: the tail shows its end, not its start
+
+
+async def test_frames_wake_on_every_other_point_of_the_lanes_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The frame timer waits on the real clock's coarse grid (every other point: where the offline lanes, the
+    recorder and the HTTP lanes' looks wake too), a frame's time ahead less a cell, and draws a frame each time."""
+    from providers.clock import COARSE_WAKE_S, RealClock
+
+    asked: list[tuple[float, int]] = []
+    drawn: list[int] = []
+
+    async def noted(clock: RealClock, t: float, cells: int = 1) -> float:
+        asked.append((t - clock.now(), cells))
+        if len(asked) > 3:
+            raise asyncio.CancelledError
+        return clock.now()
+
+    monkeypatch.setattr(RealClock, "sleep_until_coarse", noted)
+    screen = RaceScreen.__new__(RaceScreen)
+    monkeypatch.setattr(RaceScreen, "sample", lambda self, force=False: drawn.append(len(asked)))
+    with pytest.raises(asyncio.CancelledError):
+        await screen._frames(FRAME_HZ)
+    assert [cells for _, cells in asked] == [2] * 4 and drawn == [1, 2, 3]
+    assert all(ahead == pytest.approx(1 / FRAME_HZ - COARSE_WAKE_S, abs=1e-3) for ahead, _ in asked)

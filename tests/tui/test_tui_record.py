@@ -216,8 +216,10 @@ async def test_on_the_real_clock_the_recorder_is_flushed_on_the_loops_timer_with
 
 
 async def test_on_the_real_clock_the_flusher_wakes_on_the_offline_lanes_grid(tmp_path: Path) -> None:
-    """On a clock with the lanes' coarse grid (the real clock's ``sleep_until_coarse``) the flusher waits on it, a
-    tick ahead each time, so the event loop wakes once for the lanes and the flush."""
+    """On a clock with the lanes' coarse grid (the real clock's ``sleep_until_coarse``) the flusher waits on it, at
+    least half a cell ahead each time, so the event loop wakes once for the lanes and the flush."""
+    from providers.clock import COARSE_WAKE_S
+
     recorder = Recorder(tmp_path / "r.jsonl", "p", demo_tiers(), buffered=True)
     asked: list[float] = []
     flushed: list[int] = []
@@ -245,8 +247,8 @@ async def test_on_the_real_clock_the_flusher_wakes_on_the_offline_lanes_grid(tmp
     recorder.flush = counted_flush  # type: ignore[method-assign]
     with pytest.raises(asyncio.CancelledError):
         await runner.RaceRunner._flush_every(None, recorder, GridClock())  # type: ignore[arg-type]
-    assert asked == pytest.approx([100.0 + FLUSH_EVERY_S, 100.01 + 2 * FLUSH_EVERY_S, 100.02 + 3 * FLUSH_EVERY_S,
-                                   100.03 + 4 * FLUSH_EVERY_S])
+    half = COARSE_WAKE_S / 2  # the first grid point at least half a cell ahead: every point, 32 ms apart
+    assert asked == pytest.approx([100.0 + half, 100.01 + 2 * half, 100.02 + 3 * half, 100.03 + 4 * half])
     assert flushed == [1, 2, 3]
     recorder.close()
 

@@ -231,15 +231,16 @@ class RaceScreen(Screen[None]):
 
     async def _frames(self, hz: int) -> None:
         """The frame timer: a frame ``hz`` times a second (at 15 Hz, 64 ms apart), at moments on the grid the
-        offline lanes and the recorder wake on (``RealClock.sleep_until_coarse``), on the event loop's own timer.
+        offline lanes, the recorder and an HTTP lane's looks at its socket wake on (``RealClock.sleep_until_coarse``,
+        every other point of it, as the recorder), on the event loop's own timer.
 
         The process then wakes once for all of them, and each frame draws at once (:meth:`sample` runs the screen's
         update itself): Textual's timers would wake it at moments of their own, its screen update a second time per
         frame, and a wake-up of the process costs about 0.2 ms of CPU on a VM (three a frame were 1 % of a core)."""
         clock = RealClock()
-        ahead = 1 / hz - COARSE_WAKE_S / 2  # the first grid point at least this far ahead: 1 / hz, on the grid
+        ahead = 1 / hz - COARSE_WAKE_S  # the first point at least this far ahead: 1 / hz, on the grid
         while True:
-            await clock.sleep_until_coarse(clock.now() + ahead)
+            await clock.sleep_until_coarse(clock.now() + ahead, cells=2)
             self.sample()
 
     def _unchanged(self, now: float, force: bool) -> bool:
