@@ -108,8 +108,12 @@ _PLAIN_CHANNELS: Final[frozenset[str]] = frozenset({"content", "reasoning", "too
 """Delta channels whose line, apart from its text, holds nothing :func:`redact` looks for (see
 :meth:`Recorder._line`)."""
 
-PLAIN_TEXTS_KEPT: Final[int] = 65_536
-"""How many distinct delta texts a recorder remembers as holding nothing to mask (then it starts over)."""
+PLAIN_TEXTS_KEPT: Final[int] = 16_384
+PLAIN_TEXT_CHARS: Final[int] = 64
+"""How many distinct delta texts, each of at most how many characters, a recorder remembers as holding nothing to
+mask (then it starts over): a stream's words repeat (a synthetic lane's few hundred); a longer text (an HTTP read's
+joined chunks) hardly ever does, and a kilobyte each, with its JSON, over a long fast race, was 130 MB (now ~5 MB at
+most)."""
 
 
 class Recorder:
@@ -228,9 +232,10 @@ class Recorder:
             text = encode_basestring(event.text)
             if not shapes_free(text):
                 return redact(_delta_line(lane, run, event, text), self._secrets)
-            if len(self._plain) >= PLAIN_TEXTS_KEPT:
-                self._plain.clear()
-            self._plain[event.text] = text
+            if len(event.text) <= PLAIN_TEXT_CHARS:
+                if len(self._plain) >= PLAIN_TEXTS_KEPT:
+                    self._plain.clear()
+                self._plain[event.text] = text
         line = _delta_line(lane, run, event, text)
         for secret in self._secrets:
             if secret in line:

@@ -38,3 +38,18 @@ def test_remembered_texts_are_written_as_the_slow_path_writes_them_and_shapes_ar
     lines = _lines(tmp_path / "r.jsonl")
     assert lines == [redact(event_line(0, 0, delta), []) for delta in deltas]
     assert all("ABCDEFGHIJKLMNOP" not in line for line in lines)
+
+
+def test_only_short_texts_are_remembered_so_a_long_fast_race_keeps_the_memo_small(tmp_path: Path) -> None:
+    """An HTTP lane's paced reads join a read's chunks into one delta of a kilobyte or so, hardly ever seen twice:
+    such texts are written as always but not remembered (they were, up to 65,536 of them: 130 MB)."""
+    tier = TierSpec(name="a", provider="openai", model="m")
+    recorder = Recorder(tmp_path / "r.jsonl", "Why?", [tier], buffered=True)
+    long_texts = [f" read {i} " + "word " * 200 for i in range(300)]
+    deltas = [Delta(0.01 * i, text, "content", None, 190) for i, text in enumerate(long_texts)]
+    deltas += [Delta(5.0 + 0.01 * i, text, "content", 1) for i, text in enumerate([" a", " b", " a"])]
+    recorder.on_deltas(0, deltas)
+    recorder.close()
+    assert set(recorder._plain) == {" a", " b"}
+    assert _lines(tmp_path / "r.jsonl") == [redact(event_line(0, 0, delta), []) for delta in deltas]
+    assert max(map(len, recorder._plain)) <= recording.PLAIN_TEXT_CHARS

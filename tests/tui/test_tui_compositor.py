@@ -262,6 +262,57 @@ async def test_a_repaint_draws_what_a_refresh_draws_without_a_message() -> None:
         repaint(detached)  # on no screen: no error, Textual's refresh
 
 
+async def test_sizes_and_repaints_worked_out_once_a_layout_are_textuals() -> None:
+    """The race screen's compositor keeps each shown widget's size and content offset for the layout: what
+    ``widget.size`` says, after a resize and after a style that changes the gutter (before and after the layout
+    it asks for); and :func:`repaint` marks the same regions dirty as Textual's own ``_set_dirty`` would."""
+    from textual.geometry import Region
+    from textual.widget import Widget
+
+    from tui.compositor import content_size, repaint
+
+    app, clock = demo_app(demo_tiers())
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen, compositor, _ = race_compositor(app)
+        await app.runner.wait_started()
+        await clock.advance(1.0)
+        screen.sample(force=True)
+        await pilot.pause()
+
+        def check() -> int:
+            asked = 0
+            for widget in screen.query(Widget):
+                assert content_size(widget) == widget.size, widget
+                if compositor.geometry(widget) is None:
+                    continue
+                asked += 1
+                width, height = widget.size
+                for regions in ((), (Region(0, 0, width, 1),), (Region(1, height - 1, max(width - 2, 1), 1),)):
+                    widget._dirty_regions.clear()
+                    widget._repaint_regions.clear()
+                    repaint(widget, *regions)
+                    ours = (set(widget._dirty_regions), set(widget._repaint_regions))
+                    widget._dirty_regions.clear()
+                    widget._repaint_regions.clear()
+                    widget._set_dirty(*regions)
+                    assert ours == (set(widget._dirty_regions), set(widget._repaint_regions)), (widget, regions)
+            return asked
+
+        assert check() > 10
+        await pilot.resize_terminal(100, 30)
+        screen.sample(force=True)
+        await pilot.pause()
+        assert check() > 10
+        tail = screen.views[0].tail
+        before = content_size(tail)
+        tail.styles.padding = (1, 3)  # a new gutter: the size changes now, and again once laid out
+        assert content_size(tail) == tail.size != before
+        check()
+        await pilot.pause()
+        assert content_size(tail) == tail.size
+        check()
+
+
 async def test_a_frame_draws_what_it_moved_at_once_without_waking_the_screens_update_timer() -> None:
     """A race frame repaints what moved and the screen's update runs inside the frame: the changes are written when
     the frame ends, and Textual's update timer is left paused (no wake-up of the process of its own per frame)."""

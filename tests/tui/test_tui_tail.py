@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.segment import Segment
+from rich.style import Style
+from rich.terminal_theme import DEFAULT_TERMINAL_THEME
 from textual.app import App, ComposeResult
+from textual.color import Color
+from textual.filter import ANSIToTruecolor, DimFilter, LineFilter, Monochrome, NoColor
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -17,6 +22,7 @@ from textual.widget import Widget
 from providers.base import TierSpec
 from providers.events import Delta, Request
 from providers.live import LiveLane
+from tui.widgets.direct import filtered_styles
 from tui.widgets.printable import printable
 from tui.widgets.tail import Line, TailText, Wrapper, joined, wrap
 
@@ -221,13 +227,47 @@ async def test_the_tail_draws_no_control_character() -> None:
     assert all(ch.isprintable() for line in shown for ch in line)
 
 
-async def test_lines_drawn_directly_are_the_lines_textual_would_draw() -> None:
+class Shout(LineFilter):
+    """A line filter Textual does not ship: it changes text, not only styles (lines must be filtered one by one)."""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        return [Segment(text.upper(), style, control) for text, style, control in segments]
+
+
+STYLES = {"plain": Style(bgcolor="#000000"), "dim": Style(dim=True, color="#ff0000", bgcolor="#203040"),
+          "both": Style(color="bright_green", bgcolor="blue"),
+          "rgb": Style(color="#102030", italic=True, bgcolor="black")}
+"""Styles as a widget draws in (a background always: Textual's dimming needs one)."""
+
+
+@pytest.mark.parametrize("filters", [(), (ANSIToTruecolor(DEFAULT_TERMINAL_THEME),), (Monochrome(),), (NoColor(),),
+                                     (DimFilter(),), (ANSIToTruecolor(DEFAULT_TERMINAL_THEME), DimFilter())])
+def test_styles_filtered_once_are_what_each_segment_filtered_gets(filters: tuple[LineFilter, ...]) -> None:
+    background = Color(10, 20, 30)
+    filtered = filtered_styles(STYLES, filters, background)
+    assert filtered is not None
+    for name, style in STYLES.items():
+        segments = [Segment("text", style)]
+        for line_filter in filters:
+            segments = line_filter.apply(segments, background)
+        assert segments == [Segment("text", filtered[name])], name
+
+
+def test_a_filter_that_may_change_more_than_styles_filters_each_line() -> None:
+    assert filtered_styles(STYLES, (ANSIToTruecolor(DEFAULT_TERMINAL_THEME), Shout()), Color(0, 0, 0)) is None
+
+
+@pytest.mark.parametrize("extra", [(), (Monochrome(),), (DimFilter(),), (Shout(),)])
+async def test_lines_drawn_directly_are_the_lines_textual_would_draw(extra: tuple[LineFilter, ...]) -> None:
+    """Under the app's own filters and more (in styles filtered once, or each line filtered when a filter may do
+    more than restyle)."""
     lane = LiveLane(TierSpec(name="t", provider="synthetic", model="m"))
     lane.on_event(Request(t=0.0))
     for i, (channel, text) in enumerate([("reasoning", "thinking it over "), ("content", "the answer, "),
                                          ("tool_args", '{"path": "x"}'), ("meta", "\n\n"), ("content", "速度 more")]):
         lane.on_event(Delta(t=0.1 * (i + 1), text=text, channel=channel))  # type: ignore[arg-type]
     app = TailApp(lane)
+    app._filters += extra
     async with app.run_test(size=(24, 8)):
         tail = app.tail
         tail.sync()
@@ -237,3 +277,5 @@ async def test_lines_drawn_directly_are_the_lines_textual_would_draw() -> None:
             through_textual = Widget.render_lines(tail, crop)  # Textual's own per-line styling pipeline
             assert [list(strip) for strip in direct] == [list(strip) for strip in through_textual]
             assert any(strip.text.strip() for strip in direct)
+            tail.render_lines(crop)
+            assert (tail._filtered_map is None) == any(isinstance(f, Shout) for f in extra)  # which way it drew

@@ -8,11 +8,17 @@ line filters applied; :class:`DirectLines` hands them over so, and draws through
 
 from __future__ import annotations
 
+from typing import Final
+
+from rich.segment import Segment
+from rich.style import Style
 from textual.color import Color
-from textual.filter import LineFilter
+from textual.filter import ANSIToTruecolor, DimFilter, LineFilter, Monochrome, NoColor
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
+
+from ..compositor import content_size
 
 
 def plain(widget: Widget) -> bool:
@@ -21,6 +27,27 @@ def plain(widget: Widget) -> bool:
     return (not any(styles.gutter) and not any(edge for edge, _ in styles.outline) and not styles.tint.a
             and styles.text_opacity == 1 and widget.opacity == 1
             and not (styles.has_rule("hatch") and styles.hatch != "none"))
+
+
+STYLE_FILTERS: Final[tuple[type[LineFilter], ...]] = (ANSIToTruecolor, DimFilter, Monochrome, NoColor)
+"""Textual's line filters that change each segment's style by that style alone (and the background), never its
+text: a line drawn in styles already filtered is the line filtered."""
+
+
+def filtered_styles(styles: dict[str, Style], filters: tuple[LineFilter, ...], background: Color | None,
+                    ) -> dict[str, Style] | None:
+    """``styles`` with the app's ``filters`` applied to each, as they would apply to a segment in that style; ``None``
+    when a filter may do more than change styles one by one (then it must filter each line as drawn)."""
+    if not all(type(line_filter) in STYLE_FILTERS for line_filter in filters):
+        return None
+    out = {}
+    for name, style in styles.items():
+        segments = [Segment(" ", style)]
+        for line_filter in filters:
+            segments = line_filter.apply(segments, background)  # type: ignore[arg-type]
+        filtered = segments[0].style
+        out[name] = filtered if filtered is not None else style
+    return out
 
 
 Look = tuple[bool, tuple[LineFilter, ...], Color | None]
@@ -64,7 +91,7 @@ class DirectLines(Widget):
                 for line_filter in filters:
                     strip = strip.apply_filter(line_filter, background)  # type: ignore[arg-type]  # kept on the strip
                 strips[index] = strip
-        if crop.column_span != (0, self.size.width):
+        if crop.column_span != (0, content_size(self).width):
             x1, x2 = crop.column_span
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips

@@ -14,7 +14,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from ..compositor import repaint
+from ..compositor import content_size, repaint
 from .direct import DirectLines
 from .palette import palette
 
@@ -77,7 +77,7 @@ class Gauge(DirectLines):
         repaint(self)
 
     def render_line(self, y: int) -> Strip:
-        width, height = self.size
+        width, height = content_size(self)
         base = self.visual_style.rich_style
         pal = palette(self.app)
         track = base + Style(dim=True)

@@ -16,6 +16,7 @@ from textual.widgets import Static
 
 from providers.live import SOURCE_MARK, LiveLane
 
+from ..compositor import content_size
 from .frame_static import FrameStatic
 from .gauge import Gauge
 from .printable import printable
@@ -202,7 +203,7 @@ class LaneView(Vertical):
             self._show_final(lane)
         if slow:
             value, label = gauge_reading(lane, now)
-            self.gauge.set(value, label, scale, lane.history_rates(now, max(self.gauge.size.width, 1)))
+            self.gauge.set(value, label, scale, lane.history_rates(now, max(content_size(self.gauge).width, 1)))
             self.stats.update(figures(lane, now), layout=False)
 
     def _show_final(self, lane: LiveLane) -> None:

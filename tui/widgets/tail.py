@@ -24,8 +24,8 @@ from textual.widget import Widget
 
 from providers.live import LiveLane
 
-from ..compositor import repaint
-from .direct import look, plain
+from ..compositor import content_size, repaint
+from .direct import filtered_styles, look, plain
 from .palette import palette
 from .printable import printable
 
@@ -297,10 +297,14 @@ class TailText(Widget):
         self._blank: Strip | None = None
         """A line below the text, as drawn."""
         self._look_memo: list[object] = []
-        self._pass: tuple[int, Style, dict[str, Style], range, tuple[LineFilter, ...], Color | None] = (
-            0, Style(), {}, range(0), (), None)
+        self._filtered_map: dict[str, Style] | None = None
+        """The channel styles (and the base's, as "") with the app's filters applied, for the filters of the last
+        key; ``None`` when the filters must apply to each line as drawn (see :func:`.direct.filtered_styles`)."""
+        self._pass: tuple[int, Style, dict[str, Style], range, tuple[LineFilter, ...], Color | None,
+                          dict[str, Style] | None] = (0, Style(), {}, range(0), (), None, None)
         """What every line of one drawing pass needs: width, base style, channel styles, lines shown, the app's
-        filters to apply and the background they apply on (none when Textual's own pipeline draws the lines)."""
+        filters to apply and the background they apply on (none when Textual's own pipeline draws the lines), and
+        the channel styles already filtered (``None``: filter each line)."""
 
     def bind(self, lane: LiveLane) -> None:
         self.lane = lane
@@ -310,7 +314,7 @@ class TailText(Widget):
     def sync(self) -> None:
         """Catch up with the lane's text, and repaint what that changed: the lines from the first one that
         changed to the bottom while nothing scrolled, every line once it did (or the lane or the size changed)."""
-        size = self.size  # worked out from the layout each time it is asked for: asked once
+        size = content_size(self)
         width, height = size
         top = self._wrapper.dropped + self._shown(height).start
         first = self._update(size)
@@ -401,7 +405,7 @@ class TailText(Widget):
         return range(max(end - height, 0), end)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        size = self.size
+        size = content_size(self)
         if self._layout != (id(self.lane), *size):  # drawn before a sync at this size
             self._update(size)
         base = self.visual_style.rich_style
@@ -409,8 +413,9 @@ class TailText(Widget):
         # the lines as they are, so they go out directly, each drawn once with the app's filters applied (as that
         # pipeline applies them) and kept so.
         plain, filters, background = look(self, self._look_memo)
-        self._pass = (size.width, base, self._styles(base, filters, background), self._shown(size.height), filters,
-                      background)  # once a pass, not once a line
+        styles = self._styles(base, filters, background)
+        self._pass = (size.width, base, styles, self._shown(size.height), filters, background,
+                      self._filtered_map)  # once a pass, not once a line
         if not plain:
             return super().render_lines(crop)
         strips = [self._line(y) for y in crop.line_range]
@@ -425,13 +430,13 @@ class TailText(Widget):
 
     def render_line(self, y: int) -> Strip:
         """A line as Textual's own pipeline asks for it: without the app's filters (that pipeline applies them)."""
-        width, base, _, shown, filters, _ = self._pass
+        width, base, _, shown, filters, _, _ = self._pass
         if filters:  # the lines kept were drawn filtered, to go out directly: draw them as they are
-            self._pass = (width, base, self._styles(base, (), None), shown, (), None)
+            self._pass = (width, base, self._styles(base, (), None), shown, (), None, self._filtered_map)
         return self._line(y)
 
     def _line(self, y: int) -> Strip:
-        width, base, styles, shown, filters, background = self._pass
+        width, base, styles, shown, filters, background, filtered = self._pass
         index = shown.start + y
         if index >= shown.stop:
             if self._blank is None:
@@ -440,8 +445,16 @@ class TailText(Widget):
         strip = self._strips[index]
         if strip is None:
             line = self._wrapper.lines[index]
-            segments = [Segment(text, styles.get(channel, base)) for text, channel in line]
             cells = sum(cell_len(text) for text, _ in line)
+            if cells <= width and filtered is not None:  # in styles already filtered: the line filtered, made once
+                pad = filtered[""]
+                segments = [Segment(text, filtered.get(channel, pad)) for text, channel in line]
+                if cells < width:
+                    segments.append(Segment(" " * (width - cells), pad))
+                strip = Strip(segments, width)
+                self._strips[index] = strip
+                return strip
+            segments = [Segment(text, styles.get(channel, base)) for text, channel in line]
             if cells <= width:  # one strip of the full width, filtered as it is made (not a strip per step)
                 if cells < width:
                     segments.append(Segment(" " * (width - cells), base))
@@ -473,4 +486,5 @@ class TailText(Widget):
                 "tool_args": base + pal.segment("tool"),
                 "meta": base + Style(dim=True),
             }
+            self._filtered_map = filtered_styles({**self._style_map, "": base}, filters, background)
         return self._style_map

@@ -28,7 +28,7 @@ from providers.live import LiveLane
 from providers.metrics import SegmentSpan
 from themes.loader import timeline_row_height
 
-from ..compositor import repaint
+from ..compositor import content_size, repaint
 from .direct import DirectLines
 from .palette import palette
 
@@ -240,7 +240,7 @@ class Timeline(Widget):
         if key[2:] != before[0][2:]:  # another size, style, zoom or row height: everything moves
             self.drawn.refresh()
             return
-        width = self.size.width
+        width = content_size(self).width
         old = before[1]
         changed = [Region(0, y, width, 1) for y, strip in enumerate(strips)
                    if y >= len(old) or (strip is not old[y] and strip != old[y])]
@@ -286,7 +286,7 @@ class Timeline(Widget):
         ended, just the race and room for its end marks (a 127 s loop on a 180 s axis reads as a longer race)."""
         longest = max((lane.elapsed(self.now) for lane in self.lanes), default=self.now)
         if self.lanes and all(lane.finished for lane in self.lanes) and longest > 0:
-            cells = max(self.size.width - LABEL_WIDTH, 1)
+            cells = max(content_size(self).width - LABEL_WIDTH, 1)
             mark = 1 + max(len(f"■ {lane.e2e or 0.0:.2f}s") for lane in self.lanes)  # the end mark and time
             room = cells / (cells - mark) if cells > 3 * mark else FINAL_ROOM
             return fitted_span(longest, room) / self.zoom
@@ -300,7 +300,7 @@ class Timeline(Widget):
 
     def _draw(self) -> tuple[tuple[object, ...], list[Strip]]:
         """Every line above the axis and the axis, drawn once for the rows, time, size, style and zoom of now."""
-        width = self.size.width
+        width = content_size(self).width
         base = self.visual_style.rich_style
         lines = self.lines()
         key = (self.now, self.rows, width, base, palette(self.app), self.zoom, self._lines[1])
