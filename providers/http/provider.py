@@ -679,7 +679,10 @@ class HTTPProvider(Provider):
                     break
                 # each read with its stamp: a hand-over's reads together, else the one read (and the stream's stamp)
                 batch = got if reads is not None else ((got, stream.read_at if stamped else None),)
-                for chunk, read_at in batch:
+                at = 0
+                while at < len(batch):
+                    chunk, read_at = batch[at]
+                    at += 1
                     now = clock.now()
                     # as at_socket(), on the one reading of the clock
                     arrived = now if read_at is None else now - max(time.perf_counter() - read_at, 0.0)
@@ -690,6 +693,11 @@ class HTTPProvider(Provider):
                         break
                     if not seen and len(opening) < _OPENING:  # only a body without events needs its opening
                         opening += chunk[: _OPENING - len(opening)]
+                    if joining and not parser.clean:  # a read that ends an event the one before cut (a read takes
+                        end = chunk.find(b"\n\n") + 2  # 64 KB): that part alone to the parser, and what follows
+                        if 1 < end < len(chunk):        # as a read of its own (same stamp), from an event's start
+                            batch = [*batch[:at], (chunk[end:], read_at), *batch[at:]]
+                            chunk = chunk[:end]
                     # A read of text events in the kept frame (up to the start of an event the next read completes):
                     # parsed in one pass, one delta; what follows the last whole event goes to the parser.
                     cut = chunk.rfind(b"\n\n") + 2 if joining and parser.clean else 0

@@ -427,3 +427,37 @@ async def test_a_big_hand_over_is_taken_a_bounded_number_of_reads_at_a_time() ->
     _, sizes = await both(reads, [len(reads)])  # every read queued at once (a loop held for a while)
     assert max(sizes) == lean.BATCH_READS  # the loop runs between steps of at most that many reads
     assert sum(sizes) == 100  # a delta per text read, every one of them in a list
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_reads_cut_inside_events_still_take_their_whole_events_in_one_pass(
+        monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Reads of a fixed size cut events in two (a read takes 64 KB: a stream of 20,000 tok/s, a look that came
+    late): the part of a read that ends the event the read before cut goes to the parser, the whole events after it
+    in one pass; the same texts, each delta stamped with its own read's arrival, the same chunks counted."""
+    from providers.http.frames import TextFrames
+
+    rng = random.Random(seed)
+    count = 400
+    events = sse_body(rng, count)
+    body = chunked(events)
+    size = rng.choice([1500, 2600, 4097])
+    reads = stamped(rng, [body[at:at + size] for at in range(0, len(body), size)])
+    in_one_pass: list[int] = []
+    whole = TextFrames.whole
+
+    def noted(frames: TextFrames, chunk: bytes) -> list[str] | None:
+        found = whole(frames, chunk)
+        in_one_pass.append(len(found) if found is not None else 0)
+        return found
+
+    monkeypatch.setattr(TextFrames, "whole", noted)
+    got, _ = await read_events(reads, groups_of(rng, len(reads)), True)
+    deltas = [e for e in got if type(e) is Delta]
+    texts = [json.loads(e[len(b"data: "):])["choices"][0]["delta"].get("content") for e in events
+             if e.startswith(b"data: {") and b'"content"' in e]
+    assert "".join(d.text for d in deltas) == "".join(t for t in texts if t)
+    assert sum(d.chunks for d in deltas) == sum(1 for t in texts if t)
+    stamps = {t for _, t in reads}  # type: ignore[misc]
+    assert all(d.t in stamps for d in deltas) and isinstance(got[-1], Done)
+    assert sum(in_one_pass) >= 0.8 * count  # all but the events a cut falls in (and the turn's first)

@@ -376,3 +376,36 @@ async def test_a_cookie_the_server_sets_goes_back_with_the_next_turn() -> None:
             await prov.aclose()
     assert b"cookie: lb=7" not in server.requests[0].lower()
     assert b"cookie: lb=7" in server.requests[1].lower()
+
+
+def test_a_read_cut_inside_a_chunk_takes_its_whole_chunks_in_one_split_and_only_the_cut_one_step_by_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """More bytes than a read takes (a 20,000 tok/s stream, a late look) cut reads inside a chunk: the whole chunks
+    before and after the cut still go in one split, only the chunk the cut falls in a line at a time; the data is
+    what decoding a chunk at a time gives, wherever the cut falls."""
+    import providers.http.lean as lean_module
+
+    datas = [b"data: {\"n\": %d, \"text\": \" word\"}\n\n" % i for i in range(60)]
+    stream = _framed(*datas) + b"0\r\n\r\n"
+    biggest = max(map(len, datas)) + 8  # a chunk and its framing
+    split: list[int] = []
+    whole_chunks = lean_module._whole_chunks
+
+    def noted(data: bytes) -> bytes | None:
+        found = whole_chunks(data)
+        if found is not None:
+            split.append(len(data))
+        return found
+
+    monkeypatch.setattr(lean_module, "_whole_chunks", noted)
+    body = stream[:-5]
+    for cut in range(1, len(body)):
+        decoder = ChunkedDecoder()
+        split.clear()
+        got = decoder.feed(body[:cut]) + decoder.feed(body[cut:])
+        assert got == b"".join(datas) and not decoder.done, cut
+        assert sum(split) >= len(body) - 2 * biggest, (cut, split)  # all but the chunk cut (and its neighbour)
+        assert decoder.feed(b"0\r\n\r\n") == b"" and decoder.done
+    for cut in range(1, len(stream)):  # the last chunk too, every cut
+        decoder = ChunkedDecoder()
+        assert decoder.feed(stream[:cut]) + decoder.feed(stream[cut:]) == b"".join(datas) and decoder.done, cut

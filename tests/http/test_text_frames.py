@@ -4,6 +4,7 @@ being parsed; every stream decodes to exactly the events it decodes to when each
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 from collections.abc import AsyncIterator
@@ -289,7 +290,8 @@ def test_a_read_holding_reasoning_then_answer_is_one_delta_per_channel_run(kind:
 
 def test_a_read_ending_inside_an_event_is_parsed_in_one_pass_up_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A read capped by its size (or a packet cut) ends inside an event: the whole events before it are still one
-    pass and one delta, and the rest waits for the next read, as event by event."""
+    pass and one delta, and the rest waits for the next read, which ends that event event by event and takes the
+    whole events after it in one pass again (another delta at the same stamp)."""
     frames = wire_frames(ChatWire, [Piece(0.0, f" w{i}") for i in range(40)])
     whole = b"".join(frames[2:-1])
     reads = [b"".join(frames[:2]), whole[:1000], whole[1000:2500], whole[2500:], frames[-1]]
@@ -298,10 +300,12 @@ def test_a_read_ending_inside_an_event_is_parsed_in_one_pass_up_to_it(monkeypatc
     monkeypatch.setattr(TextFrames, "text", lambda self, sse: looked.append(1) or one_by_one(self, sse))
     events = read_in("openai", reads, 1)
     events_in = b"".join(frames).count(b"\n\n")
-    assert len(looked) == events_in - whole[:1000].count(b"\n\n")  # the first cut read: not event by event
+    # event by event: the first read's, the one event each read that began inside it ends, and the last read's
+    assert len(looked) == reads[0].count(b"\n\n") + 2 + reads[-1].count(b"\n\n") < events_in
     assert joined(events) == joined(read_in("openai", frames, 1))
     deltas = [d for d in events if isinstance(d, Delta)]
-    assert [d.chunks for d in deltas] == [1, *(text.count(b"\n\n") for text in _complete(reads[1:4]))]
+    first, *rest = (text.count(b"\n\n") for text in _complete(reads[1:4]))
+    assert [d.chunks for d in deltas] == [1, first, *itertools.chain.from_iterable((1, n - 1) for n in rest)]
 
 
 def _complete(reads: list[bytes]) -> list[bytes]:
