@@ -12,6 +12,7 @@ from rich.control import ControlType
 from rich.segment import Segment
 from rich.style import Style
 from textual._compositor import ChopsUpdate, Compositor
+from textual.pilot import Pilot
 from textual.strip import Strip
 from tui_harness import demo_app, failing_demo_tiers
 
@@ -79,6 +80,17 @@ def race_compositor(app: TokraceApp) -> tuple[RaceScreen, LineCompositor, list[C
     return screen, compositor, updates
 
 
+async def first_frame(app: TokraceApp, screen: RaceScreen, pilot: Pilot[None]) -> float:
+    """Once the race started, its first frame drawn whole (whatever the update timer had not drawn yet too): the
+    race's origin on its clock."""
+    await app.runner.wait_started()
+    origin = app.runner.race.origin if app.runner.race else 0.0
+    screen.sample(force=True)
+    await pilot.pause()
+    screen._on_timer_update()
+    return origin
+
+
 def test_runs_of_lines() -> None:
     assert runs([]) == []
     assert runs([3]) == [(3, 4)]
@@ -112,11 +124,7 @@ async def test_partial_updates_write_what_a_whole_new_screen_shows(size: tuple[i
     app, clock = demo_app(tiers)
     async with app.run_test(size=size) as pilot:
         screen, compositor, updates = race_compositor(app)
-        await app.runner.wait_started()
-        origin = app.runner.race.origin if app.runner.race else 0.0
-        screen.sample(force=True)
-        await pilot.pause()
-        screen._on_timer_update()
+        origin = await first_frame(app, screen, pilot)
         terminal = cells(compositor.render_strips())
         updates.clear()
         written = 0
@@ -320,11 +328,7 @@ async def test_a_frame_draws_what_it_moved_at_once_without_waking_the_screens_up
                                     options={"ttft_ms": 50, "tok_s": 300, "seed": 4})])
     async with app.run_test(size=(160, 45)) as pilot:
         screen, _, updates = race_compositor(app)
-        await app.runner.wait_started()
-        origin = app.runner.race.origin if app.runner.race else 0.0
-        screen.sample(force=True)
-        await pilot.pause()
-        screen._on_timer_update()
+        origin = await first_frame(app, screen, pilot)
         for frame in range(1, 6):
             await clock.advance_to(origin + frame / 15)
             updates.clear()
