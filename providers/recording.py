@@ -89,6 +89,11 @@ def _delta_head(lane: int, run: int) -> str:
     return f'{{"lane":{lane:d},"run":{run:d},"kind":"delta","t":'
 
 
+def _counted_end(channel: str, tokens: int) -> str:
+    """The end of a delta's line of one chunk with the provider's count, after its text: ``channel`` in JSON."""
+    return f',"channel":{channel},"tokens":{tokens:d}}}'
+
+
 def _delta_line(lane: int, run: int, event: Delta, text: str) -> str:
     """A delta's line, its text already in JSON (``text``): what ``json.dumps`` gives, without its cost."""
     channel = _CHANNEL_JSON.get(event.channel) or encode_basestring(event.channel)
@@ -98,7 +103,7 @@ def _delta_line(lane: int, run: int, event: Delta, text: str) -> str:
         return f'{head}{event.t!r},"text":{text},"channel":{channel}{tokens},"chunks":{event.chunks:d}}}'
     if event.tokens is None:
         return f'{head}{event.t!r},"text":{text},"channel":{channel}}}'
-    return f'{head}{event.t!r},"text":{text},"channel":{channel},"tokens":{event.tokens:d}}}'
+    return f'{head}{event.t!r},"text":{text}{_counted_end(channel, event.tokens)}'
 
 
 _CHANNEL_JSON: Final[dict[str, str]] = {c: encode_basestring(c) for c in ("content", "reasoning", "tool_args")}
@@ -265,9 +270,9 @@ class Recorder:
         then = f"\n{head}"  # each line's end, and the next line's head
         ends: Iterable[str]
         if tokens.count(tokens[0]) == len(tokens):  # one count for all (a synthetic lane's 1 token each)
-            ends = itertools.repeat(f',"channel":{channel},"tokens":{tokens[0]:d}}}{then}')
+            ends = itertools.repeat(_counted_end(channel, tokens[0]) + then)
         else:
-            ends = [f',"channel":{channel},"tokens":{count:d}}}{then}' for count in tokens]
+            ends = [_counted_end(channel, count) + then for count in tokens]
         body = "".join(itertools.chain.from_iterable(
             zip(map(repr, deltas.times), itertools.repeat(',"text":'), texts, ends)))  # type: ignore[arg-type]
         lines = head + body[:-len(then)]
@@ -287,7 +292,7 @@ class Recorder:
         for delta in deltas:
             if (delta.chunks == 1 and type(delta.tokens) is int and (text := plain.get(delta.text)) is not None
                     and (channel := _CHANNEL_JSON.get(delta.channel)) is not None):
-                line = f'{head}{delta.t!r},"text":{text},"channel":{channel},"tokens":{delta.tokens:d}}}'
+                line = f'{head}{delta.t!r},"text":{text}{_counted_end(channel, delta.tokens)}'
                 if secrets and any(secret in line for secret in secrets):
                     line = redact(line, secrets)
                 append(line)

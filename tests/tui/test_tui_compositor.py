@@ -336,3 +336,25 @@ async def test_a_frame_draws_what_it_moved_at_once_without_waking_the_screens_up
             assert updates, frame  # written inside the frame, before anything else runs
             assert not screen._dirty_widgets and not screen._update_timer._active.is_set(), frame
             assert not screen.frame_open
+
+
+async def test_a_frame_whose_drawing_fails_says_so_once_and_the_frames_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The frame draws its own update: a failure there is the frame's (one notification), never an exception out
+    of the frame timer's task, which would stop every later frame without a word."""
+    app, clock = demo_app([TierSpec(name="fast", provider="synthetic", model="m",
+                                    options={"ttft_ms": 50, "tok_s": 300, "seed": 4})])
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen, _, updates = race_compositor(app)
+        origin = await first_frame(app, screen, pilot)
+        monkeypatch.setattr(RaceScreen, "_on_timer_update", lambda self: 1 / 0)
+        for frame in range(1, 4):
+            await clock.advance_to(origin + frame / 15)
+            screen.sample()  # raises nothing
+        monkeypatch.undo()  # (the pilot draws what is left itself as it pauses)
+        await pilot.pause()
+        said = [n for n in app._notifications if n.title == "a frame could not be drawn"]
+        assert [n.message for n in said] == ["ZeroDivisionError: division by zero"]
+        updates.clear()
+        await clock.advance_to(origin + 4 / 15)
+        screen.sample()
+        assert updates and not screen._dirty_widgets

@@ -207,18 +207,19 @@ class RaceScreen(Screen[None]):
     def sample(self, force: bool = False) -> None:
         """Read the live model once and repaint what moved, drawing it at once (what :func:`repaint` marked: the
         screen's update runs here, not at its update timer's next tick); ``force`` repaints everything now."""
-        self.frame_open = True
         try:
-            self._sample(force)
-        except Exception as exc:  # a drawing bug must not stop the race or put a traceback on screen
-            problem = f"{type(exc).__name__}: {exc}"
+            self.frame_open = True
+            try:
+                self._sample(force)
+            finally:
+                self.frame_open = False
+            if self._dirty_widgets and self.is_current and not self.app._batch_count:
+                self._on_timer_update()  # what the update timer does: lay out if needed, composite, write
+        except Exception as exc:  # a drawing bug must not stop the race (nor the frame task) or put a traceback
+            problem = f"{type(exc).__name__}: {exc}"  # on screen
             if problem != self._drawing_problem:
                 self._drawing_problem = problem
                 self.notify(problem, title="a frame could not be drawn", severity="error", markup=False)
-        finally:
-            self.frame_open = False
-        if self._dirty_widgets and self.is_current and not self.app._batch_count:
-            self._on_timer_update()  # what the update timer does: lay out if needed, composite, write the changes
 
     def _pace(self, hz: int) -> None:
         """Run the frame timer at ``hz`` frames a second."""
