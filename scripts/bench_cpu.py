@@ -33,7 +33,8 @@ from typing import Any, ClassVar, TypeVar
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from providers.base import TierSpec, TurnRequest
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
 
 T = TypeVar("T")
 RATE_GOAL, IDLE_GOAL = 10.0, 3.0
@@ -63,7 +64,7 @@ class FrameMeter:
     def install(self) -> None:
         from textual.screen import Screen
 
-        from tui.screens.race import RaceScreen
+        from tokrace.tui.app.screens.race import RaceScreen
 
         self._wrap(RaceScreen, "sample", frame=True)
         if hasattr(Screen, "_on_timer_update"):  # Textual's own: measured where it exists
@@ -138,8 +139,8 @@ def terminal_driver() -> type:
 def build(specs: list[TierSpec], request: TurnRequest, folder: str) -> Any:
     """The app racing ``specs`` drawing into a null terminal (:func:`terminal_driver`; run it with ``headless=False``),
     recording into ``folder`` unless :data:`RECORD` is off."""
-    from tui.app import build_app
-    from tui.record import RecordPlan
+    from tokrace.providers.runs.record_paths import RecordPlan
+    from tokrace.tui.app.app import build_app
 
     app = build_app(specs, request, record=RecordPlan(Path(folder) / "race.jsonl") if RECORD else None)
     app.driver_class = terminal_driver()

@@ -42,7 +42,7 @@ def run(rates: list[float], tokens: int, per_event: int) -> tuple[float, float, 
         cfg.write_text(config(rates, tokens, per_event), encoding="utf-8")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "tui.cli", "bench", "--config", str(cfg), "--fast-forward",
+        out = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "bench", "--config", str(cfg), "--fast-forward",
                               "--record", str(Path(folder) / "ff.jsonl"), "--json", "-"],
                              cwd=ROOT, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - started

@@ -25,29 +25,29 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PROBES = {
     "read_recording": """
-from providers.recording import read_recording
+from tokrace.providers.recording.file import read_recording
 rec = read_recording(PATH)
 print(sum(len(v) for v in rec.events.values()), "events")
 """,
     "recordings (list)": """
-from providers.recording import list_recordings
+from tokrace.providers.recording.file import list_recordings
 [info] = list_recordings(PATH.parent)
 print(f"duration {info.duration:.1f} s")
 """,
     "SSE 4 MB line / 64 B chunks": """
-from providers.http.sse import SSEParser
+from tokrace.providers.adapters.http.sse import SSEParser
 line = b"data: " + b"y" * (4 * 1024 * 1024) + b"\\n\\n"
 parser = SSEParser()
 print(sum(len(parser.feed(line[i:i + 64])) for i in range(0, len(line), 64)), "event")
 """,
     "SSE 1 MB line / 50 B chunks": """
-from providers.http.sse import SSEParser
+from tokrace.providers.adapters.http.sse import SSEParser
 line = b"data: " + b"y" * (1024 * 1024) + b"\\n\\n"
 parser = SSEParser()
 print(sum(len(parser.feed(line[i:i + 50])) for i in range(0, len(line), 50)), "event")
 """,
     "200,000 tokens, fast-forward": """
-from tui.cli import main
+from tokrace.tui.cli.main import main
 import contextlib, io
 with contextlib.redirect_stdout(io.StringIO()):
     main(["bench", "--fast-forward", "--no-record", "--tiers", "Sol ultrafast", "--max-tokens", "200000"])

@@ -35,11 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from providers.base import Provider, TierSpec, TurnRequest
-from providers.clock import RealClock
-from providers.events import Delta, Headers
-from providers.metrics import percentile, turn_metrics
-from providers.race import LaneRun
+from tokrace.providers.adapters.base import Provider
+from tokrace.providers.metrics.turn import percentile, turn_metrics
+from tokrace.providers.model.events import Delta, Headers
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.race import LaneRun
+from tokrace.providers.timing.clock import RealClock
 
 TOK_S, TTFT_MS, TOKENS, JITTER = 750.0, 200.0, 400, 0.1
 LANES = (("openai", "/v1"), ("openai-responses", "/v1"), ("anthropic", ""), ("openai", "/v1"))
@@ -61,9 +63,9 @@ class _CoarseClock(RealClock):
 
 def _truth_server(conn: Connection) -> None:
     """The ground-truth server process: a seeded schedule per lane (by model name), truth sent back per request."""
-    from providers.serve.server import Served, ServeServer, SyntheticSource
-    from providers.serve.wire import Plan
-    from providers.synthetic import Profile
+    from tokrace.providers.adapters.synthetic import Profile
+    from tokrace.providers.serve.server import Served, ServeServer, SyntheticSource
+    from tokrace.providers.serve.wire import Plan
 
     class PerLane(SyntheticSource):
         """Each lane's own seeded schedule, and a new schedule every run."""
@@ -147,7 +149,7 @@ def tiers(port: int) -> list[TierSpec]:
 
 def provider_factory(transport: str) -> Callable[[TierSpec], Provider]:
     """Providers on tokrace's socket-time transport, or on httpx's own (stamped when the event loop reads)."""
-    from providers.registry import FACTORIES
+    from tokrace.providers.adapters.registry import FACTORIES
 
     def make(tier: TierSpec) -> Provider:
         provider = FACTORIES[tier.provider](tier)
@@ -217,8 +219,8 @@ async def _score(truth: Connection, lanes: list[LaneRun], origin: float, errors:
 
 async def _loop_runs(args: argparse.Namespace, port: int, truth: Connection, errors: Errors) -> None:
     """Races in this event loop, with a stand-in screen load or none."""
-    from providers.clock import RealClock
-    from providers.race import Race
+    from tokrace.providers.race.race import Race
+    from tokrace.providers.timing.clock import RealClock
 
     specs = tiers(port)
     make = provider_factory(args.transport)
@@ -242,7 +244,7 @@ async def _loop_runs(args: argparse.Namespace, port: int, truth: Connection, err
 
 async def _app_runs(args: argparse.Namespace, port: int, truth: Connection, errors: Errors) -> None:
     """Races on tokrace's own screen, headless, drawing every frame in this interpreter."""
-    from tui.app import build_app
+    from tokrace.tui.app.app import build_app
 
     app = build_app(tiers(port), TurnRequest(prompt="Count, steadily.", max_tokens=TOKENS),
                     provider_factory=provider_factory(args.transport))

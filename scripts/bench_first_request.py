@@ -39,8 +39,8 @@ def truth_server(conn: Connection, rate: float) -> None:
     """The ground-truth server: one synthetic schedule, the server's own record of every request sent back."""
     import gc
 
-    from providers.serve.server import Served, ServeServer, SyntheticSource
-    from providers.synthetic import Profile
+    from tokrace.providers.adapters.synthetic import Profile
+    from tokrace.providers.serve.server import Served, ServeServer, SyntheticSource
 
     def sent(record: Served) -> None:
         conn.send((record.ttft_s, record.received))
@@ -75,7 +75,7 @@ def child_bench(port: int) -> dict[str, Any]:
         config = Path(folder) / "tokrace.toml"
         config.write_text(f'[[tiers]]\nname = "loopback"\nprovider = "openai"\nmodel = "first"\n'
                           f'base_url = "http://127.0.0.1:{port}/v1"\n', encoding="utf-8")
-        out = subprocess.run([sys.executable, "-m", "tui.cli", "bench", "--config", str(config), "--runs", "1",
+        out = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "bench", "--config", str(config), "--runs", "1",
                               "--max-tokens", str(TOKENS), "--no-record", "--json", "-"],
                              cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
                              preexec_fn=client_cores)
@@ -87,9 +87,10 @@ def child_bench(port: int) -> dict[str, Any]:
 
 SCREEN_CHILD = """
 import asyncio, json, sys
-from providers.base import TierSpec, TurnRequest
-from providers.metrics import turn_metrics
-from tui.app import build_app
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.metrics.turn import turn_metrics
+from tokrace.tui.app.app import build_app
 
 async def main(port):
     tier = TierSpec(name="loopback", provider="openai", model="first", base_url=f"http://127.0.0.1:{port}/v1")
@@ -115,7 +116,7 @@ def child_screen(port: int) -> dict[str, Any]:
 
 
 def pct(values: list[float], q: float) -> float:
-    from providers.metrics import percentile
+    from tokrace.providers.metrics.turn import percentile
 
     return percentile(values, q)
 

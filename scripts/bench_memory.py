@@ -45,17 +45,18 @@ def rss_mb() -> float:
 
 
 def tier(tokens: int) -> object:
-    from providers.base import TierSpec
+    from tokrace.providers.model.tiers import TierSpec
 
     return TierSpec(name="million", provider="synthetic", model="memory", max_tokens=tokens,
                     options={"ttft_ms": 100, "tok_s": 12_000, "seed": 1})
 
 
 def run_bench(tokens: int, folder: Path) -> list[tuple[int, float]]:
-    from providers.base import TierSpec, TurnRequest
-    from providers.events import Delta, Event
-    from providers.recording import Recorder
-    from providers.session import run_session
+    from tokrace.providers.model.events import Delta, Event
+    from tokrace.providers.model.messages import TurnRequest
+    from tokrace.providers.model.tiers import TierSpec
+    from tokrace.providers.recording.file import Recorder
+    from tokrace.providers.runs.session import run_session
 
     spec = tier(tokens)
     assert isinstance(spec, TierSpec)
@@ -85,11 +86,12 @@ async def _session(run: object, tiers: list[object], request: object, listeners:
 
 
 def run_screen(tokens: int, folder: Path) -> list[tuple[int, float]]:
-    from providers.base import TierSpec, TurnRequest
-    from providers.clock import RealClock
-    from providers.playback import PlaybackClock
-    from tui.app import build_app
-    from tui.record import RecordPlan
+    from tokrace.providers.model.messages import TurnRequest
+    from tokrace.providers.model.tiers import TierSpec
+    from tokrace.providers.runs.record_paths import RecordPlan
+    from tokrace.providers.timing.clock import RealClock
+    from tokrace.providers.timing.playback import PlaybackClock
+    from tokrace.tui.app.app import build_app
 
     spec = tier(tokens)
     assert isinstance(spec, TierSpec)
@@ -123,7 +125,7 @@ def open_files() -> int:
 
 def spooled_mb() -> float:
     """MB of events in the event log's temporary file (the lanes' history, on disk)."""
-    from providers import eventlog
+    from tokrace.providers.model import eventlog
 
     spool = eventlog._current() if eventlog._current is not None else None
     return spool.size / 1e6 if spool is not None else 0.0

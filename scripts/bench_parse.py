@@ -28,18 +28,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from providers.base import TierSpec
-from providers.clock import LaneClock, RealClock
-from providers.events import Delta, Event
-from providers.http.anthropic import AnthropicProvider
-from providers.http.openai_chat import OpenAIChatProvider
-from providers.http.openai_responses import OpenAIResponsesProvider
-from providers.http.provider import HTTPProvider, _TurnLimits
-from providers.live import LiveLane
-from providers.masking import Masker
-from providers.serve.wire import AnthropicWire, ChatWire, Piece, Plan, ResponsesWire, Timing, Wire
-from providers.synthetic import PASSAGE, pieces
-from providers.tokens import get_encoding
+from tokrace.providers.adapters.http.anthropic import AnthropicProvider
+from tokrace.providers.adapters.http.openai_chat import OpenAIChatProvider
+from tokrace.providers.adapters.http.openai_responses import OpenAIResponsesProvider
+from tokrace.providers.adapters.http.provider import HTTPProvider, _TurnLimits
+from tokrace.providers.adapters.synthetic import PASSAGE, pieces
+from tokrace.providers.model.events import Delta, Event
+from tokrace.providers.model.masking import Masker
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.model.tokens import get_encoding
+from tokrace.providers.race.live import LiveLane
+from tokrace.providers.serve.wire import AnthropicWire, ChatWire, Piece, Plan, ResponsesWire, Timing, Wire
+from tokrace.providers.timing.clock import LaneClock, RealClock
 
 PROTOCOLS: dict[str, tuple[type[HTTPProvider], type[Wire]]] = {
     "openai": (OpenAIChatProvider, ChatWire),

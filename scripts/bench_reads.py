@@ -26,15 +26,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
 
-from providers import tokens
-from providers.base import TierSpec, TurnRequest
-from providers.clock import RealClock
-from providers.http import lean
-from providers.http import transport as socket_reads
-from providers.live import LiveRace
-from providers.race import Race
-from providers.recording import Recorder
-from providers.registry import create_provider
+from tokrace.providers.adapters.http import backend as socket_reads
+from tokrace.providers.adapters.http import transport as lean
+from tokrace.providers.adapters.registry import create_provider
+from tokrace.providers.model import tokens
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.live import LiveRace
+from tokrace.providers.race.race import Race
+from tokrace.providers.recording.file import Recorder
+from tokrace.providers.timing.clock import RealClock
 
 Read = tuple[bytes, float]
 

@@ -18,12 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from providers.base import TierSpec, TurnRequest
-from providers.events import Delta
-from providers.metrics import percentile
-from providers.synthetic import Profile, schedule
-from tui.app import build_app
-from tui.record import RecordPlan
+from tokrace.providers.adapters.synthetic import Profile, schedule
+from tokrace.providers.metrics.turn import percentile
+from tokrace.providers.model.events import Delta
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.runs.record_paths import RecordPlan
+from tokrace.tui.app.app import build_app
 
 LANES = [("lane 1", 3000.0), ("lane 2", 3000.0), ("lane 3", 3000.0), ("lane 4", 3000.0), ("lane 5", 20000.0)]
 """(name, target tok/s) of every lane."""

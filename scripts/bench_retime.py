@@ -12,10 +12,10 @@ import random
 import time
 import tracemalloc
 
-from providers.demo import demo_tiers
-from providers.traces.compare import Comparer
-from providers.traces.model import Step, Trace
-from providers.traces.retime import tier_profile
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.traces.compare import Comparer
+from tokrace.providers.traces.model import Step, Trace
+from tokrace.providers.traces.retime import tier_profile
 
 
 def made_up(rng: random.Random, n: int) -> Trace:

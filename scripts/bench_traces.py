@@ -134,7 +134,7 @@ def main() -> None:
               f"to {folder}")
         out = folder.parent / f"{folder.name}-report.json"
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "tui.cli", "traces", str(folder), "--json", str(out)],
+        done = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "traces", str(folder), "--json", str(out)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
         elapsed = time.perf_counter() - started
         rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

@@ -37,7 +37,7 @@ def main() -> int:
     parser.add_argument("--ui", choices=("none", "app"), default="none")
     parser.add_argument("--rounds", type=int, default=4, help="turns each transport takes (runs split between them)")
     args = parser.parse_args()
-    from providers.metrics import percentile
+    from tokrace.providers.metrics.turn import percentile
 
     # The two transports take turns, a few runs each, so that whatever else the cores are doing weighs on both
     # alike (one after the other, a burst of load on a shared box decided the comparison).

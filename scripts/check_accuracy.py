@@ -42,7 +42,8 @@ def tokrace(*argv: str) -> tuple[dict[str, Any], float, float]:
     """Run the CLI; return its only run's JSON, its wall time and its CPU time (user + system)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "tui.cli", *argv], capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, "-m", "tokrace.tui.main", *argv], capture_output=True, text=True,
+                           check=False)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:

@@ -13,16 +13,17 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from providers.base import TierSpec, TurnRequest
-from providers.clock import VirtualClock
-from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
-from providers.loop.scenario_file import load_scenario
-from themes.loader import DEFAULT_THEME, load_themes
-from themes.loader import builtin_themes as builtin_theme_names
-from tui.app import build_app
-from tui.export_write import keep_spaces
-from tui.settings import Settings
-from tui.theming import AppThemes
+from tokrace.providers.config.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
+from tokrace.providers.loop.scenario_file import load_scenario
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.themes.loader import DEFAULT_THEME, load_themes
+from tokrace.themes.loader import builtin_themes as builtin_theme_names
+from tokrace.tui.app.app import build_app
+from tokrace.tui.app.theming import AppThemes
+from tokrace.tui.cli.export_files import keep_spaces
+from tokrace.tui.cli.settings import Settings
 
 
 def voice_demo() -> list[TierSpec]:
@@ -89,11 +90,11 @@ def builtin_themes(scratch: Path, theme: str = DEFAULT_THEME) -> AppThemes:
 
 async def render_trace(shot: Shot, trace: Path, out: Path) -> Path:
     """An agent trace replayed on the race screen, paused at ``shot.at``."""
-    from providers.recording import read_recording
-    from providers.replay import replay_tiers
-    from providers.traces.playable import write_recording
-    from providers.traces.read import read_file
-    from tui.replay_control import ReplayControl, replay_duration
+    from tokrace.providers.adapters.replay import replay_tiers
+    from tokrace.providers.recording.file import read_recording
+    from tokrace.providers.runs.replay_control import ReplayControl, replay_duration
+    from tokrace.providers.traces.read import read_file
+    from tokrace.providers.traces.to_events import write_recording
 
     base = VirtualClock()
     with tempfile.TemporaryDirectory() as scratch:
@@ -146,12 +147,12 @@ async def render_trace_on(name: str, out: Path) -> Path:
     """``tokrace replay TRACE --on TIERS`` on the demo tiers, at a fixed moment of virtual time."""
     import argparse as _argparse
 
-    from providers.config import Config
-    from providers.recording import read_recording
-    from providers.replay import replay_tiers
-    from providers.traces.read import read_file
-    from tui.replay_control import ReplayControl, replay_duration
-    from tui.traces_compare import build_comparison, write_race
+    from tokrace.providers.adapters.replay import replay_tiers
+    from tokrace.providers.config.load import Config
+    from tokrace.providers.recording.file import read_recording
+    from tokrace.providers.runs.replay_control import ReplayControl, replay_duration
+    from tokrace.providers.traces.read import read_file
+    from tokrace.tui.cli.traces_compare import build_comparison, write_race
 
     file, on, size, at = TRACE_SHOTS[name]
     trace = read_file(file).traces[0]

@@ -93,8 +93,8 @@ def tokrace_web(args: Sequence[str], *, env: Mapping[str, str] | None = None, cw
     logs.mkdir(parents=True, exist_ok=True)
     out, err = logs / "stdout", logs / "stderr"
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        server = subprocess.Popen([sys.executable, "-m", "tui.cli", "web", "--port", "0", *args], stdout=stdout,
-                                  stderr=stderr, env=None if env is None else dict(env), cwd=cwd)
+        server = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", "web", "--port", "0", *args],
+                                  stdout=stdout, stderr=stderr, env=None if env is None else dict(env), cwd=cwd)
     try:
         deadline = time.monotonic() + timeout
         while (found := SERVING.search(out.read_text(errors="replace"))) is None:

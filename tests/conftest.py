@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from providers.base import Price, TierSpec, TurnRequest
-from providers.clock import VirtualClock
-from providers.events import Event
-from providers.race import LaneRun, Listener, Race
+from tokrace.providers.model.events import Event
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import Price, TierSpec
+from tokrace.providers.race.race import LaneRun, Listener, Race
+from tokrace.providers.timing.clock import VirtualClock
 
 
 @pytest.fixture(autouse=True)

@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from providers.base import TierSpec, TurnRequest
-from providers.demo import demo_tiers
-from providers.export.source import ExportSource, replay_recording
-from providers.loop.scenario_file import load_scenario
-from providers.recording import Recorder, read_recording
-from providers.session import run_session
-from tui.cli import main
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.export.race_data import ExportSource, replay_recording
+from tokrace.providers.loop.scenario_file import load_scenario
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.recording.file import Recorder, read_recording
+from tokrace.providers.runs.session import run_session
+from tokrace.tui.cli.main import main
 
 
 def record(path: Path, tiers: Sequence[TierSpec] | None = None, *, max_tokens: int = 40, runs: int = 1,

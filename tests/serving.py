@@ -9,13 +9,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from providers.base import Provider, TierSpec, TurnRequest
-from providers.clock import LaneClock, RealClock
-from providers.events import Delta, Event, Request
-from providers.http.transport import StampedBackend, StampedStream
-from providers.registry import FACTORIES
-from providers.serve.server import ServeServer, Source, SyntheticSource
-from providers.synthetic import Profile
+from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters.http.backend import StampedBackend, StampedStream
+from tokrace.providers.adapters.registry import FACTORIES
+from tokrace.providers.adapters.synthetic import Profile
+from tokrace.providers.model.events import Delta, Event, Request
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.serve.server import ServeServer, Source, SyntheticSource
+from tokrace.providers.timing.clock import LaneClock, RealClock
 
 PROTOCOLS = ("openai", "openai-responses", "anthropic")
 """The three wire protocols, by provider name."""

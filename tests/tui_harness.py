@@ -8,14 +8,16 @@ from pathlib import Path
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from providers.base import Price, Provider, TierSpec, TurnRequest
-from providers.clock import Clock, VirtualClock
-from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
-from providers.events import Event
-from providers.recording import Recorder
-from providers.registry import create_provider
-from tui.app import TokraceApp, build_app
-from tui.replay_control import ReplayControl
+from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters.registry import create_provider
+from tokrace.providers.config.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
+from tokrace.providers.model.events import Event
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import Price, TierSpec
+from tokrace.providers.recording.file import Recorder
+from tokrace.providers.runs.replay_control import ReplayControl
+from tokrace.providers.timing.clock import Clock, VirtualClock
+from tokrace.tui.app.app import TokraceApp, build_app
 
 
 class ScriptedProvider(Provider):
@@ -70,7 +72,7 @@ def demo_app(tiers: Sequence[TierSpec] | None = None, prompt: str = DEMO_PROMPT,
              clock: VirtualClock | None = None) -> tuple[TokraceApp, VirtualClock]:
     """The app on a virtual clock: nothing moves until the test advances time. With ``scenario`` (a built-in's
     name) every lane plays that loop."""
-    from providers.loop.scenario_file import load_scenario
+    from tokrace.providers.loop.scenario_file import load_scenario
 
     clock = clock if clock is not None else VirtualClock()
     loop = load_scenario(scenario) if scenario is not None else None
@@ -111,7 +113,7 @@ async def at(pilot: Pilot[object], clock: VirtualClock, t: float) -> None:
 
 async def record_demo(path: Path, max_tokens: int = 40) -> Path:
     """A recording of a short demo race, as ``tokrace bench`` writes it."""
-    from providers.race import Race
+    from tokrace.providers.race.race import Race
 
     tiers = demo_tiers()
     recorder = Recorder(path, "Why?", tiers)
@@ -123,9 +125,9 @@ async def record_demo(path: Path, max_tokens: int = 40) -> Path:
 
 def replay_app(path: Path) -> tuple[TokraceApp, VirtualClock, ReplayControl]:
     """The replay screen on a recording, its playback clock over virtual time."""
-    from providers.recording import read_recording
-    from providers.replay import replay_tiers
-    from tui.replay_control import replay_duration
+    from tokrace.providers.adapters.replay import replay_tiers
+    from tokrace.providers.recording.file import read_recording
+    from tokrace.providers.runs.replay_control import replay_duration
 
     recording = read_recording(path)
     base = VirtualClock()

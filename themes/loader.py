@@ -30,7 +30,7 @@ LANE_VARIABLES: Final[tuple[str, ...]] = tuple(f"lane-{i}" for i in range(6))
 
 SEGMENT_VARIABLES: Final[tuple[str, ...]] = tuple(
     f"seg-{kind}" for kind in ("connect", "wait", "think", "model", "tool", "human", "retry", "stall"))
-"""One colour per timeline segment kind (``providers.events.SEGMENT_KINDS``)."""
+"""One colour per timeline segment kind (``tokrace.providers.model.events.SEGMENT_KINDS``)."""
 
 GAUGE_VARIABLES: Final[tuple[str, ...]] = ("gauge-low", "gauge-mid", "gauge-high")
 """The fill of a tok/s gauge in the low, middle and high third of its range."""

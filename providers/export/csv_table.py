@@ -1,4 +1,4 @@
-"""A race as CSV: one row per lane and run (or, ``turns``, per model request), the metric names of DESIGN §6 as
+"""A race as CSV: one row per lane and run (or, ``turns``, per model request), the metric names of docs/design.md §6 as
 headers and the very values of ``--json`` (so a spreadsheet and a script read the same numbers)."""
 
 from __future__ import annotations
@@ -7,15 +7,16 @@ import csv
 import io
 from typing import Any, Final
 
-from ..events import SEGMENT_KINDS
-from ..metrics import TurnMetrics
-from .source import ExportSource
+from ..metrics.turn import TurnMetrics
+from ..model.events import SEGMENT_KINDS
+from .race_data import ExportSource
 
 METRIC_COLUMNS: Final[tuple[str, ...]] = (
     "ok", "error", "connect_s", "ttfb_s", "ttft_s", "ttfa_s", "ttfs_s", "e2e_s", "output_tokens", "tokens_source",
     "decode_tok_s", "e2e_tok_s", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "itl_ms_max", "reads_paced_ms", "stalls",
     "cost_usd")
-"""The metrics of a run or a turn, in the order of DESIGN §6 (``itl_ms`` flattened to its percentiles, then why it
+"""The metrics of a run or a turn, in the order of docs/design.md §6 (``itl_ms`` flattened to its percentiles, then
+why it
 is empty when it is: ``reads_paced_ms``)."""
 
 LOOP_COLUMNS: Final[tuple[str, ...]] = ("turns", "model_share", "amdahl_max_speedup",

@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Final
 
-from .. import __version__, tables
-from ..events import SEGMENT_KINDS
-from ..metrics import DEFINITIONS, SegmentSpan, TurnMetrics
+from .. import __version__
+from ..metrics.turn import DEFINITIONS, SegmentSpan, TurnMetrics
+from ..model.events import SEGMENT_KINDS
+from . import tables
 from .markdown import TABLE_TERMS, title
-from .source import ExportSource
+from .race_data import ExportSource
 
 NEUTRAL: Final[dict[str, str]] = {
     "primary": "#1F6FD1", "foreground": "#1D2130", "background": "#FFFFFF", "surface": "#F4F5F7",

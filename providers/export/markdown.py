@@ -1,5 +1,5 @@
 """A race as GitHub-flavoured Markdown: the summary sentence, bench's table, the bottleneck table of a loop and
-what the numbers mean, with the very cells ``tokrace bench`` prints (:mod:`providers.tables`)."""
+what the numbers mean, with the very cells ``tokrace bench`` prints (:mod:`tokrace.providers.export.tables`)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from .. import tables
-from ..metrics import DEFINITIONS
-from .source import ExportSource
+from ..metrics.turn import DEFINITIONS
+from . import tables
+from .race_data import ExportSource
 
 _SPECIAL: Final[re.Pattern[str]] = re.compile(r"([\\`*_\[\]<>|#~])")
 """Characters Markdown (or a GFM table) would read as markup."""
 
 TABLE_TERMS: Final[dict[str, str]] = {"TTFT": "ttft_s", "decode tok/s": "decode_tok_s", "e2e": "e2e_s",
                                       "tokens": "output_tokens", "cost": "cost_usd"}
-"""The results table's columns and the metric each shows (DESIGN §6), for the definitions under it."""
+"""The results table's columns and the metric each shows (docs/design.md §6), for the definitions under it."""
 
 
 def text(value: str) -> str:

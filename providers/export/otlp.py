@@ -1,5 +1,5 @@
 """A race as OpenTelemetry trace JSON (OTLP ``TracesData``) with GenAI semantic-convention spans, to load in any
-OpenTelemetry backend and to read back as a trace (DESIGN §12).
+OpenTelemetry backend and to read back as a trace (docs/design.md §12).
 
 Each lane of each run is one trace: an ``invoke_agent`` span over the whole lane (its loop, or its one turn), a
 model-call span (``chat {model}``) per turn with its usage and its time to first chunk, an ``execute_tool`` span
@@ -15,10 +15,10 @@ import json
 from typing import Any, Final
 
 from .. import __version__
-from ..events import Done, Error, Event, Request, Segment, ToolCall, Usage
-from ..metrics import split_turns, turn_metrics
-from ..race import LaneRun
-from .source import ExportSource
+from ..metrics.turn import split_turns, turn_metrics
+from ..model.events import Done, Error, Event, Request, Segment, ToolCall, Usage
+from ..race.race import LaneRun
+from .race_data import ExportSource
 
 KIND_INTERNAL: Final[int] = 1
 KIND_CLIENT: Final[int] = 3

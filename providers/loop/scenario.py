@@ -7,7 +7,7 @@ Playing a lane: model steps go to the lane's provider; whatever tool calls come 
 synthetic tiers, the model's own from live tiers) run as simulated tools, and their results go back to the
 model until it answers or the turn limit is reached. Tools, people and waits become ``Segment`` events,
 emitted when they start (their end is known: they are simulated), so a screen can show them as they happen.
-Reading scenario files is :mod:`providers.loop.scenario_file`'s job.
+Reading scenario files is :mod:`tokrace.providers.loop.scenario_file`'s job.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
-from ..base import Message, Provider, TurnRequest
-from ..clock import LaneClock
-from ..events import Delta, Error, Segment, SegmentKind, ToolCall, loop_end
+from ..adapters.base import Provider
+from ..model.events import Delta, Error, Segment, SegmentKind, ToolCall, loop_end
+from ..model.messages import Message, TurnRequest
+from ..timing.clock import LaneClock
 
 if TYPE_CHECKING:
-    from ..race import Race
+    from ..race.race import Race
 
 DEFAULT_MAX_TURNS: Final[int] = 50
 """Model requests one lane may make in a scenario unless it sets ``max_turns``."""

@@ -10,9 +10,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-from ..base import MAX_TOKENS_LIMIT, ConfigError
-from ..events import MAX_SECONDS
-from ..validate import NUMBER, Locator, expected, fail, type_ok
+from ..config.validate import NUMBER, Locator, expected, fail, type_ok
+from ..model.errors import ConfigError
+from ..model.events import MAX_SECONDS
+from ..model.tiers import MAX_TOKENS_LIMIT
 from .scenario import (
     DEFAULT_MAX_TURNS,
     HumanStep,
@@ -64,7 +65,7 @@ DISTRIBUTIONS: Final[dict[str, tuple[str, ...]]] = {
 
 def builtin_names() -> list[str]:
     """The names of the built-in scenarios."""
-    folder = resources.files("providers.loop.scenarios")
+    folder = resources.files("tokrace.providers.loop.scenarios")
     return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
@@ -76,7 +77,7 @@ def builtin_scenarios() -> list[Scenario]:
 def load_scenario(name_or_path: str) -> Scenario:
     """A built-in scenario by name, or a scenario file by path; anything else is one clear error."""
     if name_or_path in builtin_names():
-        folder = resources.files("providers.loop.scenarios")
+        folder = resources.files("tokrace.providers.loop.scenarios")
         text = folder.joinpath(f"{name_or_path}.toml").read_text(encoding="utf-8")
         return parse_scenario(text, Path(f"{name_or_path}.toml"), source="built-in")
     path = Path(name_or_path)

@@ -24,11 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, SupportsIndex
 
-from ..base import MAX_TOKENS_LIMIT, ConfigError, TokraceError
-from ..clock import SO_TIMESTAMPNS, TIMESPEC, Clock, RealClock, SendStamps, packet_time
-from ..events import Delta, Done, Error, Headers, Request, Segment, ToolCall, Usage
-from ..metrics import split_turns
-from ..synthetic import Profile, pieces, schedule
+from ..adapters.synthetic import Profile, pieces, schedule
+from ..metrics.turn import split_turns
+from ..model.errors import ConfigError, TokraceError
+from ..model.events import Delta, Done, Error, Headers, Request, Segment, ToolCall, Usage
+from ..model.tiers import MAX_TOKENS_LIMIT
+from ..timing.clock import Clock, RealClock
+from ..timing.stamps import SO_TIMESTAMPNS, TIMESPEC, SendStamps, packet_time
 from .wire import FLAVORS, AnthropicWire, Call, ChatWire, Piece, Plan, ResponsesWire, Timing, Wire
 
 FAULT_KINDS: Final[dict[str, str]] = {
@@ -177,7 +179,7 @@ class RecordingSource(Source):
     """A recorded lane: turn k of the lane answers a conversation with k assistant messages in it."""
 
     def __init__(self, path: Path, lane: int | str = 0, run: int = 0) -> None:
-        from ..recording import read_recording
+        from ..recording.file import read_recording
 
         recording = read_recording(path)
         index = recording.lane_index(lane)

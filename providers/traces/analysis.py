@@ -1,4 +1,4 @@
-"""Where a trace's time went (DESIGN §12): wall time, the breakdown by precedence, counts, tokens, model share,
+"""Where a trace's time went (docs/design.md §12): wall time, the breakdown by precedence, counts, tokens, model share,
 the Amdahl bound, TTFT and cost, as pure functions of a :class:`Trace`.
 
 Every instant between the trace's first start and its last end goes to exactly one kind, in the order
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, TypeAlias
 
-from ..base import Price
-from ..metrics import percentile
+from ..metrics.turn import percentile
+from ..model.tiers import Price
 from .model import STEP_KINDS, Step, Trace
 
 IDLE_CAP_S: Final[float] = 600.0
@@ -82,7 +82,7 @@ class TraceAnalysis:
     """Every recorded TTFT (for percentiles over a set of traces)."""
 
     def to_json(self) -> dict[str, Any]:
-        """The per-trace figures with the stable keys of DESIGN §12."""
+        """The per-trace figures with the stable keys of docs/design.md §12."""
         return {
             "models": list(self.models),
             "calls": self.calls,
@@ -171,7 +171,7 @@ def _add(out: list[Piece], kind: PieceKind, start: float, end: float) -> None:
 
 
 def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = None) -> TraceAnalysis:
-    """The figures of DESIGN §12 for one trace: wall time less away time, the breakdown by precedence summing to
+    """The figures of docs/design.md §12 for one trace: wall time less away time, the breakdown by precedence summing to
     it, counts, tokens (cached input apart), model share, the Amdahl bound, TTFT where recorded, and cost at
     ``price`` when one is given."""
     parts = pieces(trace, idle_cap_s)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .model import MAIN_CHAIN, Trace
-from .source import Chains, Lines, TraceError, as_int, dig, head, head_objects, timestamp
+from .reader_tools import Chains, Lines, TraceError, as_int, dig, head, head_objects, timestamp
 
 NAME: Final[str] = "claude-code"
 LINE_TYPES: Final[frozenset[str]] = frozenset({"user", "assistant", "system", "summary"})

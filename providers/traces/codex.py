@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .model import Trace
-from .source import Chains, Lines, as_int, dig, timestamp
+from .reader_tools import Chains, Lines, as_int, dig, timestamp
 
 NAME: Final[str] = "codex"
 CALLS: Final[frozenset[str]] = frozenset({"function_call", "custom_tool_call", "local_shell_call"})

@@ -1,4 +1,5 @@
-"""The comparison (DESIGN §12): a set of traces as recorded and re-timed on every tier, the checklist a team asks
+"""The comparison (docs/design.md §12): a set of traces as recorded and re-timed on every tier, the checklist a team
+asks
 about before paying for a faster tier, each tier's speed-up with a seeded bootstrap interval, and the one
 sentence that leads the table, built from the same figures the table prints."""
 
@@ -9,8 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..base import Price
-from ..metrics import percentile
+from ..metrics.turn import percentile
+from ..model.tiers import Price
 from .analysis import IDLE_CAP_S, TraceAnalysis, analyse, step_cost_usd
 from .model import Trace
 from .retime import TierProfile, retime_on

@@ -1,4 +1,4 @@
-"""The trace model (DESIGN §12): a trace is a set of steps with kinds, times on the trace's own clock, and the
+"""The trace model (docs/design.md §12): a trace is a set of steps with kinds, times on the trace's own clock, and the
 steps each waits for. Every reader produces it; analysis, re-timing and exports consume it."""
 
 from __future__ import annotations

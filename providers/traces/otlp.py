@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .model import MAIN_CHAIN, STEP_KINDS, Trace
-from .source import Chains, Lines, as_float, as_int, json_lines, load_document
+from .reader_tools import Chains, Lines, as_float, as_int, json_lines, load_document
 
 NAME: Final[str] = "otlp"
 MODEL_OPS: Final[frozenset[str]] = frozenset({"chat", "text_completion", "generate_content", "completion"})

@@ -10,7 +10,7 @@ from typing import Final
 
 from . import claude_code, codex, otlp, tokrace_recording, weka
 from .model import Trace
-from .source import TraceError, head, head_objects
+from .reader_tools import TraceError, head, head_objects
 
 READERS: Final[dict[str, Callable[[Path], Iterator[Trace]]]] = {
     tokrace_recording.NAME: tokrace_recording.read,

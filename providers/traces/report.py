@@ -1,4 +1,4 @@
-"""The comparison written out: the ``--json`` document of DESIGN §12, the checklist table's cells (shared by the
+"""The comparison written out: the ``--json`` document of docs/design.md §12, the checklist table's cells (shared by the
 terminal, Markdown and CSV), a GitHub Markdown table and CSV. Pure text, no terminal."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Re-timing (DESIGN §12): a trace played again on another tier's speed profile.
+"""Re-timing (docs/design.md §12): a trace played again on another tier's speed profile.
 
 Each model step takes the tier's time (TTFT, plus input tokens ÷ ``prefill_tok_s`` when the tier sets it, plus
 output tokens, reasoning included, ÷ the decode rate); every other step keeps its recorded duration; the wall
@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ..base import ConfigError, Price, TierSpec
-from ..calibrate import HTTP_PROVIDERS
+from ..model.errors import ConfigError
+from ..model.tiers import Price, TierSpec
+from ..race.calibrate import HTTP_PROVIDERS
 from .model import Step, Trace
 
 
@@ -54,7 +55,7 @@ def tier_profile(tier: TierSpec) -> TierProfile:
     one once ``tokrace calibrate`` measured it (or its ``ttft_ms`` and ``tok_s`` were written by hand)."""
     opts = tier.options
     if tier.provider == "synthetic":
-        from ..synthetic import Profile
+        from ..adapters.synthetic import Profile
 
         synthetic = Profile.from_options(opts)
         ttft_ms, tok_s = synthetic.ttft_ms, synthetic.tok_s

@@ -1,4 +1,5 @@
-"""The figures over a set of traces (DESIGN §12 "summary"): the six of the checklist (total task time, total cost,
+"""The figures over a set of traces (docs/design.md §12 "summary"): the six of the checklist (total task time, total
+cost,
 TTFT, tool waits, retry rate, the human review burden) plus model share and the Amdahl bound."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..metrics import percentile
+from ..metrics.turn import percentile
 from .analysis import TraceAnalysis
 
 
@@ -58,7 +59,7 @@ class SetSummary:
         return self.seconds.get(kind, 0.0) / total if total > 0 else None
 
     def to_json(self) -> dict[str, Any]:
-        """The ``summary.original`` object of DESIGN §12 (plus the set's totals of calls and tokens)."""
+        """The ``summary.original`` object of docs/design.md §12 (plus the set's totals of calls and tokens)."""
         total = self.total_task_s
         model = self.seconds["model"]
         rest = total - model

@@ -13,12 +13,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from ..events import Done, Error, Event, Request, Segment, Usage, is_loop_end
-from ..metrics import split_turns, turn_metrics
-from ..recording import FORMAT, RecordingError, read_recording
+from ..metrics.turn import split_turns, turn_metrics
+from ..model.events import Done, Error, Event, Request, Segment, Usage, is_loop_end
+from ..recording.file import FORMAT, RecordingError, read_recording
 from .analysis import merge_intervals
 from .model import STEP_KINDS, Step, Trace
-from .source import Chains, TraceError, link
+from .reader_tools import Chains, TraceError, link
 
 NAME: Final[str] = "tokrace"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .model import MAIN_CHAIN, Trace
-from .source import Chains, Lines, as_float, as_int, json_lines, load_document
+from .reader_tools import Chains, Lines, as_float, as_int, json_lines, load_document
 
 NAME: Final[str] = "weka"
 TOOL_STOPS: Final[frozenset[str]] = frozenset({"tool_use", "tool_calls", "function_call"})

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
-from ..events import Delta, Done, Error, Event, Request, Segment
-from ..metrics import SENTENCE_END, SENTENCE_TAIL, SegmentSpan
+from ..metrics.turn import SENTENCE_END, SENTENCE_TAIL, SegmentSpan
+from ..model.events import Delta, Done, Error, Event, Request, Segment
 
 DEFAULT_WPM: Final[float] = 165.0
 """A typical conversational speaking rate, in words per minute."""

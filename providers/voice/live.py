@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal, TypeAlias
 
-from ..events import Event
-from ..metrics import SegmentSpan
+from ..metrics.turn import SegmentSpan
+from ..model.events import Event
 from .lens import LaneVoice, VoiceMetrics, VoiceSettings, VoiceTrack, conversation_verdict
 
 WPM_STEP: Final[float] = 15.0

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
-from ..events import Delta, Done, Error, Event, Request
+from ..model.events import Delta, Done, Error, Event, Request
 from .lens import SentenceSplitter
 
 

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from serving import joined
 
-from providers import tokens
-from providers.base import Price, TierSpec
-from providers.eventlog import EventLog
-from providers.events import (
+from tokrace.providers.metrics.loop import loop_metrics
+from tokrace.providers.metrics.turn import turn_metrics
+from tokrace.providers.model import tokens
+from tokrace.providers.model.eventlog import EventLog
+from tokrace.providers.model.events import (
     Delta,
     Done,
     Event,
@@ -27,11 +28,10 @@ from providers.events import (
     event_to_dict,
     loop_end,
 )
-from providers.live import LiveLane
-from providers.loop.metrics import loop_metrics
-from providers.metrics import turn_metrics
-from providers.recording import event_line
-from providers.voice.lens import lane_voice
+from tokrace.providers.model.tiers import Price, TierSpec
+from tokrace.providers.race.live import LiveLane
+from tokrace.providers.recording.file import event_line
+from tokrace.providers.voice.lens import lane_voice
 
 WORDS = ("The", " bottleneck", " moves", " when", " the", " model", " gets", " fast", ".", " Tools", ",", " tests",
          " and", " people", " wait", "!", " 42", " 7", "\n\n", " ok", "?")

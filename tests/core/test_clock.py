@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from providers.clock import LaneClock, RealClock, VirtualClock
+from tokrace.providers.timing.clock import LaneClock, RealClock, VirtualClock
 
 
 async def test_virtual_time_stands_still_until_told() -> None:
@@ -267,7 +267,7 @@ async def test_a_coarse_real_sleeper_never_wakes_before_its_deadline() -> None:
 async def test_a_coarse_sleeper_on_every_other_point_wakes_at_its_point_of_the_grid_or_after() -> None:
     """``cells=2`` (the screen's frames, the recorder's flushes) wakes at the first point of the coarse grid that is
     even (a multiple of two cells) at or after the deadline, never before: where lanes on the grid wake too."""
-    from providers.clock import COARSE_WAKE_S
+    from tokrace.providers.timing.clock import COARSE_WAKE_S
 
     clock = RealClock()
     step = 2 * COARSE_WAKE_S
@@ -316,7 +316,7 @@ def test_a_kernel_stamp_lands_where_it_was_taken_even_when_the_thread_is_held_wh
     reading the two clocks (the OS giving a busy core to another process) moved the stamp by as long as it was
     held (a first token 117 ms late in bench_fidelity on a loaded box); the clocks are read again when that
     happened, so the stamp stays where it was taken."""
-    from providers import clock as clock_module
+    from tokrace.providers.timing import stamps as clock_module
 
     clocks = _HeldClocks(hold_ms * 1_000_000)
     monkeypatch.setattr(clock_module.time, "perf_counter_ns", clocks.perf_counter_ns)
@@ -329,7 +329,7 @@ def test_a_kernel_stamp_lands_where_it_was_taken_even_when_the_thread_is_held_wh
 
 def test_a_kernel_stamp_from_the_future_is_now() -> None:
     """A stamp ahead of the real-time clock (stepped back meanwhile) is taken as now, never as a moment to come."""
-    from providers.clock import kernel_time
+    from tokrace.providers.timing.stamps import kernel_time
 
     ahead = time.time_ns() + 10_000_000_000
     before = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Configuration (DESIGN §5): where it is found, what it holds, and errors that name file, line, key and
+"""Configuration (docs/design.md §5): where it is found, what it holds, and errors that name file, line, key and
 expectation."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from providers.base import ConfigError, Price
-from providers.config import load_config, parse_config
-from providers.demo import DEMO_PROMPT, demo_tiers
-from providers.registry import known_providers
+from tokrace.providers.adapters.registry import known_providers
+from tokrace.providers.config.demo import DEMO_PROMPT, demo_tiers
+from tokrace.providers.config.load import load_config, parse_config
+from tokrace.providers.model.errors import ConfigError
+from tokrace.providers.model.tiers import Price
 
 WriteConfig = Callable[..., Path]
 

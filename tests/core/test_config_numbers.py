@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 from conftest import synthetic
 
-from providers.base import MAX_TOKENS_LIMIT, ConfigError, TurnRequest
-from providers.config import load_config
-from providers.session import finite_json, run_session
-from providers.synthetic import Profile, schedule
-from tui import headless
-from tui.cli import build_parser, main
+from tokrace.providers.adapters.synthetic import Profile, schedule
+from tokrace.providers.config.load import load_config
+from tokrace.providers.model.errors import ConfigError
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import MAX_TOKENS_LIMIT
+from tokrace.providers.runs.session import finite_json, run_session
+from tokrace.tui.cli import headless
+from tokrace.tui.cli.main import build_parser, main
 
 TIER = '[[tiers]]\nname = "t"\nprovider = "synthetic"\n'
 
@@ -96,7 +98,7 @@ def test_finite_json_keeps_every_finite_number() -> None:
 
 
 def test_tokrace_serve_caps_what_a_client_asks_for() -> None:
-    from providers.serve.server import _max_tokens
+    from tokrace.providers.serve.server import _max_tokens
 
     assert _max_tokens({"max_tokens": 10**9}, 400) == MAX_TOKENS_LIMIT
     assert _max_tokens({"max_completion_tokens": 50}, 400) == 50

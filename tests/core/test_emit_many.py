@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 from conftest import race_virtually, synthetic
 
-from providers.base import TierSpec, TurnRequest
-from providers.clock import COARSE_WAKE_S, FAST_FORWARD_GRID_S, LaneClock, RealClock, VirtualClock
-from providers.events import Delta, DeltaRun, Event
-from providers.live import LiveLane, LiveRace
-from providers.race import Race
-from providers.recording import Recorder, read_recording
-from providers.session import run_session
-from providers.synthetic import BATCH_MAX, Profile, SyntheticProvider, schedule
+from tokrace.providers.adapters.synthetic import BATCH_MAX, Profile, SyntheticProvider, schedule
+from tokrace.providers.model.events import Delta, DeltaRun, Event
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.live import LiveLane, LiveRace
+from tokrace.providers.race.race import Race
+from tokrace.providers.recording.file import Recorder, read_recording
+from tokrace.providers.runs.session import run_session
+from tokrace.providers.timing.clock import COARSE_WAKE_S, FAST_FORWARD_GRID_S, LaneClock, RealClock, VirtualClock
 
 CALLS = [{"id": "c1", "name": "read", "arguments": '{"path": "a.py", "lines": [1, 2, 3]}'},
          {"id": "c2", "name": "grep", "arguments": '{"pattern": "def main"}'}]
@@ -300,16 +301,16 @@ def test_lanes_on_a_grid_give_the_same_events_ordered_across_lanes_cell_by_cell(
 def test_fast_forward_gives_the_figures_and_events_of_exact_virtual_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """bench --fast-forward (on its grid) and the same lanes on exact virtual time: the same events, the same
     figures, for a single turn with tool calls and failures, and for a whole scenario's loop."""
-    from providers.demo import demo_tiers
-    from providers.loop.scenario_file import load_scenario
-    from providers.session import report
+    from tokrace.providers.config.demo import demo_tiers
+    from tokrace.providers.loop.scenario_file import load_scenario
+    from tokrace.providers.runs.session import report
 
     tiers = [*demo_tiers(), synthetic("fails", ttft_ms=50, tok_s=3000, fail_after_tokens=150)]
 
     def both(**kwargs: Any) -> list[Any]:
         out = []
         for grid in (FAST_FORWARD_GRID_S, 0.0):
-            monkeypatch.setattr("providers.session.FAST_FORWARD_GRID_S", grid)
+            monkeypatch.setattr("tokrace.providers.runs.session.FAST_FORWARD_GRID_S", grid)
             result = asyncio.run(run_session(tiers, fast_forward=True, **kwargs))
             out.append((report(result), [[list(lane.events) for lane in run] for run in result.runs]))
         return out
@@ -331,10 +332,10 @@ def test_a_crash_while_a_list_of_deltas_is_written_leaves_every_line_before_it_w
 import asyncio, os, sys
 sys.path.insert(0, {str(Path(__file__).parents[1])!r})
 from conftest import synthetic
-from providers.base import TurnRequest
-from providers.clock import FAST_FORWARD_GRID_S, VirtualClock
-from providers.race import Race
-from providers.recording import Recorder
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.timing.clock import FAST_FORWARD_GRID_S, VirtualClock
+from tokrace.providers.race.race import Race
+from tokrace.providers.recording.file import Recorder
 tiers = [synthetic("a", tok_s=3000), synthetic("b", tok_s=4000)]
 recorder = Recorder(__import__("pathlib").Path({str(path)!r}), "Why?", tiers)
 fh, writes = recorder._fh, []

@@ -14,10 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from providers import eventlog
-from providers.base import TierSpec
-from providers.eventlog import BLOCK, BLOCK_CHARS, CACHE_BLOCKS, EventLog
-from providers.events import Delta, DeltaRun, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage
+from tokrace.providers.model import eventlog
+from tokrace.providers.model.eventlog import BLOCK, BLOCK_CHARS, CACHE_BLOCKS, EventLog
+from tokrace.providers.model.events import (
+    Delta,
+    DeltaRun,
+    Done,
+    Error,
+    Event,
+    Extra,
+    Headers,
+    Request,
+    Segment,
+    ToolCall,
+    Usage,
+)
+from tokrace.providers.model.tiers import TierSpec
 
 TEXTS = ("plain", " é", "日本語", "🙂 emoji", "\ud800 lone", "", "tab\tand\nnewline", "\x00nul")
 """Multi-byte characters (two, three and four bytes), a lone surrogate a JSON stream can carry, empty text."""
@@ -247,8 +259,8 @@ def test_bench_runs_leave_one_file_open_while_their_results_are_held_and_none_af
     """``bench --runs N`` keeps every run's lanes: their events share one temporary file, closed with them."""
     import asyncio
 
-    from providers.base import TurnRequest
-    from providers.session import run_session
+    from tokrace.providers.model.messages import TurnRequest
+    from tokrace.providers.runs.session import run_session
 
     tiers = [TierSpec(name=f"lane{i}", provider="synthetic", model="m", options={"tok_s": 5000, "seed": i})
              for i in range(2)]

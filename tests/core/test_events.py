@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from providers.events import (
+from tokrace.providers.model.events import (
     EVENT_TYPES,
     Delta,
     Done,
@@ -92,7 +92,7 @@ def test_every_field_of_every_event_has_a_checked_type() -> None:
     """A field the file checks do not know would make every event carrying it unreadable (a sub-agent's chain)."""
     from dataclasses import fields as dc_fields
 
-    from providers.events import _FIELD_TYPES, EVENT_TYPES
+    from tokrace.providers.model.events import _FIELD_TYPES, EVENT_TYPES
 
     for cls in EVENT_TYPES.values():
         for f in dc_fields(cls):

@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import pytest
 
-from providers import tokens
-from providers.base import Price, TierSpec, TurnRequest
-from providers.clock import VirtualClock
-from providers.demo import demo_tiers
-from providers.events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage, loop_end
-from providers.live import BUCKET_S, DELIVERY_LAG_S, RAMP_S, WINDOW_S, LiveLane, LiveRace, race_summary
-from providers.loop.metrics import loop_metrics
-from providers.loop.scenario_file import load_scenario
-from providers.metrics import split_turns, turn_metrics, turn_segments
-from providers.race import Race
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.loop.scenario_file import load_scenario
+from tokrace.providers.metrics.loop import loop_metrics
+from tokrace.providers.metrics.turn import split_turns, turn_metrics, turn_segments
+from tokrace.providers.model import tokens
+from tokrace.providers.model.events import (
+    Delta,
+    Done,
+    Error,
+    Event,
+    Headers,
+    Request,
+    Segment,
+    ToolCall,
+    Usage,
+    loop_end,
+)
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import Price, TierSpec
+from tokrace.providers.race.live import BUCKET_S, DELIVERY_LAG_S, RAMP_S, WINDOW_S, LiveLane, LiveRace, race_summary
+from tokrace.providers.race.race import Race
+from tokrace.providers.timing.clock import VirtualClock
 
 
 def tier(name: str = "lane", price: Price | None = None, **options: object) -> TierSpec:

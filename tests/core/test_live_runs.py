@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from providers.base import TierSpec
-from providers.events import Delta, Done, Event, Request, Usage
-from providers.live import _MAX_WINDOW_SAMPLES, LiveLane
+from tokrace.providers.model.events import Delta, Done, Event, Request, Usage
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.live import _MAX_WINDOW_SAMPLES, LiveLane
 
 TIER = TierSpec(name="s", provider="synthetic", model="m")
 

@@ -11,9 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from providers import masking
-from providers.events import Delta, Error, Extra, Request
-from providers.masking import MASK, Masker, base64_forms, mask_url, redact, url_has_userinfo, url_secrets
+from tokrace.providers.model import masking
+from tokrace.providers.model.events import Delta, Error, Extra, Request
+from tokrace.providers.model.masking import (
+    MASK,
+    Masker,
+    base64_forms,
+    mask_url,
+    redact,
+    url_has_userinfo,
+    url_secrets,
+)
 
 SECRET = "s3cr3t-Value-0123456789"
 

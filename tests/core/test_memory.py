@@ -7,12 +7,13 @@ import random
 
 import pytest
 
-from providers import metrics, tokens
-from providers.base import TierSpec
-from providers.eventlog import BLOCK, EventLog
-from providers.events import Delta, Done, Event, Extra, Headers, Request, Segment, ToolCall, Usage
-from providers.live import ANSWER_KEEP, TAIL_KEEP, LiveRace
-from providers.metrics import COUNT_CHUNK, count_text, turn_metrics
+from tokrace.providers.metrics import turn as metrics
+from tokrace.providers.metrics.turn import COUNT_CHUNK, count_text, turn_metrics
+from tokrace.providers.model import tokens
+from tokrace.providers.model.eventlog import BLOCK, EventLog
+from tokrace.providers.model.events import Delta, Done, Event, Extra, Headers, Request, Segment, ToolCall, Usage
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.live import ANSWER_KEEP, TAIL_KEEP, LiveRace
 
 
 def lane_events(deltas: int, tokens: int = 1) -> list[Event]:

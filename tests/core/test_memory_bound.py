@@ -11,11 +11,11 @@ import gc
 import sys
 import tracemalloc
 
-from providers.base import TierSpec
-from providers.eventlog import BLOCK, EventLog
-from providers.events import Delta, Done, Event, Headers, Request, Usage
-from providers.live import ANSWER_KEEP, LiveRace
-from providers.metrics import turn_metrics
+from tokrace.providers.metrics.turn import turn_metrics
+from tokrace.providers.model.eventlog import BLOCK, EventLog
+from tokrace.providers.model.events import Delta, Done, Event, Headers, Request, Usage
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.live import ANSWER_KEEP, LiveRace
 
 TOKENS = 1_000_000
 WARM = 200_000

@@ -1,4 +1,4 @@
-"""Metrics (DESIGN §6): one definition each, as pure functions of a turn's events, with their edge cases."""
+"""Metrics (docs/design.md §6): one definition each, as pure functions of a turn's events, with their edge cases."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from providers import metrics, tokens
-from providers.base import Price
-from providers.events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
-from providers.metrics import (
+from tokrace.providers.metrics import turn as metrics
+from tokrace.providers.metrics.turn import (
     DEFINITIONS,
     WIRE_DEFINITIONS,
     TurnMetrics,
@@ -18,6 +16,9 @@ from providers.metrics import (
     summarize,
     turn_metrics,
 )
+from tokrace.providers.model import tokens
+from tokrace.providers.model.events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
+from tokrace.providers.model.tiers import Price
 
 
 @pytest.fixture

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from providers.base import TierSpec
-from providers.events import Delta, Done, Event, Extra, Request
-from providers.loop.metrics import loop_metrics
-from providers.metrics import turn_metrics
-from providers.recording import Recorder, read_recording
+from tokrace.providers.metrics.loop import loop_metrics
+from tokrace.providers.metrics.turn import turn_metrics
+from tokrace.providers.model.events import Delta, Done, Event, Extra, Request
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.recording.file import Recorder, read_recording
 
 PACED = Extra(t=0.31, source="reads", data={"paced_ms": 8.0})
 

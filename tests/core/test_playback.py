@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from providers.clock import VirtualClock
-from providers.playback import SPEEDS, PlaybackClock
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.providers.timing.playback import SPEEDS, PlaybackClock
 
 
 async def sleeper(clock: PlaybackClock, t: float, woke: list[tuple[float, float]], base: VirtualClock) -> None:

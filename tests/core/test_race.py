@@ -10,11 +10,13 @@ from typing import Any, ClassVar
 import pytest
 from conftest import kinds, race_virtually, synthetic
 
-from providers.base import Provider, TierSpec, TurnRequest
-from providers.clock import Clock, VirtualClock
-from providers.events import Delta, Done, Error, Event, Headers, Request
-from providers.race import Race
-from providers.synthetic import SyntheticProvider
+from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters.synthetic import SyntheticProvider
+from tokrace.providers.model.events import Delta, Done, Error, Event, Headers, Request
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.race import Race
+from tokrace.providers.timing.clock import Clock, VirtualClock
 
 
 class Exploding(Provider):
@@ -194,7 +196,7 @@ class Noting(Provider):
 async def test_only_lanes_that_stamp_their_planned_times_wake_coarsely() -> None:
     """Synthetic and replay lanes wake on a coarse grid on the real clock; a lane reading a server (or anything
     else) keeps precise wake-ups."""
-    from providers.clock import LaneClock, RealClock
+    from tokrace.providers.timing.clock import LaneClock, RealClock
 
     seen: list[LaneClock] = []
 
@@ -218,8 +220,8 @@ async def test_a_coarse_lane_on_the_real_clock_stamps_every_event_at_its_planned
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A synthetic lane at 20,000 tok/s on the real clock: each delta stamped at its planned moment, in order,
     though the lane woke far fewer times than it has events (each wake-up hands over every event due)."""
-    from providers.clock import RealClock
-    from providers.synthetic import Profile, schedule
+    from tokrace.providers.adapters.synthetic import Profile, schedule
+    from tokrace.providers.timing.clock import RealClock
 
     waits: list[float] = []
     real_sleep = asyncio.sleep

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from providers import recording
-from providers.base import TierSpec
-from providers.events import Delta
-from providers.recording import Recorder, event_line, redact
+from tokrace.providers.model.events import Delta
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.recording import file as recording
+from tokrace.providers.recording.file import Recorder, event_line, redact
 
 
 def _lines(path: Path) -> list[str]:

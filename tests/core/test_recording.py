@@ -1,4 +1,4 @@
-"""Recordings (DESIGN §7): a header then one flushed line per event; read back leniently at the end only; never
+"""Recordings (docs/design.md §7): a header then one flushed line per event; read back leniently at the end only; never
 a secret."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import race_virtually, synthetic
 
-from providers.base import TierSpec
-from providers.events import Delta, Error, Event, event_to_dict
-from providers.recording import (
+from tokrace.providers import __version__
+from tokrace.providers.model.events import Delta, Error, Event, event_to_dict
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.recording.file import (
     FORMAT,
     VERSION,
     Recorder,
@@ -44,7 +45,7 @@ def test_first_line_is_a_header_with_format_version_prompt_and_tiers(tmp_path: P
     assert header["format"] == FORMAT and header["version"] == VERSION == 1
     assert header["prompt"] == "Hello?"
     assert [t["name"] for t in header["tiers"]] == ["fast", "slow"]  # type: ignore[attr-defined]
-    assert header["tool_version"] == "0.1.0"
+    assert header["tool_version"] == __version__
 
 
 def test_every_following_line_is_one_event_with_its_lane_and_run(tmp_path: Path) -> None:
@@ -226,8 +227,8 @@ def test_a_recording_is_its_header_and_each_events_line_byte_for_byte(tmp_path: 
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Each event is written as ``redact(event_line(...))`` and a newline, in UTF-8, nothing else: the bytes the
     text file wrote before the recorder wrote bytes itself (non-ASCII text, tool calls, masked keys included)."""
-    from providers.events import ToolCall
-    from providers.recording import event_line, redact
+    from tokrace.providers.model.events import ToolCall
+    from tokrace.providers.recording.file import event_line, redact
 
     monkeypatch.setenv("TOKRACE_REC_KEY", FAKE_KEY)
     tier = TierSpec(name="t", provider="openai", model="m", api_key_env="TOKRACE_REC_KEY")
@@ -261,7 +262,7 @@ def test_a_crash_mid_race_leaves_every_completed_line_on_disk(tmp_path: Path) ->
 import os, sys
 sys.path.insert(0, {str(Path(__file__).parents[1])!r})
 from conftest import race_virtually, synthetic
-from providers.recording import Recorder
+from tokrace.providers.recording.file import Recorder
 tiers = [synthetic("a", tok_s=100), synthetic("b", tok_s=150)]
 recorder = Recorder(__import__("pathlib").Path({str(path)!r}), "Why?", tiers)
 seen = []
@@ -312,7 +313,7 @@ def test_a_buffered_recording_is_byte_for_byte_the_unbuffered_one(tmp_path: Path
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The screen's recorder masks each line on its own when it writes what it kept: the same bytes as bench's
     recorder writing each event at once (keys, credential shapes, URL secrets and plain text alike)."""
-    from providers.events import ToolCall
+    from tokrace.providers.model.events import ToolCall
 
     monkeypatch.setenv("TOKRACE_REC_KEY", FAKE_KEY)
     tier = TierSpec(name="t", provider="openai", model="m", api_key_env="TOKRACE_REC_KEY",
@@ -363,7 +364,7 @@ def test_runs_of_deltas_are_written_byte_for_byte_as_their_deltas_one_by_one(tmp
     """A synthetic lane's runs (``DeltaRun``, made into lines column by column once their texts are known to hold
     nothing to mask): the same bytes as each delta written at once, with texts new and seen, one count and several,
     a secret value and a credential's shape in a text, every channel, and the next run."""
-    from providers.events import DeltaRun
+    from tokrace.providers.model.events import DeltaRun
 
     monkeypatch.setenv("TOKRACE_REC_KEY", FAKE_KEY)
     tier = TierSpec(name="t", provider="synthetic", model="m", api_key_env="TOKRACE_REC_KEY",

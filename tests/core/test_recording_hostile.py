@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from providers.events import Delta
-from providers.recording import (
+from tokrace.providers.model.events import Delta
+from tokrace.providers.recording.file import (
     FORMAT,
     MAX_LINE_BYTES,
     VERSION,
@@ -19,7 +19,7 @@ from providers.recording import (
     list_recordings,
     read_recording,
 )
-from tui.cli import main
+from tokrace.tui.cli.main import main
 
 HEADER = {"format": FORMAT, "version": VERSION, "prompt": "Why?", "scenario": None,
           "tiers": [{"name": "a", "provider": "synthetic", "model": "m"}]}
@@ -154,8 +154,8 @@ def test_any_line_between_good_ones_is_an_event_or_a_counted_skip(tmp_path: Path
 def test_a_providers_figure_that_is_not_finite_is_recorded_as_null_and_reads_back(tmp_path: Path) -> None:
     from conftest import synthetic
 
-    from providers.events import Extra
-    from providers.recording import Recorder
+    from tokrace.providers.model.events import Extra
+    from tokrace.providers.recording.file import Recorder
 
     recorder = Recorder(tmp_path / "r.jsonl", "Why?", [synthetic("a")])
     recorder(0, Extra(t=0.5, source="timings", data={"predicted_per_second": float("inf"), "n": float("nan")}))
@@ -187,9 +187,9 @@ def test_a_recorded_delta_line_is_what_redacting_its_whole_line_gives(
     """The recorder skips looking for shapes in a delta line whose text it already found free of them; the line
     is still exactly ``redact(event_line(...))``, the first time a text comes and every time after, with secret
     values looked for in the whole line."""
-    from providers.base import TierSpec
-    from providers.events import Delta
-    from providers.recording import Recorder, event_line, redact
+    from tokrace.providers.model.events import Delta
+    from tokrace.providers.model.tiers import TierSpec
+    from tokrace.providers.recording.file import Recorder, event_line, redact
 
     tier = TierSpec(name="t", provider="openai", model="m", options={"headers": {"x-k": "ssk-abc0123"}})
     recorder = Recorder(tmp_path / "r.jsonl", "Why?", [tier])

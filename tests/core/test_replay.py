@@ -9,13 +9,15 @@ from typing import Any
 import pytest
 from conftest import synthetic
 
-from providers.base import ConfigError, Price, TierSpec, TurnRequest
-from providers.clock import VirtualClock
-from providers.events import Delta, Segment
-from providers.metrics import TurnMetrics
-from providers.recording import Recorder, read_recording
-from providers.replay import ReplayProvider, Retimer, replay_pace, replay_tiers
-from providers.session import SessionResult, run_session
+from tokrace.providers.adapters.replay import ReplayProvider, Retimer, replay_pace, replay_tiers
+from tokrace.providers.metrics.turn import TurnMetrics
+from tokrace.providers.model.errors import ConfigError
+from tokrace.providers.model.events import Delta, Segment
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import Price, TierSpec
+from tokrace.providers.recording.file import Recorder, read_recording
+from tokrace.providers.runs.session import SessionResult, run_session
+from tokrace.providers.timing.clock import VirtualClock
 
 TIERS = [
     synthetic("standard", model="gpt-5.6-sol", price=Price(input=5, output=30), ttft_ms=900, tok_s=54, jitter=0.15,
@@ -113,7 +115,7 @@ def test_retimer_maps_times_through_speed_and_cap_both_ways() -> None:
 def test_segments_keep_their_recorded_times_when_played_faster(tmp_path: Path) -> None:
     path = tmp_path / "seg.jsonl"
     recorder = Recorder(path, "Why?", [synthetic("s")])
-    from providers.events import Done, Request
+    from tokrace.providers.model.events import Done, Request
 
     for event in (Request(t=0.0), Segment(t=2.0, seg="tool", start=0.0, end=2.0, label="pytest"),
                   Delta(t=2.5, text="ok"), Done(t=2.5)):

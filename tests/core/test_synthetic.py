@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from conftest import kinds, race_virtually, synthetic
 
-from providers.base import ConfigError
-from providers.events import Delta, Done, Error, Event, Headers, Request, Usage, event_to_dict
-from providers.synthetic import PASSAGE, Profile, pieces, schedule
+from tokrace.providers.adapters.synthetic import PASSAGE, Profile, pieces, schedule
+from tokrace.providers.model.errors import ConfigError
+from tokrace.providers.model.events import Delta, Done, Error, Event, Headers, Request, Usage, event_to_dict
 
 
 def lane_events(max_tokens: int = 50, **profile: Any) -> list[Event]:

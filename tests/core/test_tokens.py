@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from providers import tokens
-from providers.synthetic import PASSAGE, pieces
+from tokrace.providers.adapters.synthetic import PASSAGE, pieces
+from tokrace.providers.model import tokens
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The CSV export: one row per lane and run (or per turn), DESIGN §6 names as headers, and the values of --json."""
+"""The CSV export: one row per lane and run (or per turn), docs/design.md §6 names as headers, and the values of
+--json."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from exporting import failing_tiers, record, replay_json, source_of
 
-from providers.export.csv_table import METRIC_COLUMNS, to_csv
+from tokrace.providers.export.csv_table import METRIC_COLUMNS, to_csv
 
 NUMBERS = {"connect_s", "ttfb_s", "ttft_s", "ttfa_s", "ttfs_s", "e2e_s", "decode_tok_s", "e2e_tok_s", "cost_usd",
            "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "itl_ms_max", "reads_paced_ms", "model_share",

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from exporting import failing_tiers, record, replay_json, source_of
 
-from providers import tables
-from providers.export.html_report import NEUTRAL, to_html
-from providers.metrics import DEFINITIONS
+from tokrace.providers.export import tables
+from tokrace.providers.export.html_report import NEUTRAL, to_html
+from tokrace.providers.metrics.turn import DEFINITIONS
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "source", "wbr"}
 """HTML elements without an end tag."""

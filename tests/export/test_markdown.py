@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from exporting import failing_tiers, record, replay_json, source_of
 
-from providers.base import TierSpec
-from providers.demo import demo_tiers
-from providers.export.markdown import to_markdown
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.export.markdown import to_markdown
+from tokrace.providers.model.tiers import TierSpec
 
 
 def tables_of(markdown: str) -> list[list[list[str]]]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from exporting import failing_tiers, record, replay_json, source_of
 
-from providers.export.otlp import to_otlp, to_otlp_json
+from tokrace.providers.export.otlp import to_otlp, to_otlp_json
 
 
 def spans_of(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -102,8 +102,8 @@ def as_trace_breakdown(run: dict[str, Any], model_wait: float) -> dict[str, floa
 @pytest.mark.parametrize(("scenario", "runs"), [("incident", 1), ("coding-loop", 1), (None, 2)])
 def test_the_trace_reader_reads_it_back_with_the_same_e2e_and_breakdown(tmp_path: Path, scenario: str | None,
                                                                         runs: int) -> None:
-    from providers.traces.analysis import analyse
-    from providers.traces.read import read_file
+    from tokrace.providers.traces.analysis import analyse
+    from tokrace.providers.traces.read import read_file
 
     path = record(tmp_path / "race.jsonl", scenario=scenario, runs=runs)
     source = source_of(path)
@@ -132,11 +132,11 @@ def test_the_trace_reader_reads_it_back_with_the_same_e2e_and_breakdown(tmp_path
 
 
 def test_a_retry_back_off_reads_back_as_a_retry_and_the_call_after_it_as_the_model(tmp_path: Path) -> None:
-    from providers.base import TierSpec
-    from providers.events import Delta, Done, Headers, Request, Segment, Usage
-    from providers.recording import Recorder
-    from providers.traces.analysis import analyse
-    from providers.traces.read import read_file
+    from tokrace.providers.model.events import Delta, Done, Headers, Request, Segment, Usage
+    from tokrace.providers.model.tiers import TierSpec
+    from tokrace.providers.recording.file import Recorder
+    from tokrace.providers.traces.analysis import analyse
+    from tokrace.providers.traces.read import read_file
 
     path = tmp_path / "retry.jsonl"
     recorder = Recorder(path, "Why?", [TierSpec(name="flaky", provider="openai", model="m")])
@@ -155,7 +155,7 @@ def test_a_retry_back_off_reads_back_as_a_retry_and_the_call_after_it_as_the_mod
 
 
 def test_each_trace_read_back_is_named_after_its_lane(tmp_path: Path) -> None:
-    from providers.traces.read import read_file
+    from tokrace.providers.traces.read import read_file
 
     out = tmp_path / "race.otlp.json"
     out.write_text(to_otlp_json(source_of(record(tmp_path / "race.jsonl", runs=2))), encoding="utf-8")

@@ -21,18 +21,19 @@ from typing import Any
 import httpx
 import pytest
 
-import providers.http.provider as http_provider
-from providers.base import TierSpec, TurnRequest
-from providers.clock import LaneClock, RealClock
-from providers.events import Delta, Done, Error, Event, Extra
-from providers.http import lean
-from providers.http.openai_chat import OpenAIChatProvider
-from providers.http.provider import _TurnLimits
-from providers.http.transport import StampedStream
-from providers.live import LiveRace
-from providers.metrics import PACED_SOURCE
-from providers.race import Race
-from providers.recording import Recorder
+from tokrace.providers.adapters.http import provider as http_provider
+from tokrace.providers.adapters.http import transport as lean
+from tokrace.providers.adapters.http.backend import StampedStream
+from tokrace.providers.adapters.http.openai_chat import OpenAIChatProvider
+from tokrace.providers.adapters.http.provider import _TurnLimits
+from tokrace.providers.metrics.turn import PACED_SOURCE
+from tokrace.providers.model.events import Delta, Done, Error, Event, Extra
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.live import LiveRace
+from tokrace.providers.race.race import Race
+from tokrace.providers.recording.file import Recorder
+from tokrace.providers.timing.clock import LaneClock, RealClock
 
 NOW = 1000.0
 """What the fixed clocks read (and the stream's ``perf_counter``): a read stamped ``s`` arrives at ``s`` exactly."""
@@ -435,7 +436,7 @@ async def test_reads_cut_inside_events_still_take_their_whole_events_in_one_pass
     """Reads of a fixed size cut events in two (a read takes 64 KB: a stream of 20,000 tok/s, a look that came
     late): the part of a read that ends the event the read before cut goes to the parser, the whole events after it
     in one pass; the same texts, each delta stamped with its own read's arrival, the same chunks counted."""
-    from providers.http.frames import TextFrames
+    from tokrace.providers.adapters.http.text_events import TextFrames
 
     rng = random.Random(seed)
     count = 400

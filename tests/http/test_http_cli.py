@@ -13,9 +13,10 @@ import httpx
 import pytest
 from serving import fast_source, serve_in_thread, stream_turn
 
-from providers.base import TierSpec, TurnRequest
-from providers.events import Error
-from tui.cli import main
+from tokrace.providers.model.events import Error
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.tui.cli.main import main
 
 
 def bench_json(config: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any]]:
@@ -123,9 +124,9 @@ async def test_a_key_echoed_back_by_a_server_is_redacted_from_the_error(monkeypa
 
 
 async def test_a_planted_key_reaches_no_screenshot_of_the_app(monkeypatch: pytest.MonkeyPatch) -> None:
-    from providers.http.openai_chat import OpenAIChatProvider
-    from providers.serve.server import ServeServer
-    from tui.app import build_app
+    from tokrace.providers.adapters.http.openai_chat import OpenAIChatProvider
+    from tokrace.providers.serve.server import ServeServer
+    from tokrace.tui.app.app import build_app
 
     key = planted_key()
     monkeypatch.setenv("TOKRACE_PLANTED_KEY", key)

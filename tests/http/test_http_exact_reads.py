@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from providers.base import TierSpec
-from providers.config import exact_reads, parse_config
-from providers.http.provider import HTTPProvider
-from providers.registry import create_provider
-from tui.cli import main
+from tokrace.providers.adapters.http.provider import HTTPProvider
+from tokrace.providers.adapters.registry import create_provider
+from tokrace.providers.config.load import exact_reads, parse_config
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.tui.cli.main import main
 
 CONFIG = """\
 [defaults]
@@ -69,7 +69,7 @@ def test_the_provider_reads_every_packet_with_exact_reads() -> None:
 def test_exact_reads_on_the_command_line_reaches_every_http_tier(
         argv: list[str], write_config: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch,
         in_tmp: Path) -> None:
-    import tui.headless
+    from tokrace.tui.cli import headless
 
     raced: list[list[TierSpec]] = []
 
@@ -77,7 +77,7 @@ def test_exact_reads_on_the_command_line_reaches_every_http_tier(
         raced.append(tiers)
         return 0
 
-    monkeypatch.setattr(tui.headless, "run_headless", run_headless)
+    monkeypatch.setattr(headless, "run_headless", run_headless)
     config = str(write_config(CONFIG.format(defaults="")))
     assert main([*argv, "--config", config, "--no-record"]) == 0  # (piped, `tokrace` alone is bench)
     assert main([*argv, "--config", config, "--no-record", "--exact-reads"]) == 0

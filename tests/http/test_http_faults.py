@@ -10,12 +10,13 @@ from collections.abc import AsyncIterator
 import pytest
 from serving import PROTOCOLS, chunks, fast_source, provider, stream_turn, text_of, tier
 
-from providers.base import TierSpec, TurnRequest
-from providers.clock import RealClock
-from providers.events import Done, Error, Event, Headers, Segment
-from providers.metrics import turn_metrics
-from providers.race import Race
-from providers.serve.server import ServeServer
+from tokrace.providers.metrics.turn import turn_metrics
+from tokrace.providers.model.events import Done, Error, Event, Headers, Segment
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.race import Race
+from tokrace.providers.serve.server import ServeServer
+from tokrace.providers.timing.clock import RealClock
 
 
 @pytest.fixture

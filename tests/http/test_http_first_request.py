@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from serving import fast_source, provider, tier
 
-from providers.base import TurnRequest
-from providers.clock import LaneClock, RealClock
-from providers.events import Headers, Segment
-from providers.live import LiveLane
-from providers.serve.server import Served, ServeServer
+from tokrace.providers.model.events import Headers, Segment
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.race.live import LiveLane
+from tokrace.providers.serve.server import Served, ServeServer
+from tokrace.providers.timing.clock import LaneClock, RealClock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,9 +27,10 @@ HELD_HEAD_MS = 300
 
 FIRST_REQUEST = """
 import asyncio, json, sys, threading
-from providers.serve.server import ServeServer, SyntheticSource
-from providers.synthetic import Profile
-from providers.base import TierSpec, TurnRequest
+from tokrace.providers.serve.server import ServeServer, SyntheticSource
+from tokrace.providers.adapters.synthetic import Profile
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.model.messages import TurnRequest
 
 seen = {"reader_threads": 0}
 _start = threading.Thread.start
@@ -56,7 +57,7 @@ async def main(screen):
     request = TurnRequest("Say hello.", max_tokens=5)
     try:
         if screen:
-            from tui.app import build_app
+            from tokrace.tui.app.app import build_app
             app = build_app([tier], request)
             app.runner.listeners.append(watch(lambda: app.runner.live.lanes[0].state_at(app.runner.now())))
             async with app.run_test(size=(120, 30)):
@@ -64,8 +65,8 @@ async def main(screen):
                 await app.runner.wait_finished()
                 events = app.runner.race.lanes[0].events
         else:
-            from providers.session import run_session
-            from providers.live import LiveRace
+            from tokrace.providers.runs.session import run_session
+            from tokrace.providers.race.live import LiveRace
             live = LiveRace([tier])
             result = await run_session([tier], request, listeners=[live, watch(lambda: live.lanes[0].state)])
             events = result.runs[0][0].events
@@ -129,7 +130,7 @@ async def test_the_connect_segment_comes_when_the_request_is_on_the_wire_not_wit
 
 
 async def test_prepare_resolves_the_host_and_parks_a_reader_thread() -> None:
-    from providers.http.transport import READERS
+    from tokrace.providers.adapters.http.backend import READERS
 
     async with ServeServer(fast_source()) as server:
         prov = provider(tier(server, "openai"))

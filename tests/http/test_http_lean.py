@@ -14,12 +14,13 @@ import httpx
 import pytest
 from serving import fast_source, provider, tier
 
-from providers.base import TierSpec, TurnRequest
-from providers.events import Done, Request, Segment
-from providers.http.lean import ChunkedDecoder, LeanTransport, _whole_chunks
-from providers.http.provider import eager
-from providers.http.transport import StampedBackend, _connect
-from providers.serve.server import ServeServer
+from tokrace.providers.adapters.http.backend import StampedBackend, _connect
+from tokrace.providers.adapters.http.provider import eager
+from tokrace.providers.adapters.http.transport import ChunkedDecoder, LeanTransport, _whole_chunks
+from tokrace.providers.model.events import Done, Request, Segment
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.serve.server import ServeServer
 
 BODY = b"data: one\n\ndata: two\n\n"
 CHUNKED = b"4\r\ndata\r\n7;ext=1\r\n: one\n\n\r\na\r\ndata: two\n\r\n0\r\nx-trailer: 1\r\n\r\n"
@@ -383,7 +384,7 @@ def test_a_read_cut_inside_a_chunk_takes_its_whole_chunks_in_one_split_and_only_
     """More bytes than a read takes (a 20,000 tok/s stream, a late look) cut reads inside a chunk: the whole chunks
     before and after the cut still go in one split, only the chunk the cut falls in a line at a time; the data is
     what decoding a chunk at a time gives, wherever the cut falls."""
-    import providers.http.lean as lean_module
+    from tokrace.providers.adapters.http import transport as lean_module
 
     datas = [b"data: {\"n\": %d, \"text\": \" word\"}\n\n" % i for i in range(60)]
     stream = _framed(*datas) + b"0\r\n\r\n"

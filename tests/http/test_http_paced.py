@@ -21,13 +21,14 @@ import httpcore
 import pytest
 from serving import provider, shut, stamped_connection
 
-import providers.http.transport as transport
-from providers.base import TierSpec, TurnRequest
-from providers.clock import LaneClock, RealClock
-from providers.events import Delta, Done, Event, Extra
-from providers.http.transport import StampedStream, StampedTLSStream
-from providers.loop.metrics import loop_metrics
-from providers.metrics import turn_metrics
+from tokrace.providers.adapters.http import backend as transport
+from tokrace.providers.adapters.http.backend import StampedStream, StampedTLSStream
+from tokrace.providers.metrics.loop import loop_metrics
+from tokrace.providers.metrics.turn import turn_metrics
+from tokrace.providers.model.events import Delta, Done, Event, Extra
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.timing.clock import LaneClock, RealClock
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -411,7 +412,7 @@ class FakeStream:
 
 
 def test_thinking_and_tool_arguments_do_not_allow_pacing_and_the_pace_is_said_once() -> None:
-    from providers.http.provider import _Pacing
+    from tokrace.providers.adapters.http.provider import _Pacing
 
     stream = FakeStream()
     pacing = _Pacing(stream)

@@ -12,14 +12,16 @@ import httpx
 import pytest
 from serving import PROTOCOLS, chunks, fast_source, stream_turn, text_of, tier
 
-from providers.base import ConfigError, Message, TierSpec, TurnRequest
-from providers.events import Delta, Done, Error, Extra, Headers, Request, Segment, ToolCall, Usage
-from providers.http.provider import HTTPProvider
-from providers.metrics import turn_metrics
-from providers.recording import Recorder
-from providers.registry import create_provider, provider_options
-from providers.serve.server import RecordingSource, ServeServer
-from providers.synthetic import PASSAGE, pieces
+from tokrace.providers.adapters.http.provider import HTTPProvider
+from tokrace.providers.adapters.registry import create_provider, provider_options
+from tokrace.providers.adapters.synthetic import PASSAGE, pieces
+from tokrace.providers.metrics.turn import turn_metrics
+from tokrace.providers.model.errors import ConfigError
+from tokrace.providers.model.events import Delta, Done, Error, Extra, Headers, Request, Segment, ToolCall, Usage
+from tokrace.providers.model.messages import Message, TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.recording.file import Recorder
+from tokrace.providers.serve.server import RecordingSource, ServeServer
 
 
 @pytest.fixture
@@ -113,7 +115,7 @@ async def test_warm_opens_the_connection_the_first_turn_reuses(server: ServeServ
     prov = create_provider(tier(server, "openai"))
     await prov.prepare(warm=True)
     try:
-        from providers.clock import LaneClock, RealClock
+        from tokrace.providers.timing.clock import LaneClock, RealClock
 
         clock = RealClock()
         events = [e async for e in prov.stream(TurnRequest("hi", max_tokens=3), LaneClock(clock, clock.now()))]

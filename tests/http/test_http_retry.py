@@ -7,7 +7,7 @@ import email.utils
 import httpx
 import pytest
 
-from providers.http.provider import (
+from tokrace.providers.adapters.http.provider import (
     DEFAULT_MAX_RETRIES,
     backoff_s,
     error_body,

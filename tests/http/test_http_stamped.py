@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from serving import fast_source, shut, stamped_connection, stream_turn, text_of, tier
 
-from providers.base import TurnRequest
-from providers.clock import LaneClock, RealClock
-from providers.events import Delta, Done, Segment
-from providers.http.provider import stamped_transport
-from providers.http.transport import StampedStream
-from providers.registry import create_provider
-from providers.serve.server import ServeServer
+from tokrace.providers.adapters.http.backend import StampedStream
+from tokrace.providers.adapters.http.provider import stamped_transport
+from tokrace.providers.adapters.registry import create_provider
+from tokrace.providers.model.events import Delta, Done, Segment
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.serve.server import ServeServer
+from tokrace.providers.timing.clock import LaneClock, RealClock
 
 DATA = Path(__file__).parent.parent / "data"
 """A self-signed certificate for 127.0.0.1 (valid until 2126), made for these tests only."""
@@ -105,7 +105,7 @@ async def test_a_request_is_on_the_wire_when_the_kernel_sent_it_not_when_the_cal
     """The moment a request went on the wire is the kernel's transmit stamp of its last byte: a thread held inside
     the sending call (here: a clock that has the call begin a whole second early) put that time into the request's
     trip to the server."""
-    from providers.http import transport
+    from tokrace.providers.adapters.http import backend as transport
 
     class Early:
         """``time`` with ``perf_counter`` read a second early."""
@@ -203,7 +203,7 @@ async def test_a_reader_that_always_finds_bytes_waiting_still_lets_the_event_loo
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A stream faster than its parsing: every read finds bytes already there, so without a yield the lane's task
     would hold the loop (the screen, the other lanes, timers) for the whole stream."""
-    import providers.http.transport as transport
+    from tokrace.providers.adapters.http import backend as transport
 
     monkeypatch.setattr(transport, "READ_SLICE_S", 0.0)
     stream, writer, server = await pair()
@@ -241,7 +241,7 @@ async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamp
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The reader thread takes every packet at once (its stamp is its own), but after a wake-up the loop looks for
     the next reads by itself HAND_OVER_S later: packets meanwhile do not wake it one by one; the end does at once."""
-    import providers.http.transport as transport
+    from tokrace.providers.adapters.http import backend as transport
 
     monkeypatch.setattr(transport, "HAND_OVER_S", 60.0)
     stream, writer, server = await pair()
@@ -285,8 +285,8 @@ async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamp
 def test_the_loops_looks_at_a_connection_are_on_a_grid_the_lanes_frames_and_flushes_share() -> None:
     """A look comes at the first multiple of its step at least half a step ahead: a steady stream's looks are
     exactly a step apart, and every coarse grid point (where offline lanes, frames and flushes wake) is one of them."""
-    from providers.clock import COARSE_WAKE_S
-    from providers.http.transport import HAND_OVER_S, PACE_S, next_look
+    from tokrace.providers.adapters.http.backend import HAND_OVER_S, PACE_S, next_look
+    from tokrace.providers.timing.clock import COARSE_WAKE_S
 
     for every in (HAND_OVER_S, PACE_S):
         assert COARSE_WAKE_S / every == 2

@@ -7,8 +7,8 @@ import threading
 
 from serving import fast_source, provider, tier
 
-from providers.http.transport import READERS, ReaderThreads
-from providers.serve.server import ServeServer
+from tokrace.providers.adapters.http.backend import READERS, ReaderThreads
+from tokrace.providers.serve.server import ServeServer
 
 
 def wait_until(check: object, timeout: float = 10.0) -> None:
@@ -56,8 +56,8 @@ def test_a_thread_done_with_its_connection_parks_while_reserved_and_ends_when_no
 async def test_providers_set_up_and_closed_again_and_again_keep_no_more_threads_than_they_use() -> None:
     """Each provider's prepare reserves a parked thread; its close gives it back: 30 providers one after the other
     (each streaming a turn) leave the process with the threads one of them needs, not 30 more."""
-    from providers.base import TurnRequest
-    from providers.clock import LaneClock, RealClock
+    from tokrace.providers.model.messages import TurnRequest
+    from tokrace.providers.timing.clock import LaneClock, RealClock
 
     async with ServeServer(fast_source()) as server:
         before = READERS.threads

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.http.sse import EventTooLarge, SSEEvent, SSEParser
+from tokrace.providers.adapters.http.sse import EventTooLarge, SSEEvent, SSEParser
 
 
 def parse(*chunks: bytes) -> list[SSEEvent]:

@@ -16,14 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from serving import chunks, stream_turn
 
-from providers.base import TierSpec, TurnRequest
-from providers.events import Done, Error, Event
-from providers.http.anthropic import AnthropicDecoder
-from providers.http.openai_chat import ChatDecoder, OpenAIChatProvider
-from providers.http.openai_responses import ResponsesDecoder
-from providers.http.provider import StreamDecoder, StreamProblem, decode
-from providers.http.sse import EventTooLarge, SSEParser
-from tui.cli import main
+from tokrace.providers.adapters.http.anthropic import AnthropicDecoder
+from tokrace.providers.adapters.http.openai_chat import ChatDecoder, OpenAIChatProvider
+from tokrace.providers.adapters.http.openai_responses import ResponsesDecoder
+from tokrace.providers.adapters.http.provider import StreamDecoder, StreamProblem, decode
+from tokrace.providers.adapters.http.sse import EventTooLarge, SSEParser
+from tokrace.providers.model.events import Done, Error, Event
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.tui.cli.main import main
 
 
 def test_the_sse_parser_is_linear_4_mb_in_64_byte_chunks_well_under_a_second() -> None:
@@ -300,8 +301,8 @@ _JSONISH = st.sampled_from(['{"a": 1}', "[1, 2]", " {}", "{} ", "{}\n", "{}x", "
 def test_load_json_reads_what_json_loads_reads_and_refuses_what_it_refuses(parts: list[str]) -> None:
     """The scanner's fast path returns exactly what ``json.loads`` returns, and anything else it refuses (white
     space around the value, something after it) goes to ``json.loads`` as before."""
-    from providers.http.provider import load_json
-    from providers.http.sse import SSEEvent
+    from tokrace.providers.adapters.http.provider import load_json
+    from tokrace.providers.adapters.http.sse import SSEEvent
 
     text = "".join(parts)
     try:

@@ -13,16 +13,16 @@ import httpx
 import pytest
 from serving import chunks, joined, text_of
 
-from providers.base import TierSpec
-from providers.clock import VirtualClock
-from providers.events import Delta, Event
-from providers.http.anthropic import AnthropicProvider
-from providers.http.frames import TextFrames
-from providers.http.openai_chat import OpenAIChatProvider
-from providers.http.openai_responses import OpenAIResponsesProvider
-from providers.http.provider import HTTPProvider, StreamDecoder, _TurnLimits
-from providers.http.sse import SSEEvent
-from providers.serve.wire import AnthropicWire, Call, ChatWire, Piece, Plan, ResponsesWire, Timing, Wire
+from tokrace.providers.adapters.http.anthropic import AnthropicProvider
+from tokrace.providers.adapters.http.openai_chat import OpenAIChatProvider
+from tokrace.providers.adapters.http.openai_responses import OpenAIResponsesProvider
+from tokrace.providers.adapters.http.provider import HTTPProvider, StreamDecoder, _TurnLimits
+from tokrace.providers.adapters.http.sse import SSEEvent
+from tokrace.providers.adapters.http.text_events import TextFrames
+from tokrace.providers.model.events import Delta, Event
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.serve.wire import AnthropicWire, Call, ChatWire, Piece, Plan, ResponsesWire, Timing, Wire
+from tokrace.providers.timing.clock import VirtualClock
 
 
 class _Chunks(httpx.AsyncByteStream):

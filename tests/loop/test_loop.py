@@ -1,4 +1,4 @@
-"""Loop metrics (DESIGN §6) and the bottleneck figures, from a lane's events alone."""
+"""Loop metrics (docs/design.md §6) and the bottleneck figures, from a lane's events alone."""
 
 from __future__ import annotations
 
@@ -10,15 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from providers.base import TurnRequest
-from providers.demo import demo_tiers
-from providers.events import Delta, Done, Error, Event, Request, Segment, Usage, loop_end
-from providers.loop.metrics import Bottleneck, LoopMetrics, bottlenecks, breakdown, loop_metrics, representative
-from providers.loop.scenario_file import builtin_names, load_scenario
-from providers.metrics import SegmentSpan
-from providers.recording import Recorder, read_recording
-from providers.replay import replay_tiers
-from providers.session import SessionResult, report, run_session
+from tokrace.providers.adapters.replay import replay_tiers
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.loop.scenario_file import builtin_names, load_scenario
+from tokrace.providers.metrics.loop import (
+    Bottleneck,
+    LoopMetrics,
+    bottlenecks,
+    breakdown,
+    loop_metrics,
+    representative,
+)
+from tokrace.providers.metrics.turn import SegmentSpan
+from tokrace.providers.model.events import Delta, Done, Error, Event, Request, Segment, Usage, loop_end
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.recording.file import Recorder, read_recording
+from tokrace.providers.runs.session import SessionResult, report, run_session
 
 LOOP_KEYS = {"turns", "breakdown", "model_share", "amdahl_max_speedup"}
 

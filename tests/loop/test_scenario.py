@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from providers.base import ConfigError
-from providers.loop.scenario import HumanStep, Latency, ModelStep, ToolStep, WaitStep
-from providers.loop.scenario_file import builtin_names, builtin_scenarios, load_scenario, parse_scenario
+from tokrace.providers.loop.scenario import HumanStep, Latency, ModelStep, ToolStep, WaitStep
+from tokrace.providers.loop.scenario_file import builtin_names, builtin_scenarios, load_scenario, parse_scenario
+from tokrace.providers.model.errors import ConfigError
 
 SMALL = """\
 name = "small"

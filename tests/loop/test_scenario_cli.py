@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.cli import main
+from tokrace.tui.cli.main import main
 
 LOOP_KEYS = {"turns", "breakdown", "model_share", "amdahl_max_speedup"}
 

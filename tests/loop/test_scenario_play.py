@@ -9,14 +9,28 @@ from pathlib import Path
 
 from conftest import synthetic
 
-from providers.base import Provider, TierSpec, TurnRequest
-from providers.clock import Clock, VirtualClock
-from providers.events import Delta, Done, Error, Event, Extra, Headers, Request, Segment, ToolCall, Usage, is_loop_end
-from providers.loop.metrics import loop_metrics
-from providers.loop.scenario import Scenario
-from providers.loop.scenario_file import parse_scenario
-from providers.race import LaneRun, Race
-from providers.synthetic import SyntheticProvider
+from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters.synthetic import SyntheticProvider
+from tokrace.providers.loop.scenario import Scenario
+from tokrace.providers.loop.scenario_file import parse_scenario
+from tokrace.providers.metrics.loop import loop_metrics
+from tokrace.providers.model.events import (
+    Delta,
+    Done,
+    Error,
+    Event,
+    Extra,
+    Headers,
+    Request,
+    Segment,
+    ToolCall,
+    Usage,
+    is_loop_end,
+)
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.race import LaneRun, Race
+from tokrace.providers.timing.clock import Clock, VirtualClock
 
 TOOLS = """\
 [[tools]]

@@ -12,16 +12,18 @@ import httpx
 import pytest
 from serving import PROTOCOLS, fast_source, instant_backoff, tier
 
-from providers.base import Provider, TierSpec, TurnRequest
-from providers.clock import VirtualClock
-from providers.events import Error, Event, Request, Segment, ToolCall
-from providers.loop.metrics import loop_metrics
-from providers.loop.scenario import Scenario
-from providers.loop.scenario_file import parse_scenario
-from providers.race import LaneRun, Race
-from providers.recording import Recorder
-from providers.registry import FACTORIES
-from providers.serve.server import RecordingSource, ServeServer, Source
+from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters.registry import FACTORIES
+from tokrace.providers.loop.scenario import Scenario
+from tokrace.providers.loop.scenario_file import parse_scenario
+from tokrace.providers.metrics.loop import loop_metrics
+from tokrace.providers.model.events import Error, Event, Request, Segment, ToolCall
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.race import LaneRun, Race
+from tokrace.providers.recording.file import Recorder
+from tokrace.providers.serve.server import RecordingSource, ServeServer, Source
+from tokrace.providers.timing.clock import VirtualClock
 
 LOOP = """\
 name = "loop"

@@ -16,11 +16,12 @@ import httpx
 import pytest
 from serving import chunks, fast_source, stream_turn, tier
 
-from providers.base import TierSpec, TurnRequest
-from providers.clock import RealClock
-from providers.events import Delta, Done, Error, Headers, Request, Segment, Usage
-from providers.recording import Recorder
-from providers.serve.server import (
+from tokrace.providers.adapters.synthetic import Profile, schedule
+from tokrace.providers.model.events import Delta, Done, Error, Headers, Request, Segment, Usage
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.recording.file import Recorder
+from tokrace.providers.serve.server import (
     Fault,
     RecordingSource,
     Served,
@@ -31,7 +32,7 @@ from providers.serve.server import (
     build_server,
     serve_forever,
 )
-from providers.synthetic import Profile, schedule
+from tokrace.providers.timing.clock import RealClock
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -343,7 +344,7 @@ async def test_a_piece_the_kernel_sends_later_than_it_was_written_counts_as_sent
     """TCP may send a write after the call returned (holding it back while earlier bytes are below it; on a busy
     core until the kernel gets to it): the record keeps the note until the stamp is in, then takes the stamp, and
     the server waits for the stamps before it hands the record over."""
-    from providers.serve.server import _ArrivalReader, _Notes
+    from tokrace.providers.serve.server import _ArrivalReader, _Notes
 
     class Sends:
         """Transmit stamps that come in when the test says: byte end -> when it went out."""
@@ -390,7 +391,7 @@ async def test_a_piece_the_kernel_sends_later_than_it_was_written_counts_as_sent
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the kernel's transmit stamps (SO_TIMESTAMPING) are Linux's")
 def test_a_stamped_connection_says_when_each_byte_went_out_and_none_for_bytes_not_sent_yet() -> None:
-    from providers.serve.server import _StampedConnection
+    from tokrace.providers.serve.server import _StampedConnection
 
     with socket.create_server(("127.0.0.1", 0)) as listener:
         client = socket.create_connection(listener.getsockname())

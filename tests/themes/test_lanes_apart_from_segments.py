@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from colour_vision import contrast_ratio, difference
 
-from themes.loader import LANE_VARIABLES, SEGMENT_VARIABLES, builtin_themes
+from tokrace.themes.loader import LANE_VARIABLES, SEGMENT_VARIABLES, builtin_themes
 
 BUILTINS = tuple(builtin_themes())
 LANE_SEGMENT_MIN_DELTA_E = 15.0

@@ -17,7 +17,7 @@ from textual.color import Color
 from textual.pilot import Pilot
 from tui_harness import at, demo_app
 
-from themes.loader import (
+from tokrace.themes.loader import (
     APP_VARIABLES,
     BUILTIN_DIR,
     COLOUR_VARIABLES,
@@ -32,11 +32,11 @@ from themes.loader import (
     timeline_row_height,
     user_themes_dir,
 )
-from tui.cli import build_parser, main
-from tui.settings import Settings, SettingsError, settings_path
-from tui.theming import AppThemes, UnknownThemeError
-from tui.widgets.palette import palette
-from tui.widgets.timeline import LABEL_WIDTH, Row, Timeline, fitting_height
+from tokrace.tui.app.theming import AppThemes, UnknownThemeError
+from tokrace.tui.app.widgets.palette import palette
+from tokrace.tui.app.widgets.timeline import LABEL_WIDTH, Row, Timeline, fitting_height
+from tokrace.tui.cli.main import build_parser, main
+from tokrace.tui.cli.settings import Settings, SettingsError, settings_path
 
 BUILTINS = ("tokrace-dark", "tokrace-light", "projector", "tokrace-cb")
 DICHROMACIES = ("deuteranopia", "protanopia")

@@ -11,11 +11,11 @@ import re
 import pytest
 from test_retime import PROFILE, parallel_tools, random_trace, sequential
 
-from providers.base import Price
-from providers.traces.compare import bootstrap_ci, compare
-from providers.traces.model import Step, Trace
-from providers.traces.report import CHECKLIST, comparison_json, csv_text, markdown, table
-from providers.traces.retime import TierProfile
+from tokrace.providers.model.tiers import Price
+from tokrace.providers.traces.compare import bootstrap_ci, compare
+from tokrace.providers.traces.model import Step, Trace
+from tokrace.providers.traces.report import CHECKLIST, comparison_json, csv_text, markdown, table
+from tokrace.providers.traces.retime import TierProfile
 
 PRICED = TierProfile(name="fast", ttft_s=0.5, tok_s=100.0, price=Price(input=10.0, output=60.0))
 SLOW = TierProfile(name="slow", ttft_s=2.0, tok_s=10.0)
@@ -145,7 +145,7 @@ def test_csv_has_the_set_and_every_trace_on_every_tier() -> None:
 
 
 def test_calls_without_output_tokens_are_counted_and_footnoted() -> None:
-    from providers.traces.report import footnotes
+    from tokrace.providers.traces.report import footnotes
 
     trace = Trace(file="u", format="t", steps=[
         Step(id="a", kind="model", start=0, end=5), Step(id="b", kind="model", start=5, end=9, after=("a",),

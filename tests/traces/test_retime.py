@@ -7,17 +7,11 @@ import random
 
 import pytest
 
-from providers.base import ConfigError, TierSpec
-from providers.traces.analysis import analyse
-from providers.traces.model import Step, Trace
-from providers.traces.retime import (
-    TierProfile,
-    containers,
-    dependency_order,
-    retime,
-    retime_on,
-    tier_profile,
-)
+from tokrace.providers.model.errors import ConfigError
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.traces.analysis import analyse
+from tokrace.providers.traces.model import Step, Trace
+from tokrace.providers.traces.retime import TierProfile, containers, dependency_order, retime, retime_on, tier_profile
 
 PROFILE = TierProfile(name="fast", ttft_s=0.5, tok_s=100.0)
 
@@ -204,7 +198,7 @@ def test_hand_computed_breakdown_of_the_retimed_sub_agent_trace() -> None:
 def agent_spans() -> Trace:
     """As the OTLP reader builds it: the top agent's span and a sub-agent's span are ``wait`` steps around their
     calls, the sub-agent runs in a ``sub-agent`` tool step of the main chain; dependencies as the readers link."""
-    from providers.traces.source import Chains
+    from tokrace.providers.traces.reader_tools import Chains
 
     chains = Chains()
     chains.add("wait", 0.0, 30.0, label="agent")
@@ -244,7 +238,7 @@ def test_a_sub_agent_tool_step_does_not_hold_its_own_chain() -> None:
 def test_every_fixture_trace_retimes_exactly_on_its_own_durations_and_monotonically() -> None:
     from pathlib import Path
 
-    from providers.traces.read import files, read_file
+    from tokrace.providers.traces.read import files, read_file
 
     traces = [t for f in files([Path(__file__).parent / "fixtures", Path(__file__).parents[2] / "examples"])
               for t in read_file(f).traces]

@@ -1,12 +1,12 @@
-"""The analysis of a trace (DESIGN §12) on hand-built traces whose figures are computed by hand."""
+"""The analysis of a trace (docs/design.md §12) on hand-built traces whose figures are computed by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from providers.base import Price
-from providers.traces.analysis import analyse, pieces, without_away
-from providers.traces.model import Step, Trace
+from tokrace.providers.model.tiers import Price
+from tokrace.providers.traces.analysis import analyse, pieces, without_away
+from tokrace.providers.traces.model import Step, Trace
 
 
 def model(id: str, start: float, end: float, **kw: object) -> Step:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from providers.events import Delta, Done, Request, Segment, is_loop_end
-from providers.loop.metrics import bottlenecks, loop_metrics
-from providers.recording import read_recording
-from providers.traces.analysis import analyse
-from providers.traces.model import Step, Trace
-from providers.traces.playable import trace_events, write_recording
-from providers.traces.read import files, read_file
+from tokrace.providers.metrics.loop import bottlenecks, loop_metrics
+from tokrace.providers.model.events import Delta, Done, Request, Segment, is_loop_end
+from tokrace.providers.recording.file import read_recording
+from tokrace.providers.traces.analysis import analyse
+from tokrace.providers.traces.model import Step, Trace
+from tokrace.providers.traces.read import files, read_file
+from tokrace.providers.traces.to_events import trace_events, write_recording
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRACES = [t for p in files([FIXTURES]) for t in read_file(p).traces]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from providers.traces.analysis import analyse
-from providers.traces.model import Trace
-from providers.traces.read import detect, files, read_file
+from tokrace.providers.traces.analysis import analyse
+from tokrace.providers.traces.model import Trace
+from tokrace.providers.traces.read import detect, files, read_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tui.cli import main
+from tokrace.tui.cli.main import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

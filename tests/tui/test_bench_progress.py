@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from providers.events import Done, Error, Request
-from tui.cli import main
-from tui.progress import BenchProgress
+from tokrace.providers.model.events import Done, Error, Request
+from tokrace.tui.cli.main import main
+from tokrace.tui.cli.progress import BenchProgress
 
 
 class Terminal(io.StringIO):

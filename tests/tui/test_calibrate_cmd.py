@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from serving import base_url, fast_source, serve_in_thread
 
-from providers.calibrate import Calibration, CalibrationError, write_profile
-from providers.config import load_config
-from providers.traces.retime import tier_profile
-from tui.cli import main
+from tokrace.providers.config.load import load_config
+from tokrace.providers.race.calibrate import Calibration, CalibrationError, write_profile
+from tokrace.providers.traces.retime import tier_profile
+from tokrace.tui.cli.main import main
 
 TTFT_MS, TOK_S = 120.0, 250.0
 

@@ -1,4 +1,5 @@
-"""The command line (DESIGN §8): bench, replay --headless, recordings, tiers; the JSON contract and exit codes."""
+"""The command line (docs/design.md §8): bench, replay --headless, recordings, tiers; the JSON contract and exit
+codes."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from providers import __version__
-from tui.cli import build_parser, main
+from tokrace.providers import __version__
+from tokrace.tui.cli.main import build_parser, main
 
 WriteConfig = Callable[..., Path]
 
@@ -52,7 +53,7 @@ fail_after_tokens = 5
 RUN_KEYS = {"ok", "error", "connect_s", "ttfb_s", "ttft_s", "ttfa_s", "ttfs_s", "e2e_s", "output_tokens",
             "tokens_source", "decode_tok_s", "e2e_tok_s", "itl_ms", "stalls", "cost_usd", "segments",
             "retries", "service_tier", "provider_timing", "reads_paced_ms"}
-"""The keys of one run in DESIGN §8, and the ones README adds (what the details view shows)."""
+"""The keys of one run in docs/design.md §8, and the ones README adds (what the details view shows)."""
 
 
 @pytest.fixture(autouse=True)
@@ -323,7 +324,7 @@ def test_tiers_race_when_another_tier_of_the_config_is_broken(capsys: pytest.Cap
 
 def test_a_bad_config_is_one_line_exit_2_and_never_a_traceback(write_config: WriteConfig) -> None:
     config = write_config('[[tiers]]\nname = "a"\nprovider = "synthetic"\ntok_s = "fast"\n')
-    done = subprocess.run([sys.executable, "-m", "tui.cli", "bench", "--config", str(config), "--no-record"],
+    done = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "bench", "--config", str(config), "--no-record"],
                           capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent.parent)
     assert done.returncode == 2
     assert done.stdout == ""
@@ -360,8 +361,9 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
 
 def test_fast_forward_refuses_tiers_that_talk_to_real_servers() -> None:
-    from providers.base import ConfigError, TierSpec
-    from providers.session import check_fast_forward
+    from tokrace.providers.model.errors import ConfigError
+    from tokrace.providers.model.tiers import TierSpec
+    from tokrace.providers.runs.session import check_fast_forward
 
     check_fast_forward([TierSpec(name="s", provider="synthetic"), TierSpec(name="r", provider="replay")])
     with pytest.raises(ConfigError, match="these talk to real servers: Live API"):

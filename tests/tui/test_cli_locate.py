@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from providers.config import user_config_path
-from providers.recording import recordings_dir
-from themes.loader import user_themes_dir
-from tui import cli, launch
-from tui.cli import build_parser, main
-from tui.settings import settings_path
+from tokrace.providers.config.load import user_config_path
+from tokrace.providers.recording.file import recordings_dir
+from tokrace.themes.loader import user_themes_dir
+from tokrace.tui.app import launch
+from tokrace.tui.cli import main as cli
+from tokrace.tui.cli.main import build_parser, main
+from tokrace.tui.cli.settings import settings_path
 
 
 def located(capsys: pytest.CaptureFixture[str], *what: str) -> list[str]:

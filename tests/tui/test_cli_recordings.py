@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from providers.recording import recordings_dir
-from tui import tables
-from tui.cli import main
+from tokrace.providers.recording.file import recordings_dir
+from tokrace.tui.cli import tables
+from tokrace.tui.cli.main import main
 
 LONG_PROMPT = ("Explain, for a team that is about to move its coding agent to a faster tier, why the bottleneck "
                "moves away from the model once it streams fast")

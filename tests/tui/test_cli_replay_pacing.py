@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tui.cli import main
+from tokrace.tui.cli.main import main
 
 
 @pytest.fixture(autouse=True)

@@ -3,10 +3,10 @@ of tokrace's read pace; the pace is not shown as a provider's own timing."""
 
 from __future__ import annotations
 
-from providers.base import TierSpec
-from providers.events import Delta, Done, Extra, Request
-from providers.metrics import turn_metrics
-from tui.screens.details import metric_rows, wire_rows
+from tokrace.providers.metrics.turn import turn_metrics
+from tokrace.providers.model.events import Delta, Done, Extra, Request
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.tui.app.screens.details import metric_rows, wire_rows
 
 EVENTS = [Request(t=0.0), Delta(t=0.3, text="a", tokens=1), Delta(t=0.308, text="b", tokens=1),
           Delta(t=0.316, text="c", tokens=1), Done(t=0.316)]

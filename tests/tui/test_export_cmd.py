@@ -13,10 +13,10 @@ import pyte
 import pytest
 from exporting import record, replay_json
 
-from providers.recording import read_recording
-from tui.cli import main
-from tui.export_screen import FPS
-from tui.replay_control import replay_duration
+from tokrace.providers.recording.file import read_recording
+from tokrace.providers.runs.replay_control import replay_duration
+from tokrace.tui.app.export_media import FPS
+from tokrace.tui.cli.main import main
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ def test_an_agent_trace_is_exported_as_replay_plays_it(race: Path, capsys: pytes
 
 def test_more_lanes_than_the_screen_shows_are_refused_for_svg_and_cast(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    from providers.base import TierSpec
+    from tokrace.providers.model.tiers import TierSpec
 
     tiers = [TierSpec(name=f"lane {i}", provider="synthetic", model="m", options={"ttft_ms": 10, "tok_s": 900})
              for i in range(7)]

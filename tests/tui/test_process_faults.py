@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.recording import read_recording
+from tokrace.providers.recording.file import read_recording
 
 ROOT = Path(__file__).parents[2]
 
@@ -36,7 +36,7 @@ def test_a_disk_that_fills_mid_race_stops_the_recording_once_and_bench_prints_it
     record = tmp_path / "full.jsonl"
     limit = 6_000
     script = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
-              "from tui.cli import main; sys.exit(main(sys.argv[1:]))")
+              "from tokrace.tui.main import main; sys.exit(main(sys.argv[1:]))")
     done = subprocess.run([sys.executable, "-c", script, "bench", "--fast-forward", "--record", str(record),
                            "--json", "-", "--max-tokens", "200"],
                           capture_output=True, text=True, env=env(tmp_path), cwd=tmp_path, timeout=120)
@@ -58,7 +58,7 @@ import asyncio, resource, sys
 sys.path.insert(0, {str(ROOT / "tests")!r})
 resource.setrlimit(resource.RLIMIT_FSIZE, (4000, 4000))
 from tui_harness import demo_app, at
-from tui.record import RecordPlan
+from tokrace.providers.runs.record_paths import RecordPlan
 from pathlib import Path
 
 async def main():
@@ -96,7 +96,7 @@ class Screen:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
         self.master = master
-        self.proc = subprocess.Popen([sys.executable, "-m", "tui.cli", *args], stdin=slave, stdout=slave,
+        self.proc = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", *args], stdin=slave, stdout=slave,
                                      stderr=slave, env=env(tmp_path), cwd=ROOT, start_new_session=True,
                                      preexec_fn=default_sigint)
         os.close(slave)
@@ -157,7 +157,7 @@ def test_a_signal_on_the_race_screen_restores_the_terminal_records_stopped_lanes
 def test_a_signal_in_bench_stops_the_lanes_writes_them_and_exits_like_the_screen(
         tmp_path: Path, sig: signal.Signals, code: int, said: str) -> None:
     record = tmp_path / "bench.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "bench", "--record", str(record), "--max-tokens",
+    proc = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", "bench", "--record", str(record), "--max-tokens",
                              "4000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(tmp_path), cwd=ROOT,
                             preexec_fn=default_sigint)
     deadline = time.monotonic() + 30
@@ -173,7 +173,7 @@ def test_a_signal_in_bench_stops_the_lanes_writes_them_and_exits_like_the_screen
 
 def test_kill_9_in_bench_loses_at_most_the_line_being_written(tmp_path: Path) -> None:
     record = tmp_path / "killed.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "bench", "--record", str(record), "--max-tokens",
+    proc = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", "bench", "--record", str(record), "--max-tokens",
                              "4000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(tmp_path),
                             cwd=ROOT)
     deadline = time.monotonic() + 30

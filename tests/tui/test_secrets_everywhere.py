@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from providers.base import ConfigError, TierSpec, TurnRequest
-from providers.config import parse_config
-from tui.app import build_app
-from tui.cli import main
-from tui.screens.details import DetailsScreen
-from tui.screens.race import RaceScreen
+from tokrace.providers.config.load import parse_config
+from tokrace.providers.model.errors import ConfigError
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.tui.app.app import build_app
+from tokrace.tui.app.screens.details import DetailsScreen
+from tokrace.tui.app.screens.race import RaceScreen
+from tokrace.tui.cli.main import main
 
 MARK = "PLANTED"
 KEY = f"sk-tokrace-{MARK}-" + "4e1d" * 5

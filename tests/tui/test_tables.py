@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from rich.table import Table
 
-from tui import tables
-from tui.cli import main
+from tokrace.tui.cli import tables
+from tokrace.tui.cli.main import main
 
 
 class Terminal(io.StringIO):

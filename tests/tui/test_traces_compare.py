@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from providers.base import ConfigError, Price, TokraceError
-from providers.config import Config, load_config
-from providers.traces.model import Step, Trace
-from tui.cli import main
-from tui.traces_compare import build_comparison, check_compare_args, write_comparison
+from tokrace.providers.config.load import Config, load_config
+from tokrace.providers.model.errors import ConfigError, TokraceError
+from tokrace.providers.model.tiers import Price
+from tokrace.providers.traces.model import Step, Trace
+from tokrace.tui.cli.main import main
+from tokrace.tui.cli.traces_compare import build_comparison, check_compare_args, write_comparison
 
 
 def coding_trace(name: str, scale: float) -> Trace:

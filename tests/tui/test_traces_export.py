@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from exporting import record
 
-from tui.cli import main
+from tokrace.tui.cli.main import main
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import gc
 
-from providers.base import TurnRequest
-from providers.clock import VirtualClock
-from providers.demo import demo_tiers
-from tui.app import YOUNG_OBJECTS, build_app
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.tui.app.app import YOUNG_OBJECTS, build_app
 
 
 async def test_the_app_raises_the_young_threshold_while_it_runs_and_restores_the_collector_after() -> None:

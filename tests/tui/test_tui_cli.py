@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from tui_harness import record_demo
 
-from providers.demo import DEMO_PROMPT
-from tui import cli, headless, launch
+from tokrace.providers.config.demo import DEMO_PROMPT
+from tokrace.tui.app import launch
+from tokrace.tui.cli import headless
+from tokrace.tui.cli import main as cli
 
 
 @pytest.fixture
@@ -94,7 +96,9 @@ async def test_replay_piped_falls_back_to_the_headless_table(calls: dict[str, An
 
 
 def test_more_lanes_than_the_screen_holds_is_one_clear_line() -> None:
-    from providers.base import TierSpec, TokraceError, TurnRequest
+    from tokrace.providers.model.errors import TokraceError
+    from tokrace.providers.model.messages import TurnRequest
+    from tokrace.providers.model.tiers import TierSpec
 
     tiers = [TierSpec(name=f"t{i}", provider="synthetic") for i in range(7)]
     with pytest.raises(TokraceError) as caught:

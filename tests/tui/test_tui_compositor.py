@@ -16,11 +16,11 @@ from textual.pilot import Pilot
 from textual.strip import Strip
 from tui_harness import demo_app, failing_demo_tiers
 
-from providers.base import TierSpec
-from providers.demo import demo_tiers
-from tui.app import TokraceApp
-from tui.compositor import LineChopsUpdate, LineCompositor, runs
-from tui.screens.race import RaceScreen
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.tui.app.app import TokraceApp
+from tokrace.tui.app.render.compositor import LineChopsUpdate, LineCompositor, runs
+from tokrace.tui.app.screens.race import RaceScreen
 
 Cell = tuple[str, Style | None]
 
@@ -200,9 +200,9 @@ async def test_widgets_drawn_directly_draw_what_textual_would() -> None:
     from textual.geometry import Region
     from textual.widget import Widget
 
-    from tui.widgets.direct import DirectLines, plain
-    from tui.widgets.gauge import Gauge
-    from tui.widgets.timeline import TimelineLines
+    from tokrace.tui.app.render.direct_lines import DirectLines, plain
+    from tokrace.tui.app.widgets.gauge import Gauge
+    from tokrace.tui.app.widgets.timeline import TimelineLines
 
     app, clock = demo_app(failing_demo_tiers())
     async with app.run_test(size=(160, 45)) as pilot:
@@ -232,8 +232,8 @@ async def test_a_repaint_draws_what_a_refresh_draws_without_a_message() -> None:
     from textual.message import Message
     from textual.widget import Widget
 
-    from tui.compositor import repaint
-    from tui.widgets.frame_static import FrameStatic
+    from tokrace.tui.app.render.compositor import repaint
+    from tokrace.tui.app.widgets.frame_static import FrameStatic
 
     class Lines(Widget):
         DEFAULT_CSS = "Lines { height: 3; }"
@@ -277,7 +277,7 @@ async def test_sizes_and_repaints_worked_out_once_a_layout_are_textuals() -> Non
     from textual.geometry import Region
     from textual.widget import Widget
 
-    from tui.compositor import content_size, repaint
+    from tokrace.tui.app.render.compositor import content_size, repaint
 
     app, clock = demo_app(demo_tiers())
     async with app.run_test(size=(160, 45)) as pilot:

@@ -11,13 +11,13 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList
 from tui_harness import factory, record_demo, replay_app
 
-from providers.base import TurnRequest
-from providers.clock import VirtualClock
-from providers.demo import demo_tiers
-from tui.app import TokraceApp, build_app
-from tui.record import RecordPlan
-from tui.screens.export import ExportScreen
-from tui.screens.race import RaceScreen
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.runs.record_paths import RecordPlan
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.tui.app.app import TokraceApp, build_app
+from tokrace.tui.app.screens.export import ExportScreen
+from tokrace.tui.app.screens.race import RaceScreen
 
 
 def recording_app(plan: RecordPlan | None) -> tuple[TokraceApp, VirtualClock]:
@@ -119,10 +119,10 @@ def test_the_export_picker_80x24(snap_compare: Callable[..., bool], tmp_path: Pa
 
 
 def test_a_replayed_trace_is_exported_beside_the_trace_not_its_temporary_recording(tmp_path: Path) -> None:
-    from providers.traces.playable import write_recording
-    from providers.traces.read import read_file
-    from tui.cli import main
-    from tui.screens.export import beside
+    from tokrace.providers.traces.read import read_file
+    from tokrace.providers.traces.to_events import write_recording
+    from tokrace.tui.app.screens.export import beside
+    from tokrace.tui.cli.main import main
 
     race = asyncio.run(record_demo(tmp_path / "race.jsonl"))
     assert beside(race) == race

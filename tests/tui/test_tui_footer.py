@@ -7,7 +7,7 @@ import pytest
 from textual.widgets._footer import FooterKey
 from tui_harness import at, demo_app
 
-from tui.widgets.footer import RaceFooter
+from tokrace.tui.app.widgets.footer import RaceFooter
 
 
 def footer_keys(app: object) -> list[FooterKey]:

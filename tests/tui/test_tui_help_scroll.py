@@ -6,7 +6,7 @@ from textual.containers import VerticalScroll
 from textual.events import MouseScrollDown
 from tui_harness import at, demo_app
 
-from tui.screens.help import HelpScreen
+from tokrace.tui.app.screens.help import HelpScreen
 
 
 def body(app: object) -> VerticalScroll:

@@ -14,16 +14,19 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_harness import text_of
 
-from providers.base import Provider, TierSpec, TokraceError, TurnRequest
-from providers.events import Headers
-from providers.http.openai_chat import OpenAIChatProvider
-from providers.serve.server import ServeServer
-from tui.app import TokraceApp, build_app
-from tui.screens.details import DetailsScreen
-from tui.screens.race import RaceScreen
-from tui.widgets.lane import LaneView
-from tui.widgets.palette import palette
-from tui.widgets.timeline import Timeline
+from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters.http.openai_chat import OpenAIChatProvider
+from tokrace.providers.model.errors import TokraceError
+from tokrace.providers.model.events import Headers
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.serve.server import ServeServer
+from tokrace.tui.app.app import TokraceApp, build_app
+from tokrace.tui.app.screens.details import DetailsScreen
+from tokrace.tui.app.screens.race import RaceScreen
+from tokrace.tui.app.widgets.lane import LaneView
+from tokrace.tui.app.widgets.palette import palette
+from tokrace.tui.app.widgets.timeline import Timeline
 
 FAILING = "flaky [beta]"
 """The failing lane's name: brackets that Rich or Textual markup would swallow."""
@@ -200,7 +203,9 @@ def test_warm_on_the_command_line_reaches_the_screen_and_piped_the_bench(
         monkeypatch: pytest.MonkeyPatch, in_tmp: object) -> None:
     import sys
 
-    from tui import cli, headless, launch
+    from tokrace.tui.app import launch
+    from tokrace.tui.cli import headless
+    from tokrace.tui.cli import main as cli
 
     seen: dict[str, dict[str, object]] = {}
 

@@ -10,17 +10,17 @@ from textual.widgets import Static
 from textual.widgets._footer import FooterKey
 from tui_harness import at, demo_app, replay_app, text_of
 
-from providers.base import TurnRequest
-from providers.clock import VirtualClock
-from providers.demo import demo_tiers
-from providers.events import Request
-from providers.loop.metrics import WHAT_IF_FACTOR, Bottleneck, WhatIf, bottlenecks
-from providers.loop.scenario_file import load_scenario
-from providers.race import Race
-from providers.recording import Recorder
-from tui.screens.help import HelpScreen
-from tui.widgets.bottleneck import BottleneckView, final_loop, shown, step_factor
-from tui.widgets.lane import LaneView, figures
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.loop.scenario_file import load_scenario
+from tokrace.providers.metrics.loop import WHAT_IF_FACTOR, Bottleneck, WhatIf, bottlenecks
+from tokrace.providers.model.events import Request
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.race.race import Race
+from tokrace.providers.recording.file import Recorder
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.tui.app.screens.help import HelpScreen
+from tokrace.tui.app.widgets.bottleneck import BottleneckView, final_loop, shown, step_factor
+from tokrace.tui.app.widgets.lane import LaneView, figures
 
 
 def badge(app: object, index: int) -> tuple[str, str]:

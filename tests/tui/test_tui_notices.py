@@ -10,12 +10,12 @@ from textual.widget import Widget
 from textual.widgets._toast import ToastRack
 from tui_harness import factory, text_of
 
-from providers.base import TurnRequest
-from providers.clock import VirtualClock
-from providers.demo import demo_tiers
-from themes.loader import user_themes_dir
-from tui.app import TokraceApp, build_app
-from tui.record import RecordPlan
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.runs.record_paths import RecordPlan
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.themes.loader import user_themes_dir
+from tokrace.tui.app.app import TokraceApp, build_app
 
 
 def app_on_virtual_time(plan: RecordPlan | None = None) -> tuple[TokraceApp, VirtualClock]:

@@ -8,10 +8,11 @@ import asyncio
 import pytest
 from textual.geometry import Region
 
-import tui.widgets.lane as lane_widgets
-from providers.base import TierSpec, TurnRequest
-from tui.app import build_app
-from tui.screens.race import FRAME_HZ, IDLE_AFTER, IDLE_HZ, RaceScreen
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.tui.app.app import build_app
+from tokrace.tui.app.screens.race import FRAME_HZ, IDLE_AFTER, IDLE_HZ, RaceScreen
+from tokrace.tui.app.widgets import lane as lane_widgets
 
 
 def quick_tier() -> TierSpec:
@@ -66,7 +67,7 @@ async def test_the_last_frames_of_a_race_show_the_end_of_its_text(monkeypatch: p
 async def test_frames_wake_on_every_other_point_of_the_lanes_grid(monkeypatch: pytest.MonkeyPatch) -> None:
     """The frame timer waits on the real clock's coarse grid (every other point: where the offline lanes, the
     recorder and the HTTP lanes' looks wake too), a frame's time ahead less a cell, and draws a frame each time."""
-    from providers.clock import COARSE_WAKE_S, RealClock
+    from tokrace.providers.timing.clock import COARSE_WAKE_S, RealClock
 
     asked: list[tuple[float, int]] = []
     drawn: list[int] = []

@@ -10,21 +10,22 @@ import pytest
 from textual.widgets import Digits
 from tui_harness import at, factory, failing_demo_tiers, text_of
 
-from providers.base import TierSpec, TurnRequest
-from providers.clock import VirtualClock
-from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
-from providers.race import Race
-from providers.session import lane_metrics
-from tui import cli
-from tui.app import TokraceApp, build_app
-from tui.screens.podium import PodiumScreen, finish, times
-from tui.screens.race import RaceScreen
-from tui.widgets.footer import RaceFooter
+from tokrace.providers.config.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.race import Race
+from tokrace.providers.runs.session import lane_metrics
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.tui.app.app import TokraceApp, build_app
+from tokrace.tui.app.screens.podium import PodiumScreen, finish, times
+from tokrace.tui.app.screens.race import RaceScreen
+from tokrace.tui.app.widgets.footer import RaceFooter
+from tokrace.tui.cli import main as cli
 
 
 def app_with(tiers: list[TierSpec] | None = None, *, podium: bool = True, present: bool = False,
              scenario: str | None = None) -> tuple[TokraceApp, VirtualClock]:
-    from providers.loop.scenario_file import load_scenario
+    from tokrace.providers.loop.scenario_file import load_scenario
 
     loop = load_scenario(scenario) if scenario else None
     clock = VirtualClock()
@@ -180,7 +181,7 @@ def test_bench_refuses_the_presenters_options(capsys: pytest.CaptureFixture[str]
 
 
 async def test_on_a_tall_terminal_the_speed_ups_are_in_five_row_type() -> None:
-    from tui.widgets.big_digits import BigDigits, big
+    from tokrace.tui.app.widgets.big_digits import BigDigits, big
 
     assert big("12x") == [" ██   █████    ", "  █       █ █ █", "  █   █████  █ ",
                           "  █   █     █ █", " ███  █████    "]

@@ -8,12 +8,12 @@ import pytest
 from textual.widgets import Input, Static
 from tui_harness import PRICED, LateClock, at, demo_app, failing_demo_tiers, record_demo, replay_app, scripted, text_of
 
-from providers.base import TierSpec
-from providers.events import Delta, Done, Error, Headers, Request, Segment, ToolCall, Usage
-from tui.screens.details import DetailsScreen
-from tui.screens.help import HelpScreen
-from tui.screens.race import RaceScreen
-from tui.widgets.lane import LaneView
+from tokrace.providers.model.events import Delta, Done, Error, Headers, Request, Segment, ToolCall, Usage
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.tui.app.screens.details import DetailsScreen
+from tokrace.tui.app.screens.help import HelpScreen
+from tokrace.tui.app.screens.race import RaceScreen
+from tokrace.tui.app.widgets.lane import LaneView
 
 STATES_SCRIPT = [
     Request(t=0.0),
@@ -372,10 +372,10 @@ async def test_a_drawing_failure_becomes_one_notification_not_a_traceback(monkey
 async def test_the_screens_final_figures_are_benchs_for_the_same_run_even_when_the_loop_is_busy() -> None:
     # Reported: 750 tok/s configured, bench 751.6, the screen's average 676-920 across races: the screen's lanes
     # were stamped when a loop busy drawing woke them, not when their tokens came.
-    from providers.base import TurnRequest
-    from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
-    from providers.session import run_session
-    from tui.widgets.lane import gauge_reading
+    from tokrace.providers.config.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
+    from tokrace.providers.model.messages import TurnRequest
+    from tokrace.providers.runs.session import run_session
+    from tokrace.tui.app.widgets.lane import gauge_reading
 
     bench = await run_session(demo_tiers(), TurnRequest(DEMO_PROMPT, DEMO_MAX_TOKENS), fast_forward=True)
     app, clock = demo_app(clock=LateClock())
@@ -393,8 +393,8 @@ async def test_the_screens_final_figures_are_benchs_for_the_same_run_even_when_t
 def test_the_gauge_scale_is_not_blown_up_by_a_tiny_first_span() -> None:
     # Reported: in one race of eight every gauge bar nearly empty (labels 54 / 108 / 736): two tokens a
     # millisecond apart made a decode rate of thousands, and the shared scale followed it.
-    from providers.live import LiveLane
-    from tui.widgets.lane import gauge_peak
+    from tokrace.providers.race.live import LiveLane
+    from tokrace.tui.app.widgets.lane import gauge_peak
 
     lane = LiveLane(TierSpec(name="a", provider="synthetic"))
     for event in [Request(t=0.0), Delta(t=0.2, text="a", tokens=1), Delta(t=0.201, text="b", tokens=3)]:

@@ -16,15 +16,26 @@ import pytest
 from textual.widgets import Input
 from tui_harness import factory
 
-from providers.base import TierSpec, TurnRequest
-from providers.clock import VirtualClock
-from providers.demo import demo_tiers
-from providers.events import Delta, Done, Error, Request
-from providers.recording import Recorder, default_path, event_line, read_recording, recordings_dir, redact
-from providers.session import lane_metrics
-from tui import cli, launch, record, runner
-from tui.app import TokraceApp, build_app
-from tui.record import FLUSH_EVERY_S, RecordPlan
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.model.events import Delta, Done, Error, Request
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.recording.file import (
+    Recorder,
+    default_path,
+    event_line,
+    read_recording,
+    recordings_dir,
+    redact,
+)
+from tokrace.providers.runs import record_paths as record
+from tokrace.providers.runs import runner
+from tokrace.providers.runs.record_paths import FLUSH_EVERY_S, RecordPlan
+from tokrace.providers.runs.session import lane_metrics
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.tui.app import launch
+from tokrace.tui.app.app import TokraceApp, build_app
+from tokrace.tui.cli import main as cli
 
 MAX_TOKENS = 60
 """Short demo races: enough tokens for every metric, quick on virtual time."""
@@ -179,7 +190,7 @@ async def test_on_the_real_clock_the_recorder_is_flushed_on_the_loops_timer_with
     the precise sleep's yielding to the loop for the last fraction of a millisecond (hundreds of passes a second)."""
     from collections.abc import Generator
 
-    from providers.clock import RealClock
+    from tokrace.providers.timing.clock import RealClock
 
     recorder = Recorder(tmp_path / "r.jsonl", "p", demo_tiers(), buffered=True)
     flushes = steps = 0
@@ -218,7 +229,7 @@ async def test_on_the_real_clock_the_recorder_is_flushed_on_the_loops_timer_with
 async def test_on_the_real_clock_the_flusher_wakes_on_the_offline_lanes_grid(tmp_path: Path) -> None:
     """On a clock with the lanes' coarse grid (the real clock's ``sleep_until_coarse``) the flusher waits on it, at
     least half a cell ahead each time, so the event loop wakes once for the lanes and the flush."""
-    from providers.clock import COARSE_WAKE_S
+    from tokrace.providers.timing.clock import COARSE_WAKE_S
 
     recorder = Recorder(tmp_path / "r.jsonl", "p", demo_tiers(), buffered=True)
     asked: list[float] = []
@@ -328,7 +339,7 @@ async def test_no_key_reaches_the_screens_recording(tmp_path: Path, monkeypatch:
     Delta(t=12345.678901234, text="", channel="tool_args"),
 ])
 def test_the_fast_delta_line_is_the_json_of_the_event(event: Delta) -> None:
-    from providers.events import event_to_dict
+    from tokrace.providers.model.events import event_to_dict
 
     generic = json.dumps({"lane": 3, "run": 1, **event_to_dict(event)}, ensure_ascii=False, separators=(",", ":"))
     assert event_line(3, 1, event) == generic
@@ -392,7 +403,7 @@ def test_record_and_no_record_together_are_bad_usage(capsys: pytest.CaptureFixtu
 
 
 def test_a_replay_on_screen_is_never_recorded_again(tmp_path: Path) -> None:
-    from tui.replay_control import ReplayControl
+    from tokrace.providers.runs.replay_control import ReplayControl
 
     control = ReplayControl(tmp_path / "r.jsonl", 1.0)
     app = build_app(demo_tiers(), TurnRequest("Why?"), replay=control, record=RecordPlan(tmp_path / "again.jsonl"))

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from tui_harness import text_of
 
-from providers.base import TurnRequest
-from providers.clock import VirtualClock
-from providers.recording import read_recording
-from providers.replay import replay_tiers
-from tui.app import TokraceApp, build_app
-from tui.cli import main
-from tui.replay_control import ReplayControl, replay_duration
-from tui.widgets.lane import LaneView
+from tokrace.providers.adapters.replay import replay_tiers
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.recording.file import read_recording
+from tokrace.providers.runs.replay_control import ReplayControl, replay_duration
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.tui.app.app import TokraceApp, build_app
+from tokrace.tui.app.widgets.lane import LaneView
+from tokrace.tui.cli.main import main
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,17 @@ from pathlib import Path
 
 from tui_harness import factory, record_demo, scripted
 
-from providers.base import Provider, TierSpec, TokraceError, TurnRequest
-from providers.clock import VirtualClock
-from providers.demo import demo_tiers
-from providers.events import Delta, Done, Request
-from providers.recording import read_recording
-from providers.replay import ReplayProvider, replay_tiers
-from providers.tokens import encoding_name_for
-from tui.runner import RaceRunner, expected_turns
+from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters.replay import ReplayProvider, replay_tiers
+from tokrace.providers.config.demo import demo_tiers
+from tokrace.providers.model.errors import TokraceError
+from tokrace.providers.model.events import Delta, Done, Request
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.model.tokens import encoding_name_for
+from tokrace.providers.recording.file import read_recording
+from tokrace.providers.runs.runner import RaceRunner, expected_turns
+from tokrace.providers.timing.clock import VirtualClock
 
 
 class FailsToPrepare(Provider):

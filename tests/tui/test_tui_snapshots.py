@@ -75,8 +75,8 @@ def test_replay_paused_wide(snap_compare: Compare, tmp_path: Path) -> None:
 def test_voice_mode_mid_run_wide(snap_compare: Compare) -> None:
     """Standard and ultrafast Sol with a 2.5 tok/s tier, 36 s in: the voice trails the text on the fast tiers and
     has caught up with it (fallen silent, its stalls on the timeline) on the slow one."""
-    from providers.base import TierSpec
-    from providers.demo import demo_tiers
+    from tokrace.providers.config.demo import demo_tiers
+    from tokrace.providers.model.tiers import TierSpec
 
     slow = TierSpec(name="Slow local", provider="synthetic", model="local-3b",
                     options={"ttft_ms": 300, "tok_s": 2.5, "seed": 4})

@@ -9,11 +9,11 @@ from typing import Any
 from textual.pilot import Pilot
 from tui_harness import at, factory, record_demo
 
-from providers.base import TurnRequest
-from providers.clock import VirtualClock
-from providers.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
-from tui.app import TokraceApp, build_app
-from tui.theming import AppThemes
+from tokrace.providers.config.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.tui.app.app import TokraceApp, build_app
+from tokrace.tui.app.theming import AppThemes
 
 WIDE = (160, 45)
 SMALL = (80, 24)
@@ -79,9 +79,9 @@ def test_replay_sped_up_and_capped_wide(snap_compare: Compare, tmp_path: Path) -
     """A replay at ×2 with idle pauses capped: the badge on every lane and in the replay bar."""
     import asyncio
 
-    from providers.recording import read_recording
-    from providers.replay import replay_tiers
-    from tui.replay_control import ReplayControl, replay_duration
+    from tokrace.providers.adapters.replay import replay_tiers
+    from tokrace.providers.recording.file import read_recording
+    from tokrace.providers.runs.replay_control import ReplayControl, replay_duration
 
     path = asyncio.run(record_demo(tmp_path / "demo.jsonl"))
     recording = read_recording(path)

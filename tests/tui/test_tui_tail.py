@@ -19,12 +19,12 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from providers.base import TierSpec
-from providers.events import Delta, Request
-from providers.live import LiveLane
-from tui.widgets.direct import filtered_styles
-from tui.widgets.printable import printable
-from tui.widgets.tail import Line, TailText, Wrapper, joined, wrap
+from tokrace.providers.model.events import Delta, Request
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.race.live import LiveLane
+from tokrace.tui.app.render.direct_lines import filtered_styles
+from tokrace.tui.app.widgets.printable import printable
+from tokrace.tui.app.widgets.tail import Line, TailText, Wrapper, joined, wrap
 
 CHANNELS = ("content", "reasoning", "tool_args", "meta")
 WORDS = ("a", "to", "the ", " quick", "brown ", "\n", "\n\n", "  ", " ", "速度", "é", "ｗｉｄｅ", "🙂 ",

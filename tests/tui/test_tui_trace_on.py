@@ -13,17 +13,18 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_harness import text_of
 
-from providers.base import Price, TurnRequest
-from providers.clock import VirtualClock
-from providers.config import Config
-from providers.recording import read_recording
-from providers.replay import replay_tiers
-from providers.traces.compare import Comparison
-from providers.traces.model import Step, Trace
-from tui.app import TokraceApp, build_app
-from tui.replay_control import ReplayControl, replay_duration
-from tui.traces_compare import build_comparison, write_race
-from tui.widgets.bottleneck import BottleneckView, final_loop
+from tokrace.providers.adapters.replay import replay_tiers
+from tokrace.providers.config.load import Config
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import Price
+from tokrace.providers.recording.file import read_recording
+from tokrace.providers.runs.replay_control import ReplayControl, replay_duration
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.providers.traces.compare import Comparison
+from tokrace.providers.traces.model import Step, Trace
+from tokrace.tui.app.app import TokraceApp, build_app
+from tokrace.tui.app.widgets.bottleneck import BottleneckView, final_loop
+from tokrace.tui.cli.traces_compare import build_comparison, write_race
 
 ON = "Sol standard,Sol ultrafast"
 SOL = Price(input=5.0, output=30.0)

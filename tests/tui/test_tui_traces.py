@@ -9,11 +9,11 @@ import pytest
 from textual.pilot import Pilot
 from tui_harness import replay_app, text_of
 
-from providers.traces.analysis import analyse
-from providers.traces.playable import write_recording
-from providers.traces.read import read_file
-from tui.widgets.bottleneck import BottleneckView
-from tui.widgets.lane import LaneView
+from tokrace.providers.traces.analysis import analyse
+from tokrace.providers.traces.read import read_file
+from tokrace.providers.traces.to_events import write_recording
+from tokrace.tui.app.widgets.bottleneck import BottleneckView
+from tokrace.tui.app.widgets.lane import LaneView
 
 FIXTURES = Path(__file__).parent.parent / "traces" / "fixtures"
 SESSION = FIXTURES / "claude-code" / "session-a.jsonl"

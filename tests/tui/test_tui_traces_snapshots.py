@@ -8,8 +8,8 @@ from pathlib import Path
 from textual.pilot import Pilot
 from tui_harness import replay_app
 
-from providers.traces.playable import write_recording
-from providers.traces.read import read_file
+from tokrace.providers.traces.read import read_file
+from tokrace.providers.traces.to_events import write_recording
 
 WIDE = (160, 45)
 SMALL = (80, 24)

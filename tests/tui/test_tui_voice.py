@@ -14,21 +14,23 @@ from rich.style import Style
 from textual.widgets import Static
 from tui_harness import at, demo_app, factory, record_demo, scripted, text_of
 
-from providers.base import TierSpec, TurnRequest
-from providers.clock import VirtualClock
-from providers.events import Delta, Done, Event, Request
-from providers.metrics import SENTENCE_END, SegmentSpan
-from providers.voice.lens import SentenceSplitter, VoiceSettings, lane_voice
-from providers.voice.live import WPM_MAX, WPM_MIN, WPM_STEP, LiveVoice
-from providers.voice.speak import Speaker
-from tui import cli, launch
-from tui.app import TokraceApp, build_app
-from tui.screens.help import HelpScreen
-from tui.screens.race import RaceScreen
-from tui.widgets.lane import LaneView
-from tui.widgets.palette import palette
-from tui.widgets.timeline import LABEL_WIDTH, Timeline
-from tui.widgets.voice import VoiceText, wrap_spans
+from tokrace.providers.metrics.turn import SENTENCE_END, SegmentSpan
+from tokrace.providers.model.events import Delta, Done, Event, Request
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.timing.clock import VirtualClock
+from tokrace.providers.voice.lens import SentenceSplitter, VoiceSettings, lane_voice
+from tokrace.providers.voice.live import WPM_MAX, WPM_MIN, WPM_STEP, LiveVoice
+from tokrace.providers.voice.speak import Speaker
+from tokrace.tui.app import launch
+from tokrace.tui.app.app import TokraceApp, build_app
+from tokrace.tui.app.screens.help import HelpScreen
+from tokrace.tui.app.screens.race import RaceScreen
+from tokrace.tui.app.widgets.lane import LaneView
+from tokrace.tui.app.widgets.palette import palette
+from tokrace.tui.app.widgets.timeline import LABEL_WIDTH, Timeline
+from tokrace.tui.app.widgets.voice import VoiceText, wrap_spans
+from tokrace.tui.cli import main as cli
 
 ONE_WORD_A_SECOND = VoiceSettings(wpm=60, tts_delay_s=0.0)
 """Round numbers for hand-checked expectations."""
@@ -381,8 +383,8 @@ async def test_a_loop_has_one_first_audio_and_the_lane_labels_a_turns_own() -> N
     # "first audio 1.09 s" (the slowest turn's).
     import re
 
-    from providers.demo import demo_tiers
-    from providers.loop.scenario_file import load_scenario
+    from tokrace.providers.config.demo import demo_tiers
+    from tokrace.providers.loop.scenario_file import load_scenario
 
     settings = VoiceSettings()
     clock = VirtualClock()

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from providers.base import Price, TierSpec
-from providers.events import Delta, Done, Error, Request, Usage
-from providers.live import LiveLane, race_summary
-from providers.loop.metrics import loop_metrics
-from providers.metrics import DEFINITIONS, SegmentSpan, turn_metrics
-from tui.replay_control import ReplayControl
-from tui.screens.details import metric_rows
-from tui.widgets.gauge import bar, nice_scale, sparkline
-from tui.widgets.lane import figures, gauge_reading
-from tui.widgets.summary import finishes, racing_line, summary_line
-from tui.widgets.tail import wrap
-from tui.widgets.timeline import MAX_TRACKS, axis_span, paint, tick_label, tick_step, tracks
+from tokrace.providers.metrics.loop import loop_metrics
+from tokrace.providers.metrics.turn import DEFINITIONS, SegmentSpan, turn_metrics
+from tokrace.providers.model.events import Delta, Done, Error, Request, Usage
+from tokrace.providers.model.tiers import Price, TierSpec
+from tokrace.providers.race.live import LiveLane, race_summary
+from tokrace.providers.runs.replay_control import ReplayControl
+from tokrace.tui.app.screens.details import metric_rows
+from tokrace.tui.app.widgets.gauge import bar, nice_scale, sparkline
+from tokrace.tui.app.widgets.lane import figures, gauge_reading
+from tokrace.tui.app.widgets.summary import finishes, racing_line, summary_line
+from tokrace.tui.app.widgets.tail import wrap
+from tokrace.tui.app.widgets.timeline import MAX_TRACKS, axis_span, paint, tick_label, tick_step, tracks
 
 TURN_METRICS = ("connect_s", "ttfb_s", "ttft_s", "ttfa_s", "ttfs_s", "e2e_s", "output_tokens", "decode_tok_s",
                 "e2e_tok_s", "itl_ms", "tokens_per_event", "stalls", "cost_usd")
@@ -119,7 +119,7 @@ def test_summary_line_words_a_tie_as_a_tie() -> None:
 
 def test_the_status_line_names_the_lane_that_finished_first_not_the_one_with_most_tokens() -> None:
     # Reported: "most tokens: Groq" while Cerebras had finished first (with a shorter answer).
-    from providers.live import LiveRace
+    from tokrace.providers.race.live import LiveRace
 
     race = LiveRace([TierSpec(name="Cerebras", provider="synthetic"), TierSpec(name="Groq", provider="synthetic")])
     short = lane("Cerebras", 0.1, 1000, 50)
@@ -192,7 +192,7 @@ def test_replay_status_shows_state_speed_and_position() -> None:
 
 
 def test_details_of_a_whole_loop_add_its_own_metrics() -> None:
-    from providers.events import Segment
+    from tokrace.providers.model.events import Segment
 
     events = [Request(t=0.0), Delta(t=0.2, text="a", tokens=1), Delta(t=0.3, text="b", tokens=1), Done(t=0.3),
               Segment(t=0.3, seg="tool", start=0.3, end=1.3, label="tests"),

@@ -19,9 +19,10 @@ import aiohttp
 import pytest
 from browser import Browser, missing_browser, tokrace_web
 
-from tui import cli, web_cmd
-from tui.web_cmd import allowed_hosts, is_loopback, screen_command, tab_arguments
-from tui.web_server import refusal
+from tokrace.tui.cli import main as cli
+from tokrace.tui.cli import web as web_cmd
+from tokrace.tui.cli.web import allowed_hosts, is_loopback, screen_command, tab_arguments
+from tokrace.tui.web.server import refusal
 
 FAST = """[defaults]
 prompt = "Why does the bottleneck move?"
@@ -83,7 +84,7 @@ def test_replay_and_demo_are_served_with_their_options(served: dict[str, Any], i
 
 def test_the_tabs_run_this_python_and_this_tokrace_with_every_word_quoted() -> None:
     args = ["--prompt", "it's $(touch pwned) `touch pwned`; touch pwned", "--config", "my dir/x.toml"]
-    assert shlex.split(screen_command(args)) == ["exec", sys.executable, "-P", "-m", "tui.cli", *args]
+    assert shlex.split(screen_command(args)) == ["exec", sys.executable, "-P", "-m", "tokrace.tui.main", *args]
 
 
 def test_a_hostile_argument_reaches_tokrace_as_text_through_the_shell(tmp_path: Path) -> None:
@@ -187,7 +188,7 @@ def test_behind_a_proxy_the_public_address_is_allowed() -> None:
 
 
 def test_the_screen_opens_where_textual_serve_names_a_driver(monkeypatch: pytest.MonkeyPatch, in_tmp: Path) -> None:
-    from tui import launch
+    from tokrace.tui.app import launch
 
     opened: list[str] = []
     monkeypatch.setattr(launch, "run_race", lambda *a, **k: opened.append("race") or 0)
@@ -242,7 +243,7 @@ def test_a_tab_beyond_max_tabs_is_turned_away_until_one_closes(in_tmp: Path) -> 
 
 
 def test_listening_beyond_loopback_warns_there_is_no_authentication(in_tmp: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "tui.cli", "web", "--host", "0.0.0.0", "--port", "0",
+    done = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "web", "--host", "0.0.0.0", "--port", "0",
                            "--public-url", "http://example.org", "demo", "--bogus-option"],
                           capture_output=True, text=True, timeout=60, check=False, cwd=in_tmp)
     assert done.returncode == 2  # the tabs' arguments are checked before listening: no warning for nothing

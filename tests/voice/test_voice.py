@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import race_virtually, synthetic
 
-from providers.events import Delta, Done, Error, Event, Request, Segment
-from providers.metrics import turn_metrics
-from providers.voice.lens import (
+from tokrace.providers.metrics.turn import turn_metrics
+from tokrace.providers.model.events import Delta, Done, Error, Event, Request, Segment
+from tokrace.providers.voice.lens import (
     DEFAULT_TTS_DELAY_S,
     DEFAULT_WPM,
     LaneVoice,
@@ -205,7 +205,7 @@ def test_a_2_tok_s_tier_stalls_and_a_60_tok_s_tier_never_does() -> None:
 
 def test_bench_voice_json_reports_the_stalls_of_each_tier(write_config: Callable[[str], Path], in_tmp: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from tui.cli import main
+    from tokrace.tui.cli.main import main
 
     config = write_config(SLOW_AND_FAST)
     code = main(["bench", "--config", str(config), "--voice", "--fast-forward", "--json", "-", "--no-record",
@@ -222,7 +222,7 @@ def test_bench_voice_json_reports_the_stalls_of_each_tier(write_config: Callable
 
 def test_bench_voice_prints_a_voice_table_and_who_could_hold_a_conversation(
         write_config: Callable[[str], Path], in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tui.cli import main
+    from tokrace.tui.cli.main import main
 
     config = write_config(SLOW_AND_FAST)
     assert main(["bench", "--config", str(config), "--fast-forward", "--no-record", "--max-tokens", "80",
@@ -235,7 +235,7 @@ def test_bench_voice_prints_a_voice_table_and_who_could_hold_a_conversation(
 
 def test_bench_without_voice_has_no_voice_object(write_config: Callable[[str], Path], in_tmp: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from tui.cli import main
+    from tokrace.tui.cli.main import main
 
     config = write_config(SLOW_AND_FAST)
     assert main(["bench", "--config", str(config), "--fast-forward", "--json", "-", "--no-record",
@@ -248,10 +248,10 @@ def test_bench_without_voice_has_no_voice_object(write_config: Callable[[str], P
 def test_in_the_built_in_voice_chat_latency_not_throughput_decides() -> None:
     import asyncio
 
-    from providers.base import TurnRequest
-    from providers.demo import demo_tiers
-    from providers.loop.scenario_file import load_scenario
-    from providers.session import run_session
+    from tokrace.providers.config.demo import demo_tiers
+    from tokrace.providers.loop.scenario_file import load_scenario
+    from tokrace.providers.model.messages import TurnRequest
+    from tokrace.providers.runs.session import run_session
 
     scenario = load_scenario("voice-chat")
     result = asyncio.run(run_session(demo_tiers(), TurnRequest(scenario.first_prompt()), fast_forward=True,
@@ -281,7 +281,7 @@ def fake_tts(tmp_path: Path, exit_code: int = 0) -> tuple[str, Path]:
 
 def test_speak_pipes_each_completed_sentence_of_the_chosen_lane_to_the_command(
         write_config: Callable[[str], Path], in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tui.cli import main
+    from tokrace.tui.cli.main import main
 
     command, heard = fake_tts(in_tmp)
     config = write_config("""
@@ -304,7 +304,7 @@ text = "Hello there. How are you?\\nFine"
 
 def test_a_failing_tts_command_is_one_warning_not_a_crash(write_config: Callable[[str], Path], in_tmp: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from tui.cli import main
+    from tokrace.tui.cli.main import main
 
     command, heard = fake_tts(in_tmp, exit_code=3)
     config = write_config('[[tiers]]\nname = "only"\nprovider = "synthetic"\ntext = "One. Two."\n')
@@ -317,7 +317,7 @@ def test_a_failing_tts_command_is_one_warning_not_a_crash(write_config: Callable
 
 def test_a_missing_tts_command_is_a_clear_message_before_the_race(in_tmp: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    from tui.cli import main
+    from tokrace.tui.cli.main import main
 
     assert main(["bench", "--fast-forward", "--speak", "no-such-tts-program --rate 160"]) == 2
     captured = capsys.readouterr()
@@ -330,7 +330,7 @@ def test_a_missing_tts_command_is_a_clear_message_before_the_race(in_tmp: Path,
 def test_speak_lane_must_name_a_tier_of_the_race(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import sys
 
-    from tui.cli import main
+    from tokrace.tui.cli.main import main
 
     assert main(["bench", "--fast-forward", "--speak", sys.executable, "--speak-lane", "nope"]) == 2
     assert "--speak-lane: no tier named 'nope' in this race (tiers: Sol standard" in capsys.readouterr().err

@@ -1,1 +1,1 @@
-"""The built-in scenarios, one TOML file each (loaded by :mod:`providers.loop.scenario_file`)."""
+"""The built-in scenarios, one TOML file each (loaded by :mod:`tokrace.providers.loop.scenario_file`)."""

@@ -1,0 +1,562 @@
+"""Metrics as pure functions of a turn's events (docs/design.md §6), so live runs, replays and recordings agree.
+
+Every time is measured from the turn's start (its ``Request`` event). A run without any generated token has
+no TTFT at all (``None``), never a zero.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..model import tokens as tokenizer
+from ..model.eventlog import as_sequence
+from ..model.events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
+from ..model.tiers import Price
+
+STALL_THRESHOLD_S: Final[float] = 0.25
+"""A gap between token-bearing events longer than this (after the first token) is a stall."""
+
+SENTENCE_END: Final[re.Pattern[str]] = re.compile(r"[.!?…][\"'”’)\]]*(?=\s)")
+"""An end mark (with any closing quotes or brackets) followed by whitespace: where a sentence is complete
+(``ttfs_s`` and the voice lens share this one rule)."""
+
+SENTENCE_TAIL: Final[frozenset[str]] = frozenset(".!?…\"'”’)]")
+"""The characters of :data:`SENTENCE_END` before its whitespace: a text's trailing run of them is the only place
+an end mark can still be completed by text that comes later."""
+
+DEFINITIONS: Final[dict[str, str]] = {
+    "connect_s": "request start → request on the wire (DNS, TCP, TLS, sending); 0 on a reused connection",
+    "ttfb_s": "request start → response head received",
+    "ttft_s": "request start → first generated token of any channel (content, reasoning, tool arguments)",
+    "ttfa_s": "request start → first visible answer content",
+    "ttfs_s": "request start → end of the answer's first sentence (when a voice could start speaking)",
+    "e2e_s": "request start → end of the turn (or of the whole loop)",
+    "output_tokens": "the provider's usage when sent; else the tokenizer's count of the streamed text; else chunks",
+    "decode_tok_s": "tokens after the first event ÷ (last token time − first token time): the speed the eye sees",
+    "e2e_tok_s": "output tokens ÷ e2e",
+    "itl_ms": "gaps between consecutive token-bearing events (p50, p90, p99, max)",
+    "tokens_per_event": "output tokens ÷ token-bearing events",
+    "stalls": f"gaps between token events longer than {STALL_THRESHOLD_S * 1000:.0f} ms after the first token",
+    "cost_usd": "usage × the tier's price per million tokens (cached input priced apart)",
+    "turns": "a loop's model requests, each with its own metrics (a loop's TTFT is its first turn's)",
+    "breakdown": "a loop's seconds per segment kind, overlapping parallel tool calls counted once; sums to e2e",
+    "model_share": "time waiting on the model API (wait, think, model of its requests) ÷ the loop's e2e",
+    "amdahl_max_speedup": "e2e ÷ (e2e − model time): the most any faster model could speed this loop up",
+    "what_if": "a model N× faster: e2e − model time + model time ÷ N (tools, people and waits unchanged)",
+}
+"""One line per metric: what it means. Shown beside every number in the details view."""
+
+WIRE_DEFINITIONS: Final[dict[str, str]] = {
+    "retries": "attempts that failed and were retried before the stream began (HTTP 429, 5xx, connection failures)",
+    "service_tier": "the service tier the request asked for (the tier's service_tier) and the one the server said "
+                    "it used",
+    "provider_timing": "the provider's own timing as it came (Groq x_groq.usage, Cerebras time_info, llama.cpp "
+                       "timings), with the decode rate each implies",
+    "reads_paced_ms": "tokens came faster than 500 packets a second, so tokrace read them every this many ms "
+                      "(each read stamped with its newest packet): itl_ms is not measured (null); TTFT, e2e and "
+                      "the rates stay exact. null: every packet was read on its own",
+}
+"""One line per thing a response said about itself (in ``--json`` and the details view's wire section)."""
+
+
+PACED_SOURCE: Final[str] = "reads"
+"""The ``extra`` event a provider sends when a turn's reads were paced: ``{"paced_ms": 16.0}``."""
+
+OWN_EXTRAS: Final[frozenset[str]] = frozenset({"service_tier", PACED_SOURCE})
+"""Sources of ``extra`` events that are tokrace's own facts about a turn, not a provider's timing."""
+
+
+def paced_ms(extras: dict[str, Any]) -> float | None:
+    """How often a turn's reads were paced (from its ``reads`` extra), ``None`` when every packet was read alone."""
+    data = extras.get(PACED_SOURCE)
+    value = data.get("paced_ms") if isinstance(data, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0–100) with linear interpolation between closest ranks."""
+    if not values:
+        raise ValueError("percentile of nothing")
+    return _percentile_sorted(sorted(values), q)
+
+
+def _percentile_sorted(ordered: Sequence[float], q: float) -> float:
+    """:func:`percentile` of values already in order."""
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(slots=True)
+class SegmentSpan:
+    """A span of a lane's timeline, in seconds from the lane's start."""
+
+    kind: str
+    start: float
+    end: float
+    label: str = ""
+    chain: str | None = None
+    """The sub-agent it belongs to (drawn on a row of its own), ``None`` for the lane's own work."""
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"kind": self.kind, "label": self.label, "start_s": _r(self.start), "end_s": _r(self.end)}
+        if self.chain is not None:
+            out["chain"] = self.chain
+        return out
+
+
+@dataclass(slots=True)
+class TurnMetrics:
+    """Everything measured about one turn (or, folded by ``loop_metrics``, a whole loop)."""
+
+    ok: bool
+    error: str | None = None
+    start: float = 0.0
+    connect_s: float = 0.0
+    ttfb_s: float | None = None
+    ttft_s: float | None = None
+    ttfa_s: float | None = None
+    ttfs_s: float | None = None
+    e2e_s: float | None = None
+    output_tokens: int = 0
+    tokens_source: str = "chunks"
+    encoding: str | None = None
+    """The tiktoken encoding that counted, when ``tokens_source`` is ``tokenizer``."""
+    input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    decode_tok_s: float | None = None
+    e2e_tok_s: float | None = None
+    itl_ms: dict[str, float] | None = None
+    reads_paced_ms: float | None = None
+    """Why ``itl_ms`` is not measured: the turn's tokens came faster than 500 packets a second and were read every
+    this many milliseconds (stamped with each read's newest packet), so the gaps between them are not the server's
+    (``None``: every packet was read on its own)."""
+    tokens_per_event: float | None = None
+    token_events: int = 0
+    stalls: int = 0
+    retries: int = 0
+    """Attempts that failed and were retried before the stream began (HTTP 429, 5xx, connection failures)."""
+    cost_usd: float | None = None
+    finish_reason: str | None = None
+    service_tier: str | None = None
+    segments: list[SegmentSpan] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+    service_tier_asked: str | None = None
+    """The service tier the lane's tier asks for (set by whoever knows the tier: the events may not say)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The run object of the ``--json`` contract (docs/design.md §8)."""
+        return {
+            "ok": self.ok,
+            "error": self.error,
+            "connect_s": _r(self.connect_s),
+            "ttfb_s": _r(self.ttfb_s),
+            "ttft_s": _r(self.ttft_s),
+            "ttfa_s": _r(self.ttfa_s),
+            "ttfs_s": _r(self.ttfs_s),
+            "e2e_s": _r(self.e2e_s),
+            "output_tokens": self.output_tokens,
+            "tokens_source": self.tokens_source,
+            "decode_tok_s": _r(self.decode_tok_s, 3),
+            "e2e_tok_s": _r(self.e2e_tok_s, 3),
+            "itl_ms": None if self.itl_ms is None else {k: _r(v, 3) for k, v in self.itl_ms.items()},
+            "reads_paced_ms": self.reads_paced_ms,
+            "stalls": self.stalls,
+            "cost_usd": _r(self.cost_usd, 8),
+            "segments": [s.to_json() for s in self.segments],
+            # Beyond docs/design.md §8 (new keys; README documents them): what the details view shows.
+            "retries": self.retries,
+            "service_tier": {"asked": self.tier_asked(), "got": self.tier_got()},
+            "provider_timing": {source: dict(data) for source, data in self.extras.items()
+                                if source not in OWN_EXTRAS and isinstance(data, dict)},
+        }
+
+    def tier_asked(self) -> str | None:
+        """The service tier the request asked for: the tier's, else as the provider recorded it (``None``: none)."""
+        if self.service_tier_asked:
+            return self.service_tier_asked
+        reported = self.extras.get("service_tier")
+        asked = reported.get("asked") if isinstance(reported, dict) else None
+        return asked if isinstance(asked, str) and asked else None
+
+    def tier_got(self) -> str | None:
+        """The service tier the server said it used: in the body (an ``extra`` event), else in a header."""
+        reported = self.extras.get("service_tier")
+        got = reported.get("got") if isinstance(reported, dict) else None
+        return got if isinstance(got, str) and got else self.service_tier
+
+
+def _r(x: float | None, digits: int = 6) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+class FirstSentence:
+    """When the answer's first sentence was complete, fed the answer's pieces in order: the delta that brings the
+    whitespace after its end mark, or the end of the turn when the whole answer is one sentence."""
+
+    __slots__ = ("at", "tail", "words")
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        """When the first sentence ended, once one did."""
+        self.tail = ""
+        """The end of the text so far that a later piece can still complete an end mark with."""
+        self.words = False
+
+    def feed(self, t: float, piece: str) -> None:
+        window = self.tail + piece  # searching only what can still match keeps this linear in the answer
+        if SENTENCE_END.search(window):
+            self.at = t
+            return
+        self.words = self.words or bool(piece.strip())
+        i = len(window)
+        while i > 0 and window[i - 1] in SENTENCE_TAIL:
+            i -= 1
+        self.tail = window[i:]
+
+    def end(self, end_t: float | None, finished: bool) -> float | None:
+        if self.at is not None:
+            return self.at
+        return end_t if finished and self.words else None
+
+
+def usage_counts(usage: Usage | None, last_token_t: float | None) -> bool:
+    """Whether a turn's usage is the count of its output: it came with or after the last token (Anthropic's
+    ``message_start`` says 1 before any token; a stream cut off after it streamed more than that), and it counts
+    something, or nothing streamed."""
+    if usage is None:
+        return False
+    if last_token_t is None:
+        return True
+    return usage.t >= last_token_t and usage.output > 0
+
+
+STALL_LABEL: Final[str] = "stall"
+"""The label of a wait inside a stream: no token for longer than the stall threshold."""
+
+
+STALL_PACE: Final[float] = 4.0
+"""A gap is drawn as a wait only when it is this many times the stream's own pace so far: a slow model's every gap
+is it working, not waiting."""
+
+
+def is_stall_gap(gap: float, gaps_before: int, sum_before: float, threshold_s: float = STALL_THRESHOLD_S) -> bool:
+    """Whether a gap between two token events is the stream stalling (drawn as a wait): longer than the threshold
+    and than :data:`STALL_PACE` times the mean of the turn's gaps before it (a first gap has nothing to compare
+    with, and is the model's)."""
+    return gaps_before > 0 and gap > threshold_s and gap > STALL_PACE * sum_before / gaps_before
+
+
+def stream_gaps(times: Sequence[float], threshold_s: float = STALL_THRESHOLD_S) -> list[tuple[float, float]]:
+    """The stalls of a stream, as (last token, next token): see :func:`is_stall_gap`."""
+    out: list[tuple[float, float]] = []
+    count, total = 0, 0.0
+    for a, b in itertools.pairwise(times):
+        if is_stall_gap(b - a, count, total, threshold_s):
+            out.append((a, b))
+        count, total = count + 1, total + (b - a)
+    return out
+
+
+def cut_gaps(spans: Sequence[SegmentSpan], gaps: Sequence[tuple[float, float]]) -> list[SegmentSpan]:
+    """The think and model spans with each stall cut out as a ``wait`` (labelled stall): the model sent
+    nothing then, so it is drawn, and counted, as waiting."""
+    if not gaps:
+        return list(spans)
+    out: list[SegmentSpan] = []
+    for span in spans:
+        if span.kind not in ("think", "model"):
+            out.append(span)
+            continue
+        at = span.start
+        for a, b in gaps:
+            if a >= at and b <= span.end and b > a:
+                if a > at:
+                    out.append(SegmentSpan(span.kind, at, a, span.label))
+                out.append(SegmentSpan("wait", a, b, STALL_LABEL))
+                at = b
+        if span.end > at or at == span.start:
+            out.append(SegmentSpan(span.kind, at, span.end, span.label))
+    return out
+
+
+def turn_segments(events: Iterable[Event]) -> list[SegmentSpan]:
+    """The timeline of one turn: connect, wait, think, model; plus any explicit segments (retry, tool...)."""
+    evs = as_sequence(events)
+    req = next((e for e in evs if isinstance(e, Request)), None)
+    return [] if req is None else _scan(evs, req.t).segments()
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What one pass over a turn's events finds: everything :func:`turn_metrics` and :func:`turn_segments` need,
+    with one number per token event at most (the gaps between them), never the events."""
+
+    t0: float
+    ttfb_s: float | None = None
+    service_tier: str | None = None
+    connect_s: float = 0.0
+    first: Delta | None = None
+    last_t: float = 0.0
+    """The last token event's time."""
+    count: int = 0
+    gaps: array[float] = field(default_factory=lambda: array("d"))
+    first_answer: float | None = None
+    """The first visible answer content (not just whitespace)."""
+    answer: float | None = None
+    """The first token event not of reasoning: where the timeline's ``model`` span starts."""
+    streamed_reasoning: bool = False
+    called: bool = False
+    all_uncounted: bool = True
+    """Every token-bearing delta said it carried no token."""
+    usage: Usage | None = None
+    end: Done | Error | None = None
+    last_event_t: float | None = None
+    latest: float = 0.0
+    """The latest time of any event (the request is one of them)."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    spans: list[SegmentSpan] = field(default_factory=list)
+    """The segments the events named."""
+    wait_from: float = 0.0
+    stall_gaps: list[tuple[float, float]] = field(default_factory=list)
+    """The stalls as :func:`stream_gaps` finds them (drawn as waits)."""
+    sentence: FirstSentence = field(default_factory=FirstSentence)
+
+    def segments(self) -> list[SegmentSpan]:
+        """The turn's timeline (see :func:`turn_segments`)."""
+        spans = list(self.spans)
+        end = self.end.t if self.end is not None else self.latest
+        first = self.first
+        if first is None:
+            spans.append(SegmentSpan("wait", self.wait_from, end))
+            return sorted(spans, key=lambda s: (s.start, s.end))
+        spans.append(SegmentSpan("wait", self.wait_from, first.t))
+        streamed: list[SegmentSpan] = []
+        if first.channel == "reasoning":
+            streamed.append(SegmentSpan("think", first.t, self.answer if self.answer is not None else end))
+        if self.answer is not None:
+            streamed.append(SegmentSpan("model", self.answer, end))
+        spans += cut_gaps(streamed, self.stall_gaps)
+        return sorted(spans, key=lambda s: (s.start, s.end))
+
+
+_ZEROS: Final[array[float]] = array("d", bytes(8 * 256))
+"""Zero gaps, to extend the gaps of a joined delta with (see ``Delta.chunks``)."""
+
+
+def _scan(events: Iterable[Event], t0: float) -> _Scan:
+    """One pass over a turn's events (its request at ``t0``)."""
+    out = _Scan(t0=t0, latest=t0, wait_from=t0)
+    gaps, sentence = out.gaps, out.sentence
+    first: Delta | None = None
+    last_t = latest = t0
+    count, total = 0, 0.0
+    last_event_t: float | None = None
+    for e in events:
+        t = e.t
+        last_event_t = t
+        if t > latest:
+            latest = t
+        if isinstance(e, Delta):
+            text = e.text
+            if not text:
+                continue
+            if first is None:
+                first = e
+            else:
+                gap = t - last_t
+                gaps.append(gap)
+                if is_stall_gap(gap, count - 1, total):
+                    out.stall_gaps.append((last_t, t))
+                total += gap
+            last_t = t
+            chunks = e.chunks
+            count += chunks
+            if chunks != 1:  # k chunks read together: k token events at t, the k - 1 gaps between them zero
+                gaps.extend(_ZEROS[: chunks - 1] if chunks <= len(_ZEROS) else array("d", bytes(8 * (chunks - 1))))
+            if e.tokens != 0:
+                out.all_uncounted = False
+            channel = e.channel
+            if channel == "reasoning":
+                out.streamed_reasoning = True
+            elif out.answer is None:
+                out.answer = t
+            if channel == "content":
+                if out.first_answer is None and text.strip():
+                    out.first_answer = t
+                if sentence.at is None:
+                    sentence.feed(t, text)
+        elif isinstance(e, Headers):
+            if out.ttfb_s is None:
+                out.ttfb_s = t - t0
+                out.service_tier = e.service_tier or None
+        elif isinstance(e, Segment):
+            out.spans.append(SegmentSpan(e.seg, e.start, e.end, e.label, e.chain))
+            if e.seg in ("connect", "retry"):
+                out.wait_from = max(out.wait_from, e.end)
+            if e.seg == "connect":
+                out.connect_s = e.end - t0
+        elif isinstance(e, Usage):
+            out.usage = e  # cumulative: the last one replaces the earlier ones
+        elif isinstance(e, Done | Error):
+            if out.end is None:
+                out.end = e
+        elif isinstance(e, ToolCall):
+            out.called = True
+        elif e.kind == "extra":
+            out.extras[e.source] = e.data
+    out.first, out.last_t, out.count, out.latest, out.last_event_t = first, last_t, count, latest, last_event_t
+    return out
+
+
+def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str = "",
+                 stall_threshold_s: float = STALL_THRESHOLD_S) -> TurnMetrics:
+    """All metrics of one turn from its events alone, in one pass over them that keeps one number per token event
+    at most (the gaps between them, for the percentiles), never the events (a second pass reads the text when
+    no usage counts the tokens)."""
+    evs = as_sequence(events)
+    req = next((e for e in evs if isinstance(e, Request)), None)
+    t0 = req.t if req is not None else 0.0
+    m = TurnMetrics(ok=False, start=t0)
+    scan = _scan(evs, t0)
+    m.ttfb_s, m.service_tier, m.connect_s, m.extras = scan.ttfb_s, scan.service_tier, scan.connect_s, scan.extras
+    usage, end, first, last_t, count, gaps = scan.usage, scan.end, scan.first, scan.last_t, scan.count, scan.gaps
+    m.ok = isinstance(end, Done)
+    if isinstance(end, Error):
+        m.error = end.message
+    elif end is None:
+        m.error = "the turn never ended (no done or error event)"
+    elif first is None and not scan.called:
+        # An empty answer would otherwise look like the fastest run of the race.
+        m.ok, m.error = False, "the turn ended without generating any token"
+    m.finish_reason = end.finish_reason if isinstance(end, Done) else None
+    end_t = end.t if end is not None else scan.last_event_t
+    m.e2e_s = None if end_t is None else end_t - t0
+    if first is not None:
+        m.ttft_s = first.t - t0
+    m.ttfa_s = None if scan.first_answer is None else scan.first_answer - t0
+    ttfs = scan.sentence.end(end_t, m.ok)
+    m.ttfs_s = None if ttfs is None else ttfs - t0
+
+    # Output tokens and their source.
+    if usage is not None:
+        m.input_tokens, m.reasoning_tokens = usage.input, usage.reasoning
+    # a zero in usage is believed when every piece said it carried no token (an imported trace's call without
+    # usage draws a line of text that is not model output)
+    if usage_counts(usage, last_t if first is not None else None) or (
+            usage is not None and first is not None and scan.all_uncounted):
+        assert usage is not None
+        m.output_tokens, m.tokens_source = usage.output, "usage"
+    elif first is not None:
+        counted = count_text((e.text for e in evs if isinstance(e, Delta)), model)
+        if counted is not None:
+            m.output_tokens, m.encoding = counted
+            m.tokens_source = "tokenizer"
+        else:
+            m.output_tokens, m.tokens_source = count, "chunks"
+    m.token_events = count
+
+    if first is not None:
+        # Hidden reasoning (counted in usage but never streamed) was not decoded while the eye watched.
+        hidden = (usage.reasoning if usage is not None and m.tokens_source == "usage"
+                  and not scan.streamed_reasoning else 0)
+        visible = max(m.output_tokens - hidden, count)
+        first_tokens = _event_tokens(first, m, model)
+        span = last_t - first.t
+        if count > 1 and span > 0:
+            m.decode_tok_s = max(visible - first_tokens, 0) / span
+        m.reads_paced_ms = paced_ms(scan.extras)
+        if gaps and m.reads_paced_ms is None:  # paced reads: the gaps are the read pace's, not the server's
+            ms = sorted(g * 1000.0 for g in gaps)
+            m.itl_ms = {"p50": _percentile_sorted(ms, 50), "p90": _percentile_sorted(ms, 90),
+                        "p99": _percentile_sorted(ms, 99), "max": ms[-1]}
+        m.stalls = sum(1 for g in gaps if g > stall_threshold_s)
+        m.tokens_per_event = m.output_tokens / count
+    if m.e2e_s and m.output_tokens:
+        m.e2e_tok_s = m.output_tokens / m.e2e_s
+    m.cost_usd = cost(price, usage, m.output_tokens)
+    m.segments = scan.segments() if req is not None else []
+    m.retries = sum(1 for s in m.segments if s.kind == "retry")
+    return m
+
+
+COUNT_CHUNK: Final[int] = 1 << 16
+"""Characters of text the tokenizer counts at a time (its output, a list of ints, is ~70 bytes per token)."""
+
+
+def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None:
+    """The tokenizer's count of the pieces joined (``tokens.count``), read a chunk at a time so that a long answer
+    is never one string nor one list of tokens: each chunk ends before a space that follows a letter or a digit,
+    where every tiktoken encoding's pre-tokenizer splits anyway (a run of letters or digits ends at the space,
+    no piece holds both, and the pieces after it do not depend on what came before), so the chunks' counts add
+    up to the whole text's. Text with no such place is counted whole."""
+    total, buffered, size, due = 0, [], 0, COUNT_CHUNK
+    for piece in pieces:
+        buffered.append(piece)
+        size += len(piece)
+        if size < due:
+            continue
+        text = "".join(buffered)
+        cut = tokenizer.word_break(text)
+        if cut:
+            counted = tokenizer.count(text[:cut], model)
+            if counted is None:
+                return None
+            total += counted[0]
+            text = text[cut:]
+        buffered, size = [text], len(text)
+        due = max(COUNT_CHUNK, 2 * size)  # a text without a break is looked at again when twice as long: linear
+    counted = tokenizer.count("".join(buffered), model)
+    return None if counted is None else (total + counted[0], counted[1])
+
+
+def _event_tokens(delta: Delta, m: TurnMetrics, model: str) -> int:
+    if delta.tokens is not None:
+        return delta.tokens
+    if m.tokens_source == "chunks":
+        return 1
+    counted = tokenizer.count(delta.text, model)
+    return counted[0] if counted is not None else 1
+
+
+def cost(price: Price | None, usage: Usage | None, output_tokens: int) -> float | None:
+    """USD for a turn: usage priced per million tokens, cached input at its own price; ``None`` without a price."""
+    if price is None or price.output is None:
+        return None
+    total = output_tokens * price.output
+    if usage is not None and price.input is not None:
+        cached = min(usage.cached, usage.input)
+        cached_price = price.cached_input if price.cached_input is not None else price.input
+        total += (usage.input - cached) * price.input + cached * cached_price
+    return total / 1_000_000
+
+
+def split_turns(events: Iterable[Event]) -> list[list[Event]]:
+    """A lane's events cut into turns at each ``Request``; segments between turns (tools, people) go with the
+    turn before them."""
+    turns: list[list[Event]] = []
+    for e in events:
+        if isinstance(e, Request) or not turns:
+            turns.append([])
+        turns[-1].append(e)
+    return turns
+
+
+def summarize(runs: Sequence[TurnMetrics]) -> dict[str, dict[str, float]]:
+    """Percentiles across runs of a tier: the ``summary`` object of the JSON contract."""
+    def pct(values: list[float], qs: tuple[int, ...]) -> dict[str, float]:
+        return {f"p{q}": round(percentile(values, q), 6) for q in qs} if values else {}
+
+    ok = [r for r in runs if r.ok]
+    out: dict[str, dict[str, float]] = {
+        "ttft_s": pct([r.ttft_s for r in ok if r.ttft_s is not None], (50, 90)),
+        "decode_tok_s": pct([r.decode_tok_s for r in ok if r.decode_tok_s is not None], (50,)),
+        "e2e_s": pct([r.e2e_s for r in ok if r.e2e_s is not None], (50,)),
+    }
+    return out

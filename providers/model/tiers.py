@@ -1,0 +1,94 @@
+"""A tier: one lane's settings as the config writes them, its price, and the public form recordings keep."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .masking import mask_url, redact
+
+MAX_TOKENS_LIMIT: Final[int] = 200_000
+"""The most output tokens a turn may ask for (``max_tokens`` in a config, a scenario or ``--max-tokens``): above
+every model's own output limit, and small enough that a lane's events stay a few hundred MB at most."""
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float | None = None
+    output: float | None = None
+    cached_input: float | None = None
+
+
+PRICE_KEYS: Final[tuple[str, ...]] = ("input", "output", "cached_input")
+"""The fields of a price, as a config's ``price`` table names them."""
+
+
+@dataclass(slots=True)
+class TierSpec:
+    """One lane's settings, as written in the config (keys never live here, only the variable's name)."""
+
+    name: str
+    provider: str
+    model: str = ""
+    base_url: str | None = None
+    api_key_env: str | None = None
+    service_tier: str | None = None
+    preset: str | None = None
+    price: Price | None = None
+    max_tokens: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    """Provider-specific settings (a synthetic profile, a replay file...)."""
+
+    @classmethod
+    def from_public(cls, public: dict[str, Any]) -> TierSpec:
+        """A tier rebuilt from its recorded (public) form, leniently: recordings are data, not config."""
+        price = public.get("price")
+        return cls(
+            name=str(public.get("name", "lane")), provider=str(public.get("provider", "")),
+            model=str(public.get("model", "")), service_tier=public.get("service_tier"),
+            price=Price(**{k: v for k, v in price.items() if k in PRICE_KEYS}) if isinstance(price, dict) else None,
+            max_tokens=public.get("max_tokens"),
+        )
+
+    def public(self) -> dict[str, Any]:
+        """The tier as written into recordings and JSON: never a secret, only the key variable's name."""
+        out: dict[str, Any] = {"name": self.name, "provider": self.provider, "model": self.model}
+        for key in ("base_url", "api_key_env", "service_tier", "preset", "max_tokens"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = mask_url(value) if key == "base_url" else value
+        if self.price is not None:
+            out["price"] = {k: v for k, v in (("input", self.price.input), ("output", self.price.output),
+                                              ("cached_input", self.price.cached_input)) if v is not None}
+        out.update(_public(self.options))
+        return out
+
+
+SECRET_WORDS: Final[frozenset[str]] = frozenset({
+    "key", "apikey", "secret", "token", "authorization", "auth", "password", "passwd", "cookie", "bearer",
+    "credential", "credentials",
+})
+"""Words of a setting's name that mark its value as a secret (``api_key``, ``x-api-key``, ``access_token``)."""
+
+
+def _looks_secret(key: str) -> bool:
+    lowered = key.lower()
+    return not lowered.endswith("_env") and bool(SECRET_WORDS.intersection(re.split(r"[^a-z0-9]+", lowered)))
+
+
+def _public(value: Any) -> Any:
+    """A setting with every secret-named entry left out, however deeply nested (headers, extra bodies), and every
+    value shaped like a key masked (``extra_body = { user = "sk-..." }``)."""
+    if isinstance(value, dict):
+        return {k: _public(v) for k, v in value.items() if not (isinstance(k, str) and _looks_secret(k))}
+    if isinstance(value, list):
+        return [_public(v) for v in value]
+    if isinstance(value, str):
+        return redact(value, ())
+    return value
+

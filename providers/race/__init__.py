@@ -1,0 +1,1 @@
+"""Layer 6, the race: lanes run one prompt concurrently; live lane state for the screen; calibration."""

@@ -1,0 +1,1 @@
+"""Layer 3, recordings: JSON Lines sessions written as events happen and read back leniently."""

@@ -1,0 +1,257 @@
+"""What every trace reader shares: streaming a file line by line with bounded memory, timestamps, tolerant field
+access, and the chains that turn a list of timed steps into steps that wait for one another."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from ..model.errors import TokraceError
+from .model import MAIN_CHAIN, Step, StepKind
+
+MAX_LINE: Final[int] = 64 * 1024 * 1024
+"""A line longer than this is skipped without being parsed (a real transcript line holding a pasted file is a
+few MB at most)."""
+
+MAX_DOCUMENT: Final[int] = 512 * 1024 * 1024
+"""A single-document file (one JSON object, not JSON Lines) larger than this is refused: it would be parsed whole."""
+
+HEAD_BYTES: Final[int] = 64 * 1024
+"""How much of a file format detection looks at."""
+
+
+class TraceError(TokraceError):
+    """A file cannot be read as a trace at all (the message says why)."""
+
+
+@dataclass(slots=True)
+class Lines:
+    """A JSON Lines file read one object at a time; what is not a JSON object is skipped and counted."""
+
+    path: Path
+    skipped: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, why: str) -> None:
+        self.skipped += 1
+        self.reasons[why] = self.reasons.get(why, 0) + 1
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            fh = self.path.open("rb")
+        except OSError as exc:
+            raise TraceError(f"{self.path}: cannot read it ({exc.strerror or exc})") from None
+        with fh:
+            while True:
+                try:
+                    raw = fh.readline(MAX_LINE + 1)
+                except OSError as exc:
+                    raise TraceError(f"{self.path}: cannot read it ({exc.strerror or exc})") from None
+                if not raw:
+                    return
+                if len(raw) > MAX_LINE:
+                    self.skip("a line too long to read")
+                    while raw and not raw.endswith(b"\n"):  # skip the rest of that line
+                        raw = fh.readline(MAX_LINE)
+                    continue
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    self.skip("a line that is not JSON")
+                    continue
+                except RecursionError:
+                    self.skip("a line nested too deep to read")
+                    continue
+                if not isinstance(obj, dict):
+                    self.skip("a line that is not a JSON object")
+                    continue
+                yield obj
+
+    def notes(self) -> list[str]:
+        return [f"skipped {n} × {why}" for why, n in sorted(self.reasons.items())]
+
+
+def load_document(path: Path) -> Any:
+    """A whole single-document JSON file, refused when too big or not JSON."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_DOCUMENT:
+            raise TraceError(f"{path}: {size / 1e6:.0f} MB in one JSON document is more than this reader parses "
+                             f"({MAX_DOCUMENT // 1_000_000} MB)")
+        with path.open("rb") as fh:
+            return json.load(fh)
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{path}: not valid JSON ({exc})") from None
+
+
+def head(path: Path, size: int = HEAD_BYTES) -> bytes:
+    """The first bytes of a file (for format detection)."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(size)
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def json_lines(path: Path) -> bool:
+    """Whether a file is JSON Lines: its first non-empty line is a whole JSON object on its own (else it is one
+    pretty-printed document). Reads only that line."""
+    try:
+        with path.open("rb") as fh:
+            for raw in iter(lambda: fh.readline(MAX_LINE), b""):
+                if raw.strip():
+                    try:
+                        return isinstance(json.loads(raw), dict)
+                    except (json.JSONDecodeError, UnicodeDecodeError):
+                        return False
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    return True
+
+
+def head_objects(data: bytes, limit: int = 20) -> list[dict[str, Any]]:
+    """The JSON objects on the first complete lines of ``data`` (lines that are not objects are left out)."""
+    out: list[dict[str, Any]] = []
+    lines = data.split(b"\n")
+    if len(data) >= HEAD_BYTES:
+        lines = lines[:-1]  # the last one may be cut
+    for line in lines[:limit * 2]:
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def timestamp(value: Any) -> float | None:
+    """Seconds since the epoch from an ISO 8601 string (``Z`` or an offset; naive means UTC) or a number of
+    seconds; ``None`` when it is neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.timestamp()
+
+
+def as_int(value: Any) -> int | None:
+    """A token count from an int, a float or a numeric string; ``None`` otherwise (never negative)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float) and value == value:
+        return max(int(value), 0)
+    if isinstance(value, str):
+        try:
+            return max(int(float(value)), 0)
+        except ValueError:
+            return None
+    return None
+
+
+def as_float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        f = float(value)
+        return f if f == f and abs(f) != float("inf") else None
+    if isinstance(value, str):
+        try:
+            return as_float(float(value))
+        except ValueError:
+            return None
+    return None
+
+
+def dig(obj: Any, *keys: str) -> Any:
+    """``obj[k1][k2]...`` or ``None`` where any level is missing or not an object."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+@dataclass(slots=True)
+class Chains:
+    """Collects a trace's steps with unique ids; :meth:`finish` puts them on the trace's clock and links each to
+    what it waits for (:func:`link`) unless the reader said so itself."""
+
+    steps: list[Step] = field(default_factory=list)
+    _ids: set[str] = field(default_factory=set)
+    _given: set[str] = field(default_factory=set)
+
+    def add(self, kind: StepKind, start: float, end: float, *, chain: str = MAIN_CHAIN, label: str = "",
+            after: tuple[str, ...] | None = None, id: str | None = None, **fields: Any) -> Step:
+        sid = id if id and id not in self._ids else f"{kind}-{len(self.steps) + 1}"
+        step = Step(sid, kind, start, max(end, start), after=after or (), chain=chain, label=label, **fields)
+        if after is not None:
+            self._given.add(sid)
+        self.steps.append(step)
+        self._ids.add(sid)
+        return step
+
+    def finish(self) -> list[Step]:
+        steps = rebase(self.steps)
+        link(steps, self._given)
+        return steps
+
+
+def link(steps: list[Step], keep: set[str] | frozenset[str] = frozenset()) -> None:
+    """Each step (in time order) waits for the step before it in its chain; tool calls that overlap run in
+    parallel: they wait for what the first of them waited for, and the step after them waits for all of them.
+    A sub-agent's first step waits for the main chain's step that ended last before it started (what spawned
+    it). Steps whose ids are in ``keep`` keep the dependencies their reader gave."""
+    group: dict[str, list[Step]] = {}
+    main: list[Step] = []
+    for step in steps:
+        current = group.get(step.chain, [])
+        if not current and step.chain != MAIN_CHAIN and step.id not in keep:
+            spawner = max((s for s in main if s.end <= step.start + 1e-9), key=lambda s: s.end, default=None)
+            step.after = (spawner.id,) if spawner is not None else ()
+            group[step.chain] = [step]
+            continue
+        parallel = (step.kind == "tool" and current and all(s.kind == "tool" for s in current)
+                    and step.start < max(s.end for s in current))
+        if step.id not in keep:
+            step.after = current[0].after if parallel else tuple(s.id for s in current)
+        group[step.chain] = [*current, step] if parallel else [step]
+        if step.chain == MAIN_CHAIN:
+            main.append(step)
+
+
+def rebase(steps: list[Step]) -> list[Step]:
+    """Steps moved so the earliest starts at 0 (the trace's own clock) and sorted by time."""
+    if not steps:
+        return steps
+    first = min(s.start for s in steps)
+    for s in steps:
+        s.start -= first
+        s.end -= first
+    steps.sort(key=lambda s: (s.start, s.end))
+    return steps

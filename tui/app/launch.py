@@ -1,0 +1,75 @@
+"""Opening the screen: a race on the tiers, or a replay of a recording. The command line calls these only when
+there is a screen (a terminal, or a browser tab of ``tokrace web``); Textual is imported here, never on the
+headless paths."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from tokrace.providers.model.errors import TokraceError
+from tokrace.providers.model.messages import TurnRequest
+from tokrace.providers.model.tiers import TierSpec
+
+if TYPE_CHECKING:
+    from tokrace.providers.loop.scenario import Scenario
+    from tokrace.providers.recording.file import Recording
+    from tokrace.providers.runs.record_paths import RecordPlan
+    from tokrace.providers.voice.lens import VoiceSettings
+    from tokrace.providers.voice.speak import Speaker
+
+MAX_LANES: Final[int] = 6
+"""The screen shows two to six lanes side by side."""
+
+PRESENT_THEME: Final[str] = "projector"
+"""``--present`` uses it unless ``--theme`` names another."""
+
+
+def check_lanes(tiers: Sequence[TierSpec]) -> None:
+    if len(tiers) > MAX_LANES:
+        raise TokraceError(f"the screen races up to {MAX_LANES} tiers and this race has {len(tiers)}; "
+                           "choose some with --tiers NAME,NAME")
+
+
+def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario | None = None, *,
+             theme: str | None = None, configured_theme: str | None = None, record: RecordPlan | None = None,
+             voice: VoiceSettings | None = None, speaker: Speaker | None = None, warm: bool = False,
+             podium: bool = True, present: bool = False) -> int:
+    """Race the tiers on screen until the user quits; ``theme`` is ``--theme``, ``configured_theme`` the
+    config's. With ``record`` every race is recorded, and once the screen is gone each file is named on stderr.
+    With ``voice`` the voice lens is on from the start; ``speaker`` speaks one lane aloud; with ``warm`` each
+    HTTP tier opens its connection before the first race. ``podium`` shows the finish line when a race ends;
+    ``present`` is the presenter's view, on the projector theme unless a theme is asked for."""
+    check_lanes(tiers)
+    from .app import build_app
+    from .theming import AppThemes
+
+    themes = AppThemes(requested=theme or (PRESENT_THEME if present else None), configured=configured_theme)
+    app = build_app(tiers, request, scenario=scenario, themes=themes, record=record, voice=voice, speaker=speaker,
+                    warm=warm, podium=podium, present=present)
+    app.run()
+    for path in app.runner.recorded:
+        print(f"recorded to {path}", file=sys.stderr)
+    return app.return_code or 0
+
+
+def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1.0,
+               idle_cap: float | None = None, run: int | None = None, *, theme: str | None = None,
+               voice: VoiceSettings | None = None, speaker: Speaker | None = None, caption: str | None = None,
+               podium: bool = True, present: bool = False) -> int:
+    """Replay a recording on screen with its original timing, under the user's controls; ``caption`` is a
+    sentence shown under the replay bar."""
+    check_lanes(tiers)
+    from tokrace.providers.runs.replay_control import ReplayControl, replay_duration
+
+    from .app import build_app
+    from .theming import AppThemes
+
+    themes = AppThemes(requested=theme or (PRESENT_THEME if present else None))
+    control = ReplayControl(recording.path, replay_duration(recording, run), speed, recording=recording,
+                            idle_cap=idle_cap, run=run, caption=caption)
+    app = build_app(tiers, TurnRequest(prompt=recording.prompt), replay=control, themes=themes, voice=voice,
+                    speaker=speaker, podium=podium, present=present)
+    app.run()
+    return app.return_code or 0

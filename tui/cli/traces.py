@@ -1,0 +1,258 @@
+"""``tokrace traces PATH...``: read the agent traces people already have (files, or folders searched
+recursively) and show where their time went: a table of the traces, a summary over the set with the six figures
+of the checklist, and ``--json`` per docs/design.md §12. Files are read one at a time; a file of another kind is listed
+as "not a trace" and the rest go on. Exit 0 when at least one trace was read, 2 when none."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tokrace.providers.model.errors import TokraceError
+from tokrace.providers.traces.analysis import IDLE_CAP_S, TraceAnalysis, analyse
+from tokrace.providers.traces.model import Trace
+from tokrace.providers.traces.read import FORMATS, Found, files, read_file
+from tokrace.providers.traces.summary import SetSummary
+
+from .tables import console as table_console
+from .tables import print_table, write_text
+from .traces_common import file_json, price_arg, read_each
+
+MAX_LANES: Final[int] = 6
+"""The screen shows up to six lanes: a file with more traces plays its first six."""
+DETAIL_UP_TO: Final[int] = 3
+"""Up to this many traces, each gets a table of its own where its time went."""
+KINDS: Final[tuple[str, ...]] = ("model", "tool", "human", "retry", "wait")
+EXIT_OK, EXIT_NONE = 0, 2
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds of 0 or more, got {value}")
+    return value
+
+
+def add_traces_parser(sub: Any) -> None:
+    """The ``traces`` subcommand."""
+    p = sub.add_parser(
+        "traces", help="read your own agent traces and show where their time went",
+        description="Read agent traces (Claude Code sessions, Codex rollouts, OpenTelemetry GenAI exports, WEKA "
+                    "traces, tokrace recordings; the format is found from each file's content) and show where "
+                    "their time went: model, tool, human, retry, wait, summing to each trace's wall time. Folders "
+                    "are searched recursively. Exit 0 when at least one trace was read, 2 when none.",
+        epilog="Claude Code keeps sessions in ~/.claude/projects/, Codex in ~/.codex/sessions/.")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="trace files or folders")
+    p.add_argument("--json", metavar="FILE|-", dest="json_target", help="write the figures as JSON to FILE, or "
+                   "to stdout with - (the tables are then left out)")
+    p.add_argument("--idle-cap", type=_seconds, default=IDLE_CAP_S, metavar="S", dest="idle_cap",
+                   help="a person's gap counts up to S seconds; the rest is away time, left out of the wall "
+                        f"time (default {IDLE_CAP_S:.0f})")
+    p.add_argument("--format", choices=FORMATS, metavar="NAME", dest="trace_format",
+                   help=f"read every file as this format instead of detecting it ({', '.join(FORMATS)})")
+    p.add_argument("--original-price", type=price_arg, metavar="IN,OUT[,CACHED]", dest="original_price",
+                   help="USD per million input, output (and cached input) tokens, to price the traces")
+    from .traces_compare import add_compare_options
+
+    add_compare_options(p)
+
+
+def trace_json(trace: Trace, a: TraceAnalysis) -> dict[str, Any]:
+    """One trace's object of the ``--json`` contract."""
+    return {"file": trace.file, "format": trace.format, "session": trace.session, "skipped": trace.skipped,
+            **a.to_json(), "notes": list(trace.notes)}
+
+
+def _fmt_s(x: float | None) -> str:
+    if x is None:
+        return "—"
+    if x >= 3600:
+        return f"{x / 3600:.1f}h"
+    if x >= 120:
+        return f"{x / 60:.1f}m"
+    return f"{x:.1f}s"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
+def traces_table(rows: list[tuple[Trace, TraceAnalysis]], width: int = 120) -> Table:
+    """A row per trace: its wall time and each kind's share of it (seconds are in the JSON and the detail)."""
+    table = Table(title="traces: where the time went (share of the wall time)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("trace", no_wrap=True)  # a file name is never cut: print_table stacks rows that cannot fit
+    for col in ("format", "wall", "model", "tool", "human", "retry", "wait", "calls", "tools"):
+        width = {"format": 11, "wall": 5}.get(col, 5)
+        table.add_column(col, justify="left" if col == "format" else "right", no_wrap=True, min_width=width)
+    for trace, a in rows:
+        name = Path(trace.file).name
+        if trace.session and trace.session not in name:
+            name = f"{name} {trace.session[:12]}"
+        table.add_row(escape(name), trace.format, _fmt_s(a.e2e_s),
+                      *(_pct(a.breakdown[k] / a.e2e_s if a.e2e_s else None) for k in KINDS),
+                      str(a.calls), str(a.tool_calls))
+    return table
+
+
+def detail_table(trace: Trace, a: TraceAnalysis, approval: bool) -> Table:
+    """One trace: each kind's seconds and share (``approval``: its tool steps include people's approvals), and
+    what its format records."""
+    table = Table(title=f"{escape(trace.file)} ({trace.format})", title_justify="left")
+    table.add_column("where the time went")
+    table.add_column("seconds", justify="right")
+    table.add_column("share", justify="right")
+    for kind in KINDS:
+        label = "tool (+approval)" if kind == "tool" and approval else kind
+        table.add_row(label, f"{a.breakdown[kind]:.1f}", _pct(a.breakdown[kind] / a.e2e_s if a.e2e_s else None))
+    table.add_row("[bold]wall time[/]", f"[bold]{a.e2e_s:.1f}[/]", "100%")
+    if a.away_s:
+        table.add_row("[dim]away (past the idle cap, left out)[/]", f"[dim]{a.away_s:.1f}[/]", "")
+    ttft = "no TTFT recorded" if a.ttft_p50 is None else f"TTFT p50 {a.ttft_p50:.2f}s"
+    table.caption = escape(
+        f"{a.calls} model calls, {a.tool_calls} tool calls, {a.human_steps} human steps, {a.retries} retries; "
+        f"model share {_pct(a.model_share)}, at most {_x(a.amdahl_max_speedup)} faster with an infinitely fast "
+        f"model; {ttft}" + "".join(f"\n{n}" for n in trace.notes))
+    table.caption_justify = "left"
+    return table
+
+
+def _x(value: float | None) -> str:
+    return "∞×" if value is None else f"{value:.2f}×"
+
+
+def summary_table(s: SetSummary, cap: float) -> Table:
+    j = s.to_json()
+    table = Table(title=f"summary over {s.traces} trace{'s' * (s.traces != 1)}", title_justify="left")
+    table.add_column("compare before moving to a faster tier")
+    table.add_column("value")
+    cost = j["total_cost_usd"]
+    rows = [
+        ("total task time", f"{_fmt_s(j['total_task_s'])} (p50 {_fmt_s(j['task_s']['p50'])}, "
+                            f"p90 {_fmt_s(j['task_s']['p90'])} per trace)"),
+        ("total cost", "— (give --original-price)" if cost is None else f"${cost:.4f}"),
+        ("time to first token", "not recorded" if j["ttft_s"]["p50"] is None else
+         f"p50 {j['ttft_s']['p50']:.2f}s, p90 {j['ttft_s']['p90']:.2f}s"),
+        ("tool waits", f"{_fmt_s(j['tool_wait_s'])} ({_pct(j['tool_share'])})"),
+        ("retry rate", "—" if j["retry_rate"] is None else f"{j['retry_rate']:.3f} per model call"),
+        ("human review burden", f"{j['human_steps']} steps, {_fmt_s(j['human_review_s'])} "
+                                f"({_pct(j['human_share'])}; gaps capped at {_fmt_s(cap)})"),
+        ("model share", _pct(j["model_share"])),
+        ("most a faster model could give (Amdahl)", _x(j["amdahl_max_speedup"])),
+    ]
+    for what, value in rows:
+        table.add_row(what, value)
+    if s.away_s:
+        table.add_row("[dim]away, left out of the wall time[/]", f"[dim]{_fmt_s(s.away_s)}[/]")
+    return table
+
+
+def cmd_traces(args: argparse.Namespace) -> int:
+    from .traces_compare import cmd_compare, wants_compare
+
+    if wants_compare(args):
+        return cmd_compare(args)
+    from .traces_export import check_targets, write_traces_exports
+
+    target: str | None = args.json_target
+    if target not in (None, "-") and not Path(target).parent.is_dir():
+        raise TokraceError(f"{target}: cannot write the JSON (no folder {Path(target).parent})")
+    markdown, csv_target = getattr(args, "markdown", None), getattr(args, "csv_target", None)
+    check_targets(markdown, csv_target, target)
+    piped = "-" in (target, markdown, csv_target)
+    paths = list(files(args.paths))
+    out = table_console(file=sys.stderr if piped else sys.stdout)
+    err = Console(file=sys.stderr, highlight=False)
+    summary = SetSummary()
+    traces_out: list[dict[str, Any]] = []
+    files_out: list[dict[str, Any]] = []
+    rows: list[tuple[Trace, TraceAnalysis]] = []
+    approvals: list[bool] = []
+    problems: list[Found] = []
+    for found in read_each(paths, args.trace_format, err, "reading traces"):
+        files_out.append(file_json(found))
+        if found.problem is not None:
+            problems.append(found)
+        for trace in found.traces:
+            a = analyse(trace, args.idle_cap, args.original_price)
+            summary.add(a)
+            traces_out.append(trace_json(trace, a))
+            approvals.append(any(s.includes_approval for s in trace.steps if s.kind == "tool"))
+            trace.steps = []  # the figures are kept, the steps let go: a folder never sits in memory
+            rows.append((trace, a))
+    if target is not None:
+        from tokrace.providers import __version__
+
+        doc = {"tool": "tokrace", "version": __version__, "idle_cap_s": args.idle_cap, "traces": traces_out,
+               "files": files_out, "summary": {"original": summary.to_json()}}
+        _write_json(doc, target)
+    tables = []
+    if rows:
+        tables.append(traces_table(rows, out.width))
+        if len(rows) <= DETAIL_UP_TO:
+            tables += [detail_table(trace, a, approval) for (trace, a), approval in zip(rows, approvals, strict=True)]
+        tables.append(summary_table(summary, args.idle_cap))
+    if not piped:  # the tables, unless stdout carries the JSON, the Markdown or the CSV
+        for table in tables:
+            print_table(out, table)
+    if rows:
+        write_traces_exports(markdown, csv_target, tables, traces_out)
+    for trace, _ in rows:
+        if trace.skipped:
+            print(f"{trace.file}: skipped {trace.skipped} unreadable line(s) or span(s)", file=sys.stderr)
+    for found in problems:
+        problem = found.problem or ""
+        print(problem if problem.startswith(str(found.path)) else f"{found.path}: {problem}", file=sys.stderr)
+    if not rows:
+        print(f"tokrace: no trace read from {len(paths)} file{'s' * (len(paths) != 1)}", file=sys.stderr)
+        return EXIT_NONE
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def replayable(path: Path, idle_cap: float | None) -> Iterator[tuple[Path, bool]]:
+    """The recording to replay for ``path``: itself when it is a tokrace recording, else a recording made from
+    the traces in it (one lane per trace, up to the screen's six) in a temporary folder removed afterwards.
+    The flag says whether it was converted."""
+    from tokrace.providers.recording.file import FORMAT
+    from tokrace.providers.traces.reader_tools import head, head_objects
+    from tokrace.providers.traces.to_events import write_recording
+
+    if not path.is_file():
+        raise TokraceError(f"{path}: no such file")
+    objects = head_objects(head(path), limit=1)
+    if objects and objects[0].get("format") == FORMAT:
+        yield path, False
+        return
+    found = read_file(path)
+    if not found.traces:
+        problem = found.problem or "no trace in it"
+        if problem == "not a trace":
+            raise TokraceError(f"{path}: neither a tokrace recording nor an agent trace tokrace reads")
+        raise TokraceError(problem if problem.startswith(str(path)) else f"{path}: {problem}")
+    traces = [t for t in found.traces if t.steps][:MAX_LANES]
+    if not traces:
+        raise TokraceError(f"{path}: its traces have no steps to play")
+    if len(found.traces) > MAX_LANES:
+        print(f"tokrace: {path} holds {len(found.traces)} traces; playing the first {MAX_LANES}", file=sys.stderr)
+    cap = IDLE_CAP_S if idle_cap is None else idle_cap
+    with tempfile.TemporaryDirectory(prefix="tokrace-trace-") as folder:
+        yield write_recording(traces, Path(folder) / f"{path.stem}.jsonl", cap), True
+
+
+def _write_json(doc: dict[str, Any], target: str) -> None:
+    write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", target, "the JSON")

@@ -1,0 +1,57 @@
+"""What ``tokrace traces`` and its comparison (``--on``) share: the price argument, the progress threshold and
+each file's object of the ``--json`` contract."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from rich.console import Console
+
+from tokrace.providers.model.tiers import Price
+from tokrace.providers.traces.read import Found, read_file
+
+PROGRESS_FROM: Final[int] = 10
+"""Show a progress bar on stderr (when it is a terminal) from this many files on."""
+
+
+def price_arg(text: str) -> Price:
+    """``--original-price IN,OUT[,CACHED]``: USD per million tokens."""
+    parts = text.split(",")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected INPUT,OUTPUT[,CACHED] in USD per million tokens, got {text!r}"
+                                         ) from None
+    if len(values) not in (2, 3) or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected INPUT,OUTPUT[,CACHED] in USD per million tokens, got {text!r}")
+    return Price(input=values[0], output=values[1], cached_input=values[2] if len(values) == 3 else None)
+
+
+def file_json(found: Found) -> dict[str, Any]:
+    """One file's object of the ``--json`` contract: its format, its traces, what was skipped, any problem."""
+    return {"file": str(found.path), "format": found.format, "traces": len(found.traces),
+            "skipped": sum(t.skipped for t in found.traces), "problem": found.problem}
+
+
+def read_each(paths: Sequence[Path], trace_format: str | None, err: Console, doing: str) -> Iterator[Found]:
+    """Each file read in turn (one at a time: a folder never sits in memory), with a progress bar saying ``doing``
+    on ``err`` from :data:`PROGRESS_FROM` files on, when it is a terminal."""
+    progress = None
+    if len(paths) >= PROGRESS_FROM and err.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        progress = Progress(TextColumn(doing), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                            console=err, transient=True)
+        progress.start()
+    task = progress.add_task(doing, total=len(paths)) if progress is not None else None
+    try:
+        for path in paths:
+            yield read_file(path, trace_format)
+            if progress is not None and task is not None:
+                progress.advance(task)
+    finally:
+        if progress is not None:
+            progress.stop()

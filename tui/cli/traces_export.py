@@ -1,0 +1,64 @@
+"""``tokrace traces PATH... --markdown FILE|- --csv FILE|-`` without ``--on``: the plain analysis as Markdown (the
+terminal's tables, cell for cell) and CSV (one row per trace, the ``--json`` keys of docs/design.md §12 as headers)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from rich.table import Table
+
+from .export_files import check_exports, write_output
+from .rich_tables import markdown_table
+
+
+def flat(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested objects flattened with ``_`` (``breakdown_model``, ``ttft_s_p50``); lists joined with ``;``."""
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        if isinstance(value, dict):
+            out.update(flat(value, f"{prefix}{key}_"))
+        elif isinstance(value, list):
+            out[f"{prefix}{key}"] = ";".join(str(v) for v in value)
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def traces_csv(traces: Sequence[dict[str, Any]]) -> str:
+    """One row per trace; an empty cell where a figure is missing."""
+    rows = [flat(t) for t in traces]
+    header: list[str] = []
+    for row in rows:
+        header += [key for key in row if key not in header]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow(["" if row.get(k) is None else str(row[k]).lower() if isinstance(row.get(k), bool)
+                         else str(row[k]) for k in header])
+    return buffer.getvalue()
+
+
+def traces_markdown(tables: Sequence[Table]) -> str:
+    """The tables the terminal shows, one after the other."""
+    lines = ["## tokrace traces", ""]
+    for table in tables:
+        lines += [*markdown_table(table), ""]
+    return "\n".join(lines)
+
+
+def check_targets(markdown: str | None, csv_target: str | None, json_target: str | None) -> None:
+    """Before reading: one output at most on stdout, and every file writable."""
+    exports = {k: v for k, v in (("markdown", markdown), ("csv", csv_target)) if v is not None}
+    check_exports(exports, json_target)
+
+
+def write_traces_exports(markdown: str | None, csv_target: str | None, tables: Sequence[Table],
+                         traces: Sequence[dict[str, Any]]) -> None:
+    if markdown is not None:
+        write_output(traces_markdown(tables), markdown, "Markdown")
+    if csv_target is not None:
+        write_output(traces_csv(traces), csv_target, "CSV")

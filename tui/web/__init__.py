@@ -1,0 +1,1 @@
+"""The server behind ``tokrace web``: the race screen in a browser tab."""

@@ -1,0 +1,151 @@
+"""The web server behind ``tokrace web``: textual-serve's server, started and stopped from our own event loop,
+announcing the real port, and refusing requests that come from other web sites.
+
+A loopback server is still reachable from any page the user's browser opens: a WebSocket is not bound by the
+same-origin policy, and a DNS-rebound name reaches 127.0.0.1. So a request must name a loopback host (or the
+public URL's), and a request with an ``Origin`` must come from this server's own page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import aiohttp_jinja2
+from aiohttp import web
+from textual_serve.server import Server, to_int
+
+log = logging.getLogger("tokrace.web")
+
+SHUTDOWN_S: Final[float] = 3.0
+"""How long Ctrl-C waits for the tabs' handlers to finish once told to end."""
+
+REMOTE_FONT: Final = re.compile(r"<link[^>]*fonts\.googleapis\.com[^>]*>")
+"""The page's stylesheet link to Roboto Mono on Google Fonts."""
+
+
+def local_font(static: str) -> str:
+    """Roboto Mono from the fonts textual-serve ships, loaded with the page so the terminal measures its cells
+    in it."""
+    faces = "".join(
+        f'@font-face {{ font-family: "Roboto Mono"; font-style: {style}; font-weight: 100 700; '
+        f'src: url("{static}fonts/{file}") format("truetype"); }}\n'
+        for style, file in (("normal", "RobotoMono-VariableFont_wght.ttf"),
+                            ("italic", "RobotoMono-Italic-VariableFont_wght.ttf")))
+    preload = f'<link rel="preload" href="{static}fonts/RobotoMono-VariableFont_wght.ttf" as="font" ' \
+              'type="font/ttf" crossorigin />'
+    return f"{preload}\n<style>\n{faces}</style>"
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _netloc(url: str) -> str:
+    return urlsplit(url).netloc.lower()
+
+
+def _hostname(host_header: str) -> str:
+    return (urlsplit(f"//{host_header}").hostname or "").lower()
+
+
+def refusal(host_header: str, origin: str | None, *, hosts: frozenset[str] | None,
+            public_url: str | None) -> str | None:
+    """Why a request with this ``Host`` and ``Origin`` is refused, or ``None`` when it is served.
+
+    With ``hosts`` (on loopback) the host must be one of them (against DNS rebinding); anywhere, an ``Origin``
+    must be this server as the browser reached it, or the public URL (against other sites' pages)."""
+    if hosts is not None and _hostname(host_header) not in hosts:
+        return (f"tokrace web answers to {', '.join(sorted(hosts))} only, not {host_header!r} "
+                "(behind a reverse proxy, give its address with --public-url)")
+    if origin is not None:
+        allowed = {host_header.lower(), *([_netloc(public_url)] if public_url else [])}
+        if _netloc(origin) not in allowed:
+            return f"tokrace web serves its own page only, not requests from {origin!r}"
+    return None
+
+
+class WebServer(Server):
+    """textual-serve's ``Server`` for one command, run by :meth:`start` and :meth:`stop` on the caller's loop."""
+
+    def __init__(self, command: str, *, host: str, port: int, public_url: str | None,
+                 hosts: frozenset[str] | None, max_tabs: int) -> None:
+        super().__init__(command, host=host, port=port, title="tokrace", public_url=public_url or "")
+        self.given_url: str | None = public_url
+        """``--public-url``; without it each page points back at the address the browser used."""
+        self.hosts: frozenset[str] | None = hosts
+        """The host names requests may name (on loopback), or ``None`` for any."""
+        self.max_tabs: int = max_tabs
+        """How many tabs (each a tokrace process) may be open at once."""
+        self._runner: web.AppRunner | None = None
+        self._tabs: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> int:
+        """Listen (``OSError`` when that fails) and return the port listened on."""
+        self.initialize_logging()
+        app = await self._make_app()
+        app.middlewares.append(self._guard)
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=SHUTDOWN_S)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        port: int = runner.addresses[0][1]
+        return port
+
+    async def stop(self) -> None:
+        """Stop listening, close the tabs and end their tokrace processes."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def on_startup(self, app: web.Application) -> None:
+        """Say nothing here: :mod:`tokrace.tui.cli.web` announces the address once it really listens."""
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        """End every open tab now rather than after the shutdown timeout: each tab's handler, cancelled, closes
+        its WebSocket and tells its tokrace to quit."""
+        for tab in self._tabs:
+            tab.cancel()
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        problem = refusal(request.host, request.headers.get("Origin"), hosts=self.hosts,
+                          public_url=self.given_url)
+        if problem is not None:
+            raise web.HTTPForbidden(text=problem)
+        if request.path != "/ws":
+            return await handler(request)
+        if len(self._tabs) >= self.max_tabs:
+            log.warning("a tab was turned away: %d are open (--max-tabs)", len(self._tabs))
+            raise web.HTTPServiceUnavailable(text=f"tokrace web: {len(self._tabs)} tabs are open already, the most "
+                                                  "it runs at once (--max-tabs); close one and reload")
+        tab = asyncio.current_task()
+        assert tab is not None  # aiohttp runs each request in a task
+        self._tabs.add(tab)
+        try:
+            return await handler(request)
+        finally:
+            self._tabs.discard(tab)
+
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
+        """The page, pointing its scripts and WebSocket at the public URL or at the address the browser used
+        (textual-serve would use ``http://HOST:PORT``, which is wrong for 0.0.0.0, IPv6 and port 0), and taking
+        its font from this server rather than from Google's: the page works offline and tells no one else."""
+        base = self.given_url or f"{request.scheme}://{request.host}"
+        scheme, rest = base.split(":", 1)
+        static = f"{base}/static/"
+        html = aiohttp_jinja2.render_string("app_index.html", request, {
+            "font_size": to_int(request.query.get("fontsize", "16"), 16),
+            "app_websocket_url": f"{'wss' if scheme == 'https' else 'ws'}:{rest}/ws",
+            "config": {"static": {"url": static}},
+            "application": {"name": self.title},
+        })
+        return web.Response(text=REMOTE_FONT.sub(lambda _: local_font(static), html), content_type="text/html")
