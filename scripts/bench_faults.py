@@ -25,12 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PROBES = {
     "read_recording": """
-from tokrace.providers.recording.file import read_recording
+from tokrace.providers.recording import read_recording
 rec = read_recording(PATH)
 print(sum(len(v) for v in rec.events.values()), "events")
 """,
     "recordings (list)": """
-from tokrace.providers.recording.file import list_recordings
+from tokrace.providers.recording import list_recordings
 [info] = list_recordings(PATH.parent)
 print(f"duration {info.duration:.1f} s")
 """,
@@ -47,7 +47,7 @@ parser = SSEParser()
 print(sum(len(parser.feed(line[i:i + 50])) for i in range(0, len(line), 50)), "event")
 """,
     "200,000 tokens, fast-forward": """
-from tokrace.tui.cli.main import main
+from tokrace.tui.main import main
 import contextlib, io
 with contextlib.redirect_stdout(io.StringIO()):
     main(["bench", "--fast-forward", "--no-record", "--tiers", "Sol ultrafast", "--max-tokens", "200000"])

@@ -64,7 +64,7 @@ class _CoarseClock(RealClock):
 def _truth_server(conn: Connection) -> None:
     """The ground-truth server process: a seeded schedule per lane (by model name), truth sent back per request."""
     from tokrace.providers.adapters.synthetic import Profile
-    from tokrace.providers.serve.server import Served, ServeServer, SyntheticSource
+    from tokrace.providers.serve import Served, ServeServer, SyntheticSource
     from tokrace.providers.serve.wire import Plan
 
     class PerLane(SyntheticSource):

@@ -40,7 +40,7 @@ def truth_server(conn: Connection, rate: float) -> None:
     import gc
 
     from tokrace.providers.adapters.synthetic import Profile
-    from tokrace.providers.serve.server import Served, ServeServer, SyntheticSource
+    from tokrace.providers.serve import Served, ServeServer, SyntheticSource
 
     def sent(record: Served) -> None:
         conn.send((record.ttft_s, record.received))

@@ -55,7 +55,7 @@ def run_bench(tokens: int, folder: Path) -> list[tuple[int, float]]:
     from tokrace.providers.model.events import Delta, Event
     from tokrace.providers.model.messages import TurnRequest
     from tokrace.providers.model.tiers import TierSpec
-    from tokrace.providers.recording.file import Recorder
+    from tokrace.providers.recording import Recorder
     from tokrace.providers.runs.session import run_session
 
     spec = tier(tokens)

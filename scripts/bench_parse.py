@@ -1,7 +1,7 @@
 """Parse benchmark: the CPU an HTTP lane spends per token from the response's bytes to the live model.
 
 Builds each protocol's stream (OpenAI Chat, OpenAI Responses, Anthropic) with the frames ``tokrace serve`` sends,
-one text piece per token, and feeds it in chunks through the reading half of an HTTP provider (``_read``: SSE
+one text piece per token, and feeds it in chunks through the reading half of an HTTP provider (``read_events``: SSE
 parsing, the protocol's decoder, stamping), the race's per-event masking, and a live lane counting tokens with
 tiktoken, as the screen does. No network and no screen: what is measured is this process's CPU time
 (``time.process_time``) per token, best of a few runs. Chunks hold one event each (as at low rates), several
@@ -28,10 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from tokrace.providers.adapters.http.anthropic import AnthropicProvider
-from tokrace.providers.adapters.http.openai_chat import OpenAIChatProvider
-from tokrace.providers.adapters.http.openai_responses import OpenAIResponsesProvider
-from tokrace.providers.adapters.http.provider import HTTPProvider, _TurnLimits
+from tokrace.providers.adapters.http import AnthropicProvider, HTTPProvider, OpenAIChatProvider, OpenAIResponsesProvider
+from tokrace.providers.adapters.http.read_loop import TurnLimits, read_events
 from tokrace.providers.adapters.synthetic import PASSAGE, pieces
 from tokrace.providers.model.events import Delta, Event
 from tokrace.providers.model.masking import Masker
@@ -89,23 +87,23 @@ async def _run(provider: HTTPProvider, chunks: list[bytes], stage: str, encoding
     response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunks(chunks))
     real = RealClock()
     clock = LaneClock(real, real.now())  # a lane's clock, as the race gives it: seconds since the lane began
-    limits = _TurnLimits(1800.0, sum(chunk.count(b"\n\n") for chunk in chunks))  # max_tokens: its events
+    limits = TurnLimits(1800.0, sum(chunk.count(b"\n\n") for chunk in chunks))  # max_tokens: its events
     masker = Masker([], shapes=True)
     lane = LiveLane(TierSpec(name="bench", provider=provider.name, model="bench-model"))
     lane.set_encoding("cl100k_base", encoding)
     deltas = 0
     started = time.process_time()
     if stage == "live":
-        events: list[Event] = [event async for event in provider._read(response, clock, None, 0.0, limits)]
+        events: list[Event] = [event async for event in read_events(provider, response, clock, None, 0.0, limits)]
         started = time.process_time()
         for event in events:
             lane.on_event(masker(event))
             deltas += event.chunks if isinstance(event, Delta) else 0
     elif stage == "parse":
-        async for event in provider._read(response, clock, None, 0.0, limits):
+        async for event in read_events(provider, response, clock, None, 0.0, limits):
             deltas += event.chunks if isinstance(event, Delta) else 0
     else:
-        async for event in provider._read(response, clock, None, 0.0, limits):
+        async for event in read_events(provider, response, clock, None, 0.0, limits):
             lane.on_event(masker(event))
             deltas += event.chunks if isinstance(event, Delta) else 0
     return time.process_time() - started, deltas

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
 
-from tokrace.providers.adapters.http import backend as socket_reads
+from tokrace.providers.adapters.http import stamped_stream as socket_reads
 from tokrace.providers.adapters.http import transport as lean
 from tokrace.providers.adapters.registry import create_provider
 from tokrace.providers.model import tokens
@@ -34,7 +34,7 @@ from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
 from tokrace.providers.race.live import LiveRace
 from tokrace.providers.race.race import Race
-from tokrace.providers.recording.file import Recorder
+from tokrace.providers.recording import Recorder
 from tokrace.providers.timing.clock import RealClock
 
 Read = tuple[bytes, float]

@@ -40,7 +40,8 @@ def failing_demo() -> list[TierSpec]:
     return tiers
 
 
-TRACE = Path(__file__).resolve().parent.parent / "tests" / "traces" / "fixtures" / "claude-code" / "session-a.jsonl"
+TRACE = (Path(__file__).resolve().parent.parent / "tests" / "providers" / "traces" / "fixtures" / "claude-code"
+         / "session-a.jsonl")
 """A hand-written Claude Code session (a sub-agent, a retry, a failed tool, a person away for an hour)."""
 
 
@@ -91,7 +92,7 @@ def builtin_themes(scratch: Path, theme: str = DEFAULT_THEME) -> AppThemes:
 async def render_trace(shot: Shot, trace: Path, out: Path) -> Path:
     """An agent trace replayed on the race screen, paused at ``shot.at``."""
     from tokrace.providers.adapters.replay import replay_tiers
-    from tokrace.providers.recording.file import read_recording
+    from tokrace.providers.recording import read_recording
     from tokrace.providers.runs.replay_control import ReplayControl, replay_duration
     from tokrace.providers.traces.read import read_file
     from tokrace.providers.traces.to_events import write_recording
@@ -149,7 +150,7 @@ async def render_trace_on(name: str, out: Path) -> Path:
 
     from tokrace.providers.adapters.replay import replay_tiers
     from tokrace.providers.config.load import Config
-    from tokrace.providers.recording.file import read_recording
+    from tokrace.providers.recording import read_recording
     from tokrace.providers.runs.replay_control import ReplayControl, replay_duration
     from tokrace.providers.traces.read import read_file
     from tokrace.tui.cli.traces_compare import build_comparison, write_race

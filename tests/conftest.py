@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,3 +68,36 @@ def write_config(tmp_path: Path) -> Callable[[str], Path]:
 def kinds(events: Sequence[Event]) -> list[str]:
     """The kinds of a sequence of events, in order."""
     return [e.kind for e in events]
+
+
+class Timeline:
+    """The real clock's time, moved by the test instead of the world: each reading of ``perf_counter`` a microsecond
+    after the one before (the loop runs on meanwhile), and a timed sleep on the event loop's timer passes its whole
+    time at once, then gives the loop back once, as the timer's wake-up does."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self.sleeps: list[float] = []
+        """Every sleep on the event loop's timer, as asked (0: a yield to the loop)."""
+
+    def perf_counter(self) -> float:
+        self.now += 1e-6
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        self.sleeps.append(delay)
+        self.now += max(delay, 0.0)
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def timeline(monkeypatch: pytest.MonkeyPatch) -> Timeline:
+    """The real clock (``RealClock``) on a :class:`Timeline`: what it reads and how long it waits on the event loop's
+    timer move only as the test runs, never with the wall clock."""
+    from tokrace.providers.timing import clock as clock_module
+
+    line = Timeline()
+    read = types.SimpleNamespace(**{**vars(time), "perf_counter": line.perf_counter})
+    monkeypatch.setattr(clock_module, "time", read)
+    monkeypatch.setattr(clock_module, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "sleep": line.sleep}))
+    return line

@@ -14,9 +14,9 @@ from tokrace.providers.export.race_data import ExportSource, replay_recording
 from tokrace.providers.loop.scenario_file import load_scenario
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
-from tokrace.providers.recording.file import Recorder, read_recording
+from tokrace.providers.recording import Recorder, read_recording
 from tokrace.providers.runs.session import run_session
-from tokrace.tui.cli.main import main
+from tokrace.tui.main import main
 
 
 def record(path: Path, tiers: Sequence[TierSpec] | None = None, *, max_tokens: int = 40, runs: int = 1,

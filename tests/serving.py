@@ -10,13 +10,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from tokrace.providers.adapters.base import Provider
-from tokrace.providers.adapters.http.backend import StampedBackend, StampedStream
+from tokrace.providers.adapters.http.backend import StampedBackend
+from tokrace.providers.adapters.http.stamped_stream import StampedStream
 from tokrace.providers.adapters.registry import FACTORIES
 from tokrace.providers.adapters.synthetic import Profile
 from tokrace.providers.model.events import Delta, Event, Request
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
-from tokrace.providers.serve.server import ServeServer, Source, SyntheticSource
+from tokrace.providers.serve import ServeServer, Source, SyntheticSource
 from tokrace.providers.timing.clock import LaneClock, RealClock
 
 PROTOCOLS = ("openai", "openai-responses", "anthropic")

@@ -14,7 +14,7 @@ from tokrace.providers.config.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tie
 from tokrace.providers.model.events import Event
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import Price, TierSpec
-from tokrace.providers.recording.file import Recorder
+from tokrace.providers.recording import Recorder
 from tokrace.providers.runs.replay_control import ReplayControl
 from tokrace.providers.timing.clock import Clock, VirtualClock
 from tokrace.tui.app.app import TokraceApp, build_app
@@ -126,7 +126,7 @@ async def record_demo(path: Path, max_tokens: int = 40) -> Path:
 def replay_app(path: Path) -> tuple[TokraceApp, VirtualClock, ReplayControl]:
     """The replay screen on a recording, its playback clock over virtual time."""
     from tokrace.providers.adapters.replay import replay_tiers
-    from tokrace.providers.recording.file import read_recording
+    from tokrace.providers.recording import read_recording
     from tokrace.providers.runs.replay_control import replay_duration
 
     recording = read_recording(path)

@@ -23,19 +23,19 @@ def _replay(tier: TierSpec) -> Provider:
 
 
 def _openai(tier: TierSpec) -> Provider:
-    from .http.openai_chat import OpenAIChatProvider
+    from .http import OpenAIChatProvider
 
     return OpenAIChatProvider(tier)
 
 
 def _openai_responses(tier: TierSpec) -> Provider:
-    from .http.openai_responses import OpenAIResponsesProvider
+    from .http import OpenAIResponsesProvider
 
     return OpenAIResponsesProvider(tier)
 
 
 def _anthropic(tier: TierSpec) -> Provider:
-    from .http.anthropic import AnthropicProvider
+    from .http import AnthropicProvider
 
     return AnthropicProvider(tier)
 
@@ -66,15 +66,15 @@ def provider_options(name: str) -> dict[str, tuple[type, ...]]:
 
         return REPLAY_OPTIONS
     if name == "openai":
-        from .http.openai_chat import OPENAI_OPTIONS
+        from .http import OPENAI_OPTIONS
 
         return OPENAI_OPTIONS
     if name == "openai-responses":
-        from .http.openai_responses import RESPONSES_OPTIONS
+        from .http import RESPONSES_OPTIONS
 
         return RESPONSES_OPTIONS
     if name == "anthropic":
-        from .http.anthropic import ANTHROPIC_OPTIONS
+        from .http import ANTHROPIC_OPTIONS
 
         return ANTHROPIC_OPTIONS
     return {}

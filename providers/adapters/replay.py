@@ -12,7 +12,7 @@ from ..model.errors import ConfigError
 from ..model.events import MAX_SECONDS, Event, Segment
 from ..model.messages import TurnRequest
 from ..model.tiers import TierSpec
-from ..recording.file import Recording, read_recording
+from ..recording import Recording, read_recording
 from ..timing.clock import Clock
 from .base import Provider
 

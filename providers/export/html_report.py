@@ -17,6 +17,7 @@ from typing import Final
 from .. import __version__
 from ..metrics.turn import DEFINITIONS, SegmentSpan, TurnMetrics
 from ..model.events import SEGMENT_KINDS
+from ..race.summary import summary_of_run
 from . import tables
 from .markdown import TABLE_TERMS, title
 from .race_data import ExportSource
@@ -254,7 +255,7 @@ def to_html(source: ExportSource, colours: Mapping[str, str] | None = None) -> s
     result, runs = source.result, source.runs
     palette = _colours(colours)
     lanes = source.lanes(0)
-    summary = tables.summary_pieces(tables.race_summary(lanes))
+    summary = tables.summary_pieces(summary_of_run(lanes))
     lead = f"{source.run_label(0).capitalize()} of {runs}: " if runs > 1 else ""
     facts = [escape(fact) for fact in source.facts()]
     if runs > 1:

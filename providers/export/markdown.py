@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from ..metrics.turn import DEFINITIONS
+from ..race.summary import summary_of_run
 from . import tables
 from .race_data import ExportSource
 
@@ -65,7 +66,7 @@ def title(source: ExportSource) -> str:
 
 def summary_line(source: ExportSource) -> str:
     """The race screen's summary of the first run exported, named as such when there are several runs."""
-    pieces = tables.summary_pieces(tables.race_summary(source.lanes(0)))
+    pieces = tables.summary_pieces(summary_of_run(source.lanes(0)))
     lead = f"{source.run_label(0).capitalize()} of {source.runs}: " if source.runs > 1 else ""
     return lead + sentence(pieces)
 

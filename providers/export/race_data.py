@@ -17,7 +17,7 @@ from ..model.errors import ConfigError
 from ..model.messages import TurnRequest
 from ..model.tiers import TierSpec
 from ..race.race import LaneRun
-from ..recording.file import Recording
+from ..recording import Recording
 from ..runs.session import SessionResult, run_session
 from .tables import WHAT_IF_FACTOR
 

@@ -13,10 +13,9 @@ from typing import Final
 from ..metrics.loop import WHAT_IF_FACTOR as WHAT_IF_FACTOR  # for the exports (they may not import loop)
 from ..metrics.loop import Bottleneck, LoopMetrics, bottlenecks, representative
 from ..metrics.turn import TurnMetrics, percentile
-from ..model import tokens
-from ..model.events import SEGMENT_KINDS, Delta, Request, is_loop_end
-from ..race.live import SOURCE_MARK, LiveRace, RaceSummary
-from ..race.race import LaneRun
+from ..model.events import SEGMENT_KINDS
+from ..race.live import SOURCE_MARK
+from ..race.summary import RaceSummary
 from ..runs.session import SessionResult
 
 TIE_S: Final[float] = 0.005
@@ -189,22 +188,4 @@ def summary_pieces(summary: RaceSummary) -> list[tuple[str, str]]:
     if summary.stopped:
         pieces += [(" · ", ""), ("stopped:", "bold"), (f" {', '.join(summary.stopped)}", "")]
     return pieces
-
-
-def race_summary(lanes: Sequence[LaneRun]) -> RaceSummary:
-    """The summary the race screen shows at the end of this run, from its events: they are fed to the same live
-    model the screen reads, with the tokenizer loaded first where a lane's pieces came without counts."""
-    loops = [any(is_loop_end(e) for e in lane.events) for lane in lanes]
-    expected = [None if loop else (sum(1 for e in lane.events if isinstance(e, Request)) or None)
-                for lane, loop in zip(lanes, loops, strict=True)]
-    live = LiveRace([lane.tier for lane in lanes], expected, loops=loops)
-    for lane, view in zip(lanes, live.lanes, strict=True):
-        if any(isinstance(e, Delta) and e.text and e.tokens is None for e in lane.events):
-            name, encoding = tokens.get_encoding(lane.tier.model)
-            if encoding is not None:
-                view.set_encoding(name, encoding)
-        for event in lane.events:
-            view.on_event(event)
-    live.finish()
-    return live.summary()
 

@@ -1,21 +1,15 @@
 """Live lane state for the screen: a race listener folds each event into a small per-lane model in constant
-time, and the screen samples that model at frame rate (text tail, tokens, tok/s window and history, state,
-TTFT, elapsed, cost, timeline segments). Nothing here knows about widgets; the numbers agree with ``metrics``.
-"""
+time, and the screen samples that model at frame rate; nothing here knows about widgets (docs/design.md §9)."""
 
 from __future__ import annotations
 
 import itertools
-import math
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, Final, Literal, TypeAlias, cast
 
 from ..metrics.loop import LoopMetrics, breakdown, model_time
-from ..metrics.turn import STALL_THRESHOLD_S, SegmentSpan, cost, cut_gaps, is_stall_gap, usage_counts
+from ..metrics.turn import STALL_THRESHOLD_S, SegmentSpan, cost, is_stall_gap, usage_counts
 from ..model.events import (
     Delta,
     DeltaRun,
@@ -31,6 +25,10 @@ from ..model.events import (
     is_loop_end,
 )
 from ..model.tiers import TierSpec
+from . import rate as gauge
+from .rate import BUCKET_S, MAX_WINDOW_SAMPLES, WINDOW_S, Window
+from .text import LaneText
+from .turns import LiveTurn
 
 LaneState: TypeAlias = Literal["idle", "connecting", "waiting", "thinking", "streaming", "tool", "human",
                                "retry", "done", "error", "stopped"]
@@ -42,86 +40,11 @@ TokenSource: TypeAlias = Literal["usage", "provider", "tokenizer", "chunks"]
 SOURCE_MARK: Final[dict[str, str]] = {"usage": "", "provider": "", "tokenizer": "≈", "chunks": "~"}
 """How a count is marked on screen: exact counts plain, ≈ counted by the tokenizer, ~ counted in chunks."""
 
-WINDOW_S: Final[float] = 1.0
-"""The sliding window of the live tok/s gauge."""
-
-DELIVERY_LAG_S: Final[float] = 0.05
-"""How long after its moment an event may reach the live model: lanes that stamp their own times wake on a grid,
-and a connection's reads are handed to the loop, or paced, every few milliseconds. The gauge's window ends at the
-newest token while it is this recent (else this long before now), so that lag never reads as a slower stream."""
-
-RAMP_S: Final[float] = 0.1
-"""A stream younger than the window has its rate averaged over at least this long (no spike at its start)."""
-
-BUCKET_S: Final[float] = 0.25
-"""The width of one sparkline bar of the rate history."""
-
 SPAN_STATES: Final[dict[str, LaneState]] = {"tool": "tool", "human": "human", "retry": "retry", "wait": "waiting"}
 """The badge while a span announced ahead of time (a scenario's tool, person or wait step) lasts."""
 
 STEP_KINDS: Final[frozenset[str]] = frozenset({"tool", "human", "wait"})
 """Segment kinds a scenario's steps (and the tools a model called) take between model turns."""
-
-_MAX_WINDOW_SAMPLES: Final[int] = 4096
-
-_FIRST: Final[Callable[[tuple[float, int]], float]] = itemgetter(0)
-
-TAIL_KEEP: Final[int] = 64 * 1024
-"""Characters of a lane's latest text kept for its visible tail (a screen shows a few thousand at most)."""
-
-ANSWER_KEEP: Final[int] = 256 * 1024
-"""Characters of a lane's answer kept for its final Markdown; the recording has all of it."""
-
-
-@dataclass(slots=True)
-class _Turn:
-    """What the live model keeps of one turn: enough for its segments, its count and its decode rate."""
-
-    start: float
-    wait_from: float
-    first: float | None = None
-    first_reasoning: bool = False
-    first_tokens: int = 0
-    answer: float | None = None
-    last_token: float | None = None
-    end: float | None = None
-    token_events: int = 0
-    streamed: int = 0
-    streamed_reasoning: bool = False
-    usage: Usage | None = None
-    tool_called: bool = False
-    gaps: list[tuple[float, float]] = field(default_factory=list)
-    """Stalls in the stream (``metrics.stream_gaps``): drawn as waits, not as the model streaming."""
-
-    def tokens(self) -> int:
-        """The turn's count: the provider's usage when it sent one for the whole turn (``metrics.usage_counts``),
-        else what was counted while streaming. Before any token, only an ended turn's usage counts."""
-        if self.last_token is None and self.end is None:
-            return self.streamed
-        return self.usage.output if usage_counts(self.usage, self.last_token) and self.usage else self.streamed
-
-    def text_in(self, channel: str, t: float) -> LaneState:
-        """Note text of ``channel`` arriving at ``t`` (reasoning streamed, or the answer's first moment); the state
-        the lane streams in."""
-        if channel == "reasoning":
-            self.streamed_reasoning = True
-            return "thinking"
-        if self.answer is None:
-            self.answer = t
-        return "streaming"
-
-    def decode_parts(self) -> tuple[float, float] | None:
-        """(tokens after the first event, seconds from first to last token), as ``metrics.decode_tok_s``."""
-        if self.first is None or self.last_token is None or self.token_events < 2:
-            return None
-        span = self.last_token - self.first
-        if span <= 0:
-            return None
-        hidden = 0
-        if usage_counts(self.usage, self.last_token) and self.usage is not None and not self.streamed_reasoning:
-            hidden = self.usage.reasoning
-        visible = max(self.tokens() - hidden, self.token_events)
-        return max(visible - self.first_tokens, 0), span
 
 
 class LiveLane:
@@ -144,17 +67,10 @@ class LiveLane:
         """No more events will come: render the final answer."""
         self.version = 0
         """Bumped on every change, so the screen redraws only what moved."""
-        self.pieces: deque[tuple[str, str]] = deque()
-        """The lane's latest text, in order, as (channel, text); ``meta`` marks tool calls and turns. Only the last
-        ``TAIL_KEEP`` characters or so are kept: the screen draws the tail, and the recording has the rest."""
-        self._piece_chars = 0
-        self._answer: deque[str] = deque()
-        """The visible answer of every turn (content, and turn breaks), its last ``ANSWER_KEEP`` characters."""
-        self._answer_chars = 0
-        self.answer_cut = 0
-        """Characters of the answer that are no longer kept (the recording has them)."""
+        self.text = LaneText()
+        """The lane's latest text for its tail, and its answer for the final Markdown."""
         self.ttft: float | None = None
-        self.turns: list[_Turn] = []
+        self.turns: list[LiveTurn] = []
         self.explicit: list[SegmentSpan] = []
         """Segments the events named (connect, tool, human, retry, stall)."""
         self.last_t = 0.0
@@ -176,7 +92,8 @@ class LiveLane:
         self._asked_encoding = False
         self._sources: set[str] = set()
         self._stream_total = 0
-        self._window: deque[tuple[float, int]] = deque()
+        self._window: Window = deque()
+        """The tok/s gauge's samples (:mod:`.rate`)."""
         self.history: list[int] = []
         """Tokens streamed per ``BUCKET_S`` of lane time, from the lane's start."""
         self._span_state: LaneState | None = None
@@ -199,8 +116,8 @@ class LiveLane:
         turn = self.turns[-1] if self.turns else None
         if isinstance(event, Request):
             if self.turns:
-                self._add_piece("meta", "\n\n")
-            self.turns.append(_Turn(start=t, wait_from=t))
+                self.text.add("meta", "\n\n")
+            self.turns.append(LiveTurn(start=t, wait_from=t))
             self._set_state("connecting")
         elif isinstance(event, Headers):
             if event.service_tier:
@@ -224,13 +141,12 @@ class LiveLane:
                 self._on_span(event)
             if event.seg in ("tool", "human"):
                 label = f" {event.label}" if event.label else ""
-                self._add_piece("meta", f"\n[{event.seg}{label}: {event.end - event.start:.2f} s]\n")
+                self.text.add("meta", f"\n[{event.seg}{label}: {event.end - event.start:.2f} s]\n")
         elif isinstance(event, ToolCall):
             if turn is not None:
                 turn.tool_called = True
-            while self.pieces and self.pieces[-1][0] == "tool_args":  # the call says them once, whole
-                self._piece_chars -= len(self.pieces.pop()[1])
-            self._add_piece("meta", f"\n→ {event.name}({event.arguments})\n")
+            self.text.drop_tool_args()  # the call says them once, whole
+            self.text.add("meta", f"\n→ {event.name}({event.arguments})\n")
             self._set_state("tool", event.name)
         elif isinstance(event, Done):
             if turn is not None and turn.end is None:
@@ -272,13 +188,13 @@ class LiveLane:
                 last_t = t
             if delta.text:
                 if delta.channel != channel and run:
-                    self._add_piece(channel, "".join(run))
+                    self.text.add(channel, "".join(run))
                     run.clear()
                 channel = delta.channel
                 run.append(delta.text)
                 on_delta(delta, t, False)
         if run:
-            self._add_piece(channel, "".join(run))
+            self.text.add(channel, "".join(run))
         self.last_t = last_t
 
     def _fold_run(self, deltas: Sequence[Delta]) -> bool:
@@ -307,7 +223,7 @@ class LiveLane:
         first, last = times[0], times[-1]
         if not turn.last_token <= first or last - turn.last_token > STALL_THRESHOLD_S or times != sorted(times):
             return False  # (in time order, no gap is longer than the run's whole span since the last token)
-        self._add_piece(channel, "".join(texts))
+        self.text.add(channel, "".join(texts))
         self._sources.add("provider")
         state = turn.text_in(channel, first)
         turn.last_token = last
@@ -317,50 +233,13 @@ class LiveLane:
         totals = list(itertools.accumulate(counts, initial=self._stream_total))
         del totals[0]
         self._stream_total = totals[-1]
-        self._extend_window(times, totals)
-        history = self.history
-        top = int(last / BUCKET_S)
-        if top >= len(history):
-            history.extend([0] * (top + 1 - len(history)))
-        if int(first / BUCKET_S) == top:  # in time order: every delta of the run in one bucket
-            history[top] += added
-        else:
-            for t, count in zip(times, counts, strict=True):
-                history[int(t / BUCKET_S)] += count
+        gauge.extend_window(self._window, times, totals)
+        gauge.add_to_history(self.history, times, counts, added)
         if last > self.last_t:
             self.last_t = last
         if self.state != state:
             self._set_state(state)
         return True
-
-    def _extend_window(self, times: list[float], totals: list[int]) -> None:
-        """Add a run's samples to the rate window, pruned as :meth:`_on_delta` prunes it sample by sample (once it
-        holds more than ``_MAX_WINDOW_SAMPLES``, what fell out of the window at each sample's time)."""
-        window = self._window
-        window.extend(zip(times, totals, strict=True))
-        size = len(window)
-        if size <= _MAX_WINDOW_SAMPLES:
-            return
-        # Pruned at the last sample's time, what is left is the same as sample by sample whenever it still holds
-        # more than the limit (at the last sample the window then held more than that too, and its cut is the
-        # latest): where that cut falls is found by bisection near the front, then checked (older samples may be
-        # out of order).
-        cutoff = times[-1] - WINDOW_S
-        front = max(bisect_right(window, (cutoff, math.inf), 0, min(size - 1, 2 * len(times) + 2)) - 1, 0)
-        stamps = list(map(_FIRST, itertools.islice(window, 1, front + 2)))
-        if size - front > _MAX_WINDOW_SAMPLES and stamps[-1] > cutoff and (not front or max(stamps[:-1]) <= cutoff):
-            popleft = window.popleft
-            for _ in range(front):
-                popleft()
-            return
-        size -= len(times)  # replayed sample by sample: the samples after one are never out of its window
-        for t in times:
-            size += 1
-            if size > _MAX_WINDOW_SAMPLES:
-                cutoff = t - WINDOW_S
-                while size > 1 and window[1][0] <= cutoff:
-                    window.popleft()
-                    size -= 1
 
     def _on_span(self, span: Segment) -> None:
         """A span announced ahead (a scenario's tool, person or wait; a retry's back-off) shows on the badge until
@@ -383,11 +262,11 @@ class LiveLane:
         if turns:
             turn = turns[-1]
         else:  # a provider that skipped its Request: the race adds one, but stay safe
-            turn = _Turn(start=0.0, wait_from=0.0)
+            turn = LiveTurn(start=0.0, wait_from=0.0)
             turns.append(turn)
         channel = delta.channel
         if piece:
-            self._add_piece(channel, delta.text)
+            self.text.add(channel, delta.text)
         if delta.tokens is not None:
             inc = own = delta.tokens
             self._sources.add("provider")
@@ -422,7 +301,7 @@ class LiveLane:
         total = self._stream_total = self._stream_total + inc
         window = self._window
         window.append((t, total))
-        if len(window) > _MAX_WINDOW_SAMPLES:  # as _prune(t), inline: at high rates, once per event
+        if len(window) > MAX_WINDOW_SAMPLES:  # as gauge.prune(window, t), inline: at high rates, once per event
             cutoff = t - WINDOW_S
             while len(window) > 1 and window[1][0] <= cutoff:
                 window.popleft()
@@ -433,25 +312,6 @@ class LiveLane:
         history[bucket] += inc
         if self.state != state:
             self._set_state(state)
-
-    def _add_piece(self, channel: str, text: str) -> None:
-        """Keep a piece of the lane's text: in the tail, and in the answer when it is answer text (or a turn's
-        break); the oldest pieces go once more than the limit is kept. Constant time per piece."""
-        pieces = self.pieces
-        pieces.append((channel, text))
-        size = len(text)
-        chars = self._piece_chars = self._piece_chars + size
-        if chars > TAIL_KEEP:
-            while self._piece_chars > TAIL_KEEP and len(pieces) > 1:
-                self._piece_chars -= len(pieces.popleft()[1])
-        if channel == "content" or (channel == "meta" and text == "\n\n"):
-            answer = self._answer
-            answer.append(text)
-            self._answer_chars += size
-            while self._answer_chars > ANSWER_KEEP and len(answer) > 1:
-                gone = len(answer.popleft())
-                self._answer_chars -= gone
-                self.answer_cut += gone
 
     def _set_state(self, state: LaneState, detail: str = "") -> None:
         self.state = state
@@ -556,33 +416,13 @@ class LiveLane:
         span = sum(s for _, s in parts)
         return sum(n for n, _ in parts) / span if span > 0 else None
 
-    def _prune(self, now: float) -> None:
-        window, cutoff = self._window, now - WINDOW_S
-        while len(window) > 1 and window[1][0] <= cutoff:
-            window.popleft()
-
     def rate(self, now: float) -> float:
-        """Tokens per second over the ``WINDOW_S`` up to the newest token, or up to ``DELIVERY_LAG_S`` before
-        ``now`` when no token came since (over the stream's age, at least ``RAMP_S``, if less).
-
-        The first sample of a young stream is its base: its own tokens came before any time had passed."""
-        window = self._window
-        if not window:
-            return 0.0
-        now = max(now - DELIVERY_LAG_S, min(window[-1][0], now))  # the window's end: see DELIVERY_LAG_S
-        self._prune(now)
-        cutoff = now - WINDOW_S
-        base_t, base_total = window[0]
-        last_total = window[-1][1]
-        if base_t <= cutoff:
-            return max(last_total - base_total, 0) / WINDOW_S
-        return max(last_total - base_total, 0) / max(now - base_t, RAMP_S)
+        """Tokens per second over the window up to the newest token, as :func:`.rate.rate` reads it."""
+        return gauge.rate(self._window, now)
 
     def history_rates(self, now: float, count: int) -> list[float]:
         """The last ``count`` complete history buckets before ``now``, in tok/s, oldest first."""
-        complete = min(int(now / BUCKET_S), len(self.history)) if not self.finished else len(self.history)
-        rates = [n / BUCKET_S for n in self.history[max(complete - count, 0):complete]]
-        return rates
+        return gauge.history_rates(self.history, now, count, self.finished)
 
     def cost_so_far(self) -> float | None:
         """USD so far from the usage that came and the tokens counted, at the tier's price."""
@@ -605,24 +445,10 @@ class LiveLane:
 
     def _turn_spans(self, now: float) -> list[SegmentSpan]:
         """The model's own spans (wait, think, model) of every turn; an open turn grows to ``now``."""
-        spans: list[SegmentSpan] = []
         open_end = self.ended_at
         if open_end is None:
             open_end = max(now, self.last_t)
-        for turn in self.turns:
-            end = turn.end if turn.end is not None else open_end
-            if turn.first is None:
-                spans.append(SegmentSpan("wait", turn.wait_from, end))
-                continue
-            spans.append(SegmentSpan("wait", turn.wait_from, turn.first))
-            streamed: list[SegmentSpan] = []
-            if turn.first_reasoning:
-                think_end = turn.answer if turn.answer is not None else end
-                streamed.append(SegmentSpan("think", turn.first, think_end))
-            if turn.answer is not None:
-                streamed.append(SegmentSpan("model", turn.answer, end))
-            spans += cut_gaps(streamed, turn.gaps)
-        return spans
+        return [span for turn in self.turns for span in turn.spans(open_end)]
 
     def loop_so_far(self, now: float) -> LoopMetrics:
         """The lane as a loop (a single prompt is a loop of one turn) up to ``now``, or to its end once ended:
@@ -645,85 +471,23 @@ class LiveLane:
             m.amdahl_max_speedup = e2e / rest if rest > 1e-9 else None
         return m
 
+    @property
+    def pieces(self) -> deque[tuple[str, str]]:
+        """The lane's latest text as (channel, text) pieces: :attr:`.text.LaneText.pieces`."""
+        return self.text.pieces
+
+    @property
+    def answer_cut(self) -> int:
+        """Characters of the answer that are no longer kept (the recording has them)."""
+        return self.text.answer_cut
+
     def tail(self, chars: int) -> list[tuple[str, str]]:
         """The last pieces holding at least ``chars`` characters (the first one cut), for the visible tail."""
-        out: list[tuple[str, str]] = []
-        need = chars
-        for channel, text in reversed(self.pieces):
-            if need <= 0:
-                break
-            if len(text) > need:
-                text = text[-need:]
-            out.append((channel, text))
-            need -= len(text)
-        out.reverse()
-        return out
+        return self.text.tail(chars)
 
     def answer_text(self) -> str:
-        """The visible answer of every turn (content only), for the final Markdown: its last ``ANSWER_KEEP``
-        characters, after a line that says so when it is longer."""
-        text = "".join(self._answer).strip()
-        if self.answer_cut:
-            return f"*… the first {self.answer_cut:,} characters are in the recording*\n\n{text}"
-        return text
-
-
-@dataclass(frozen=True, slots=True)
-class LaneResult:
-    """One lane's place in the race summary."""
-
-    name: str
-    e2e: float
-    decode: float | None
-    tokens_speedup: float | None
-    """This lane's decode rate ÷ the slowest lane's."""
-    turn_speedup: float
-    """The slowest lane's e2e ÷ this lane's (of the whole loop, in a scenario)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RaceSummary:
-    """Who finished first, by how much, and every lane's speed-up against the slowest."""
-
-    first: str | None = None
-    first_e2e: float | None = None
-    runner_up: str | None = None
-    lead_s: float | None = None
-    slowest: str | None = None
-    results: list[LaneResult] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    stopped: list[str] = field(default_factory=list)
-    """Lanes stopped before their end (by the user): not failures, but not finishers either."""
-    loop: bool = False
-    """The lanes played a scenario's loop: end to end is the whole loop, not one turn."""
-
-
-def race_summary(lanes: Sequence[LiveLane]) -> RaceSummary:
-    """The summary of a finished race; lanes that failed are named apart and left out of the comparison."""
-    ok = [(lane, lane.e2e) for lane in lanes if lane.ok and lane.e2e is not None]
-    out = [lane for lane in lanes if not (lane.ok and lane.e2e is not None)]
-    failed = [lane.tier.name for lane in out if lane.state != "stopped"]
-    stopped = [lane.tier.name for lane in out if lane.state == "stopped"]
-    loop = any(lane.loop for lane in lanes)
-    if not ok:
-        return RaceSummary(failed=failed, stopped=stopped, loop=loop)
-    ordered = sorted(ok, key=lambda pair: pair[1] or 0.0)
-    first, first_e2e = ordered[0]
-    slow_lane, slow_e2e = ordered[-1]
-    slow_decode = slow_lane.decode_rate()
-    results = []
-    for lane, e2e in ordered:
-        assert e2e is not None
-        decode = lane.decode_rate()
-        tokens_x = decode / slow_decode if decode is not None and slow_decode else None
-        results.append(LaneResult(lane.tier.name, e2e, decode, tokens_x,
-                                  (slow_e2e or 0.0) / e2e if e2e > 0 else 1.0))
-    runner_up = ordered[1] if len(ordered) > 1 else None
-    return RaceSummary(first=first.tier.name, first_e2e=first_e2e,
-                       runner_up=runner_up[0].tier.name if runner_up else None,
-                       lead_s=(runner_up[1] or 0.0) - (first_e2e or 0.0) if runner_up else None,
-                       slowest=slow_lane.tier.name if len(ordered) > 1 else None, results=results,
-                       failed=failed, stopped=stopped, loop=loop)
+        """The visible answer of every turn, for the final Markdown: :meth:`.text.LaneText.answer`."""
+        return self.text.answer()
 
 
 class LiveRace:
@@ -751,6 +515,3 @@ class LiveRace:
     @property
     def finished(self) -> bool:
         return all(lane.finished for lane in self.lanes)
-
-    def summary(self) -> RaceSummary:
-        return race_summary(self.lanes)

@@ -20,7 +20,7 @@ from ..model.events import Delta, DeltaRun, Done, Error, Event, Request, is_loop
 from ..model.masking import Masker
 from ..model.messages import TurnRequest
 from ..model.tiers import TierSpec
-from ..recording.file import secret_values
+from ..recording import secret_values
 from ..timing.clock import Clock, LaneClock
 
 OFFLINE_PROVIDERS = frozenset({"synthetic", "replay"})
@@ -162,7 +162,7 @@ class Race:
         except asyncio.CancelledError:
             self.emit(index, Error(t=clock.now(), error="stopped", message="stopped before the end"))
         except Exception as exc:  # a failing lane must never take the race down
-            from ..recording.file import redact  # an unexpected message may quote a request's headers
+            from ..model.masking import redact  # an unexpected message may quote a request's headers
 
             message = redact(f"{type(exc).__name__}: {exc}", secret_values([self.tiers[index]]))
             self.emit(index, Error(t=clock.now(), error="internal", message=message))

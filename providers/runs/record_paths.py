@@ -1,7 +1,7 @@
 """Where the races started from the screen are recorded: every race to a new file, never over an earlier one.
 
 By default each race goes to a new file in the recordings folder, named as ``tokrace bench`` names its own
-(:func:`tokrace.providers.recording.file.default_path`: when, and the prompt or the scenario). With ``--record FILE``
+(:func:`tokrace.providers.recording.paths.default_path`: when, and the prompt or the scenario). With ``--record FILE``
 the
 first race goes to FILE (replacing it, as ``bench --record FILE`` does) and each race after it to the next free
 FILE-2, FILE-3, … (keeping the suffix: ``talk.jsonl``, ``talk-2.jsonl``); a file that exists is never replaced
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from ..recording.file import default_path
+from ..recording import default_path
 
 FLUSH_EVERY_S: Final[float] = 0.05
 """How often, in race time, the screen's recorder writes what arrived since (see :class:`RaceRunner`): one write of

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..adapters.replay import PacedClock, Retimer, recorded_times
-from ..recording.file import Recording
+from ..recording import Recording
 from ..timing.clock import Clock
 from ..timing.playback import PlaybackClock
 

@@ -27,7 +27,7 @@ from ..model.messages import TurnRequest
 from ..model.tiers import TierSpec
 from ..race.live import LiveLane, LiveRace
 from ..race.race import Listener, Race, one_line, prepare_providers
-from ..recording.file import Recorder, RecordingError
+from ..recording import Recorder, RecordingError
 from ..timing.clock import COARSE_WAKE_S, Clock
 from .record_paths import FLUSH_EVERY_S, RecordPlan
 

@@ -15,7 +15,7 @@ from typing import Final
 
 from ..model.events import Delta, Done, Event, Request, Segment, Usage, loop_end
 from ..model.tiers import TierSpec
-from ..recording.file import Recorder
+from ..recording import Recorder
 from .analysis import IDLE_CAP_S, Piece, pieces, without_away
 from .model import MAIN_CHAIN, Step, Trace
 

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from ..metrics.turn import split_turns, turn_metrics
 from ..model.events import Done, Error, Event, Request, Segment, Usage, is_loop_end
-from ..recording.file import FORMAT, RecordingError, read_recording
+from ..recording import FORMAT, RecordingError, read_recording
 from .analysis import merge_intervals
 from .model import STEP_KINDS, Step, Trace
 from .reader_tools import Chains, TraceError, link

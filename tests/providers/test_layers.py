@@ -68,9 +68,10 @@ def graph(package: Path = PROVIDERS) -> dict[str, set[str]]:
 
 
 def folder_of(module: str) -> str | None:
-    """The layer folder a module lives in (``race`` for ``tokrace.providers.race.live``), ``None`` for the root."""
+    """The layer folder a module lives in (``race`` for ``tokrace.providers.race.live``, ``recording`` for the
+    ``tokrace.providers.recording`` face), ``None`` for the root."""
     parts = module.split(".")
-    return parts[2] if len(parts) > 3 else None
+    return parts[2] if len(parts) > 2 else None
 
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
@@ -131,6 +132,12 @@ def test_the_layer_check_sees_an_import_up_and_one_across() -> None:
              "tokrace.providers.race.race": {"tokrace.providers.race.live", "tokrace.providers.model.events"}}
     assert layer_offences(edges) == [("tokrace.providers.loop.scenario", "tokrace.providers.voice.lens"),
                                      ("tokrace.providers.model.events", "tokrace.providers.race.live")]
+
+
+def test_the_layer_check_sees_an_import_of_a_folders_face() -> None:
+    edges = {"tokrace.providers.model.events": {"tokrace.providers.recording"},
+             "tokrace.providers.race.race": {"tokrace.providers.recording", "tokrace.providers.race"}}
+    assert layer_offences(edges) == [("tokrace.providers.model.events", "tokrace.providers.recording")]
 
 
 def test_the_engine_never_imports_the_screen() -> None:

@@ -35,8 +35,8 @@ from tokrace.themes.loader import (
 from tokrace.tui.app.theming import AppThemes, UnknownThemeError
 from tokrace.tui.app.widgets.palette import palette
 from tokrace.tui.app.widgets.timeline import LABEL_WIDTH, Row, Timeline, fitting_height
-from tokrace.tui.cli.main import build_parser, main
 from tokrace.tui.cli.settings import Settings, SettingsError, settings_path
+from tokrace.tui.main import build_parser, main
 
 BUILTINS = ("tokrace-dark", "tokrace-light", "projector", "tokrace-cb")
 DICHROMACIES = ("deuteranopia", "protanopia")

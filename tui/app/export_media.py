@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import io
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
@@ -19,15 +18,14 @@ from typing import TYPE_CHECKING, Final
 from tokrace.providers.adapters.replay import ReplayProvider, replay_tiers
 from tokrace.providers.model.errors import TokraceError
 from tokrace.providers.model.messages import TurnRequest
-from tokrace.providers.recording.file import Recording
+from tokrace.providers.recording import Recording
 from tokrace.providers.timing.clock import VirtualClock
 
 from ..cli.export_files import keep_spaces
+from .render.capture import Capture
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
     from textual.pilot import Pilot
-    from textual.screen import Screen
 
     from .app import TokraceApp
     from .theming import AppThemes
@@ -43,17 +41,6 @@ MAX_FRAMES: Final[int] = 30 * 60 * 60
 
 SETTLE_LIMIT: Final[int] = 100_000
 """How many clock steps to take at most, after the recording's end, for the race to end."""
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """``COLSxROWS`` (e.g. ``120x40``) as (columns, rows); a clear error otherwise."""
-    cols, sep, rows = text.lower().partition("x")
-    if not sep or not cols.isdecimal() or not rows.isdecimal():
-        raise TokraceError(f"--size: expected COLSxROWS such as 160x45, got {text!r}")
-    size = (int(cols), int(rows))
-    if not (40 <= size[0] <= 500 and 12 <= size[1] <= 200):
-        raise TokraceError(f"--size: {text} is outside 40x12 to 500x200")
-    return size
 
 
 def _app(recording: Recording, run: int | None, themes: AppThemes | None) -> tuple[TokraceApp, VirtualClock]:
@@ -98,40 +85,6 @@ async def screen_svg(recording: Recording, *, run: int | None = None, at: float 
         return keep_spaces(app.export_screenshot(title="tokrace"))
 
 
-class _Capture:
-    """What the app writes to its terminal, kept instead of written: the app renders only what changed since its
-    last update (Textual's own diff of the screen), so each frame is as small as a real terminal would get."""
-
-    def __init__(self, app: TokraceApp) -> None:
-        from rich.console import Console
-
-        self.app = app
-        self.console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor",
-                               legacy_windows=False)
-        self.pending: list[str] = []
-        display = app._display
-
-        def capture(screen: Screen[object], renderable: RenderableType | None) -> None:
-            from textual._compositor import CompositorUpdate
-
-            if isinstance(renderable, CompositorUpdate):
-                self.pending.append(renderable.render_segments(self.console))
-            display(screen, renderable)
-
-        setattr(app, "_display", capture)  # noqa: B010 - the app's one path to its terminal, wrapped
-
-    def full(self) -> str:
-        """The whole screen as it is now (the first frame), dropping what was kept before."""
-        update = self.app.screen._compositor.render_update(full=True, screen_stack=self.app._background_screens)
-        self.pending.clear()
-        return "" if update is None else self.console._render_buffer(self.console.render(update))
-
-    def take(self) -> str:
-        """What the app wrote since the last take."""
-        out, self.pending = "".join(self.pending), []
-        return out
-
-
 async def screen_cast(recording: Recording, *, run: int | None = None, size: tuple[int, int] = DEFAULT_SIZE,
                       themes: AppThemes | None = None, title: str = "tokrace",
                       progress: Callable[[float], None] | None = None) -> str:
@@ -146,7 +99,7 @@ async def screen_cast(recording: Recording, *, run: int | None = None, size: tup
         with contextlib.suppress(ValueError):
             header["timestamp"] = int(dt.datetime.fromisoformat(created).timestamp())
     lines = [json.dumps(header, ensure_ascii=False)]
-    capture = _Capture(app)
+    capture = Capture(app)
     async with app.run_test(size=size) as pilot:
         await app.runner.wait_started()
         race = app.runner.race

@@ -1,20 +1,22 @@
-"""Opening the screen: a race on the tiers, or a replay of a recording. The command line calls these only when
-there is a screen (a terminal, or a browser tab of ``tokrace web``); Textual is imported here, never on the
-headless paths."""
+"""Opening the screen: a race on the tiers, a replay of a recording, an export drawn by the screen. The command
+line reaches these through :class:`AppScreen` only when there is a screen (a terminal, or a browser tab of
+``tokrace web``); Textual is imported inside them, never on the headless paths."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from tokrace.providers.model.errors import TokraceError
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
 
+from ..cli.screen import ThemeListing
+
 if TYPE_CHECKING:
     from tokrace.providers.loop.scenario import Scenario
-    from tokrace.providers.recording.file import Recording
+    from tokrace.providers.recording import Recording
     from tokrace.providers.runs.record_paths import RecordPlan
     from tokrace.providers.voice.lens import VoiceSettings
     from tokrace.providers.voice.speak import Speaker
@@ -73,3 +75,51 @@ def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1
                     speaker=speaker, podium=podium, present=present)
     app.run()
     return app.return_code or 0
+
+
+class AppScreen:
+    """The race screen behind the command line's :class:`tokrace.tui.cli.screen.Screen`: each call looks its
+    function up when it is made, and Textual is imported only then."""
+
+    max_lanes = MAX_LANES
+
+    def check_lanes(self, tiers: Sequence[TierSpec]) -> None:
+        check_lanes(tiers)
+
+    def check_theme(self, name: str) -> None:
+        from tokrace.themes.loader import load_themes
+
+        from .theming import check_theme
+
+        check_theme(name, load_themes())
+
+    def themes(self) -> ThemeListing:
+        from tokrace.themes.loader import load_themes
+
+        catalog = load_themes()
+        return ThemeListing({name: loaded.origin for name, loaded in catalog.themes.items()},
+                            [str(problem) for problem in catalog.problems])
+
+    def run_race(self, tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario | None = None,
+                 **options: Any) -> int:
+        return run_race(tiers, request, scenario, **options)
+
+    def run_replay(self, recording: Recording, tiers: Sequence[TierSpec], speed: float = 1.0,
+                   idle_cap: float | None = None, run: int | None = None, **options: Any) -> int:
+        return run_replay(recording, tiers, speed, idle_cap, run, **options)
+
+    async def export_svg(self, recording: Recording, *, run: int | None, at: float | None,
+                         size: tuple[int, int] | None, theme: str | None) -> str:
+        from .export_media import DEFAULT_SIZE, screen_svg
+        from .theming import AppThemes
+
+        return await screen_svg(recording, run=run, at=at, size=size or DEFAULT_SIZE,
+                                themes=AppThemes(requested=theme))
+
+    async def export_cast(self, recording: Recording, *, run: int | None, size: tuple[int, int] | None,
+                          theme: str | None, title: str, progress: Callable[[float], None] | None = None) -> str:
+        from .export_media import DEFAULT_SIZE, screen_cast
+        from .theming import AppThemes
+
+        return await screen_cast(recording, run=run, size=size or DEFAULT_SIZE, themes=AppThemes(requested=theme),
+                                 title=title, progress=progress)

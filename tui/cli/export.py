@@ -1,7 +1,6 @@
 """``tokrace export FILE --to FORMAT``: a recorded race for other tools (the writers are in
 :mod:`tokrace.providers.export`, the text and the files in :mod:`tokrace.tui.cli.export_files`, the screen's own
-pictures, SVG and
-asciicast, in :mod:`tokrace.tui.app.export_media`)."""
+pictures, SVG and asciicast, drawn by the app behind :class:`.screen.Screen`)."""
 
 from __future__ import annotations
 
@@ -13,11 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from tokrace.providers.export import FORMATS
+from tokrace.providers.model.errors import TokraceError
 
 from .export_files import ExportError, check_writable, export_text, write_output
+from .screen import Screen
 
 if TYPE_CHECKING:
-    from tokrace.providers.recording.file import Recording
+    from tokrace.providers.recording import Recording
 
 SCREEN_FORMATS: Final[frozenset[str]] = frozenset({"svg", "cast"})
 """Formats drawn by the race screen itself."""
@@ -68,28 +69,23 @@ def _check_options(args: argparse.Namespace) -> None:
         raise ExportError(f"--what-if: expected a number above 0, got {args.what_if:g}")
 
 
-async def export_recording(recording: Recording, to: str, *, run: int | None = None, turns: bool = False,
-                           theme: str | None = None, at: float | None = None, size: tuple[int, int] | None = None,
-                           what_if: float | None = None, name: str | None = None) -> str:
-    """The export of a recording as text, in any format; ``name`` is the file to name as its source (a trace the
-    recording was made from)."""
+async def export_recording(recording: Recording, to: str, screen: Screen, *, run: int | None = None,
+                           turns: bool = False, theme: str | None = None, at: float | None = None,
+                           size: tuple[int, int] | None = None, what_if: float | None = None,
+                           name: str | None = None) -> str:
+    """The export of a recording as text, in any format (SVG and asciicast are drawn by the ``screen``); ``name`` is
+    the file to name as its source (a trace the recording was made from)."""
     if to not in SCREEN_FORMATS:
         return await export_text(recording, to, run=run, turns=turns, theme=theme, what_if=what_if, name=name)
-    from ..app.export_media import DEFAULT_SIZE, screen_cast, screen_svg
-    from ..app.launch import MAX_LANES
-    from ..app.theming import AppThemes
-
     lanes = len(recording.tiers) or 1 + max((lane for _, lane in recording.events), default=0)
-    if lanes > MAX_LANES:
-        raise ExportError(f"{recording.path}: the screen shows up to {MAX_LANES} lanes and this race has {lanes}; "
-                          "export it as markdown, csv, html or otlp")
-
-    themes = AppThemes(requested=theme)
+    if lanes > screen.max_lanes:
+        raise ExportError(f"{recording.path}: the screen shows up to {screen.max_lanes} lanes and this race has "
+                          f"{lanes}; export it as markdown, csv, html or otlp")
     if to == "svg":
-        return await screen_svg(recording, run=run, at=at, size=size or DEFAULT_SIZE, themes=themes)
+        return await screen.export_svg(recording, run=run, at=at, size=size, theme=theme)
     title = f"tokrace: {Path(name).name if name else recording.path.name}"
     if not sys.stderr.isatty():
-        return await screen_cast(recording, run=run, size=size or DEFAULT_SIZE, themes=themes, title=title)
+        return await screen.export_cast(recording, run=run, size=size, theme=theme, title=title)
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -98,15 +94,25 @@ async def export_recording(recording: Recording, to: str, *, run: int | None = N
     with Progress(TextColumn("drawing the cast"), BarColumn(), TextColumn("{task.completed:.0f} / {task.total:.0f} s"),
                   TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("cast", total=max(replay_duration(recording, run), 0.1))
-        return await screen_cast(recording, run=run, size=size or DEFAULT_SIZE, themes=themes, title=title,
-                                 progress=lambda t: bar.update(task, completed=t))
+        return await screen.export_cast(recording, run=run, size=size, theme=theme, title=title,
+                                        progress=lambda t: bar.update(task, completed=t))
 
 
-def cmd_export(args: argparse.Namespace) -> int:
+def parse_size(text: str) -> tuple[int, int]:
+    """``COLSxROWS`` (e.g. ``120x40``) as (columns, rows); a clear error otherwise."""
+    cols, sep, rows = text.lower().partition("x")
+    if not sep or not cols.isdecimal() or not rows.isdecimal():
+        raise TokraceError(f"--size: expected COLSxROWS such as 160x45, got {text!r}")
+    size = (int(cols), int(rows))
+    if not (40 <= size[0] <= 500 and 12 <= size[1] <= 200):
+        raise TokraceError(f"--size: {text} is outside 40x12 to 500x200")
+    return size
+
+
+def cmd_export(args: argparse.Namespace, screen: Screen) -> int:
     from tokrace.providers.export.race_data import default_output
-    from tokrace.providers.recording.file import read_recording
+    from tokrace.providers.recording import read_recording
 
-    from ..app.export_media import parse_size
     from .traces import replayable
 
     _check_options(args)
@@ -123,8 +129,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise ExportError(f"{args.file}: no run {args.run} (it has {recording.runs})")
         for warning in recording.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        text = asyncio.run(export_recording(recording, args.to, run=args.run, turns=args.turns, theme=args.theme,
-                                            at=args.at, size=size, what_if=args.what_if,
+        text = asyncio.run(export_recording(recording, args.to, screen, run=args.run, turns=args.turns,
+                                            theme=args.theme, at=args.at, size=size, what_if=args.what_if,
                                             name=str(args.file) if converted else None))
     write_output(text, target, f"{args.to} export")
     if target != "-":

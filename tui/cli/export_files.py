@@ -14,7 +14,7 @@ from tokrace.providers.model.errors import TokraceError
 
 if TYPE_CHECKING:
     from tokrace.providers.export.race_data import ExportSource
-    from tokrace.providers.recording.file import Recording
+    from tokrace.providers.recording import Recording
 
 
 class ExportError(TokraceError):
@@ -68,7 +68,8 @@ def render(source: ExportSource, to: str, *, turns: bool = False, colours: dict[
     """An export made from the race's events and metrics (every format but the screen's own), with every key the
     tiers could use, and anything shaped like a credential, masked as in recordings (a prompt or an error message
     of a live run may quote one)."""
-    from tokrace.providers.recording.file import redact, secret_values
+    from tokrace.providers.model.masking import redact
+    from tokrace.providers.recording import secret_values
 
     return redact(_render(source, to, turns, colours), secret_values(source.tiers))
 

@@ -23,7 +23,7 @@ from tokrace.providers.model.errors import TokraceError
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
 from tokrace.providers.race.race import Listener
-from tokrace.providers.recording.file import Recorder, RecordingError
+from tokrace.providers.recording import Recorder, RecordingError
 from tokrace.providers.runs.session import SessionResult, report, run_session
 from tokrace.providers.timing.clock import Clock
 from tokrace.providers.voice.lens import CONVERSATION_GAP_S, VoiceSettings, conversation_verdict

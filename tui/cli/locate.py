@@ -24,8 +24,8 @@ class Place:
 def places(cwd: Path | None = None) -> list[Place]:
     """Every place, in the order a person would look: the config files in lookup order, then the folders."""
     from tokrace.providers.config.load import find_config, user_config_path
-    from tokrace.providers.recording.file import recordings_dir
-    from tokrace.themes.loader import user_themes_dir
+    from tokrace.providers.recording import recordings_dir
+    from tokrace.themes.plain import user_themes_dir
 
     from .settings import settings_path
 

@@ -1,5 +1,4 @@
-"""``tokrace serve``: the command-line shell over :mod:`tokrace.providers.serve.server` (a loopback
-OpenAI/Anthropic-compatible
+"""``tokrace serve``: the command-line shell over :mod:`tokrace.providers.serve` (a loopback OpenAI/Anthropic-compatible
 endpoint that streams a recording or a synthetic profile with faithful timing, faults on demand)."""
 
 from __future__ import annotations
@@ -7,16 +6,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokrace.providers.serve.wire import FLAVORS
+from tokrace.providers.adapters.synthetic import Profile
+from tokrace.providers.model.errors import ConfigError
+from tokrace.providers.serve import (
+    FAULT_HEADER,
+    FAULT_KINDS,
+    FLAVORS,
+    Fault,
+    RecordingSource,
+    Served,
+    ServeError,
+    ServeServer,
+    Source,
+    SyntheticSource,
+)
 
 
 def add_serve_parser(sub: Any) -> None:
     """The ``serve`` subcommand and its options."""
-    from tokrace.providers.serve.server import FAULT_HEADER, FAULT_KINDS
-
     faults = "; ".join(f"{k}: {v}" for k, v in FAULT_KINDS.items())
     serve = sub.add_parser(
         "serve", help="a loopback OpenAI/Anthropic-compatible endpoint with faithful timing (for testing clients)",
@@ -55,9 +67,57 @@ def add_serve_parser(sub: Any) -> None:
                        help="the service tier to say was used (default: the one asked for)")
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from tokrace.providers.serve.server import Served, ServeOptions, build_server, serve_forever
+@dataclass(slots=True)
+class ServeOptions:
+    """``tokrace serve``'s settings, gathered from its command line."""
 
+    host: str = "127.0.0.1"
+    port: int = 8000
+    recording: Path | None = None
+    lane: int | str = 0
+    run: int = 0
+    profile: dict[str, Any] = field(default_factory=dict)
+    model: str = "tokrace-serve"
+    speed: float = 1.0
+    fault: str | None = None
+    usage: bool = True
+    flavor: str = "openai"
+    report_tier: str | None = None
+
+
+def build_server(opts: ServeOptions, on_served: Callable[[Served], None] | None = None) -> ServeServer:
+    """A server for the options (not yet listening); bad options are one-line errors."""
+    if opts.recording is not None:
+        source: Source = RecordingSource(opts.recording, opts.lane, opts.run)
+    else:
+        try:
+            source = SyntheticSource(Profile.from_options(opts.profile), opts.model)
+        except ConfigError as exc:
+            raise ServeError(f"bad profile: {exc}") from None
+    fault = Fault.parse(opts.fault) if opts.fault else None
+    return ServeServer(source, fault=fault, speed=opts.speed, usage=opts.usage, flavor=opts.flavor,
+                       report_tier=opts.report_tier, on_served=on_served)
+
+
+async def serve_forever(server: ServeServer, opts: ServeOptions, say: Callable[[str], None]) -> None:
+    """Listen until cancelled (Ctrl-C), saying where, and one line per request served."""
+    try:
+        await server.start(opts.host, opts.port)
+    except OSError as exc:
+        raise ServeError(f"cannot listen on {opts.host}:{opts.port} ({exc.strerror}); "
+                         "pick another --port") from None
+    say(f"tokrace serve: streaming {server.source.describe()}")
+    say(f"  OpenAI base_url    {server.url}/v1   (provider openai or openai-responses)")
+    say(f"  Anthropic base_url {server.url}      (provider anthropic)")
+    say("  Ctrl-C stops")
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.close()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve until Ctrl-C, one line on stderr per request served."""
     profile: dict[str, Any] = {"ttft_ms": args.ttft_ms, "tok_s": args.tok_s, "jitter": args.jitter,
                                "seed": args.seed, "tokens_per_event": args.tokens_per_event,
                                "thinking_tokens": args.thinking_tokens}

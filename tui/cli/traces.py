@@ -228,7 +228,7 @@ def replayable(path: Path, idle_cap: float | None) -> Iterator[tuple[Path, bool]
     """The recording to replay for ``path``: itself when it is a tokrace recording, else a recording made from
     the traces in it (one lane per trace, up to the screen's six) in a temporary folder removed afterwards.
     The flag says whether it was converted."""
-    from tokrace.providers.recording.file import FORMAT
+    from tokrace.providers.recording import FORMAT
     from tokrace.providers.traces.reader_tools import head, head_objects
     from tokrace.providers.traces.to_events import write_recording
 

@@ -228,7 +228,7 @@ def write_race(trace: Trace, cmp: Comparison, original_price: Price | None, path
     """A recording of the trace's original lane and one re-timed lane per tier, on one clock: the lanes are
     the trace's events (as ``tokrace replay TRACE`` plays them) as recorded and re-timed on each tier."""
     from tokrace.providers.model.tiers import TierSpec
-    from tokrace.providers.recording.file import Recorder
+    from tokrace.providers.recording import Recorder
     from tokrace.providers.traces.retime import retime_on
     from tokrace.providers.traces.to_events import trace_events
 
@@ -250,24 +250,24 @@ def write_race(trace: Trace, cmp: Comparison, original_price: Price | None, path
     return path
 
 
-def replay_on(args: argparse.Namespace, play: Callable[[argparse.Namespace, Path, str | None], int]) -> int:
+def replay_on(args: argparse.Namespace, play: Callable[[argparse.Namespace, Path, str | None], int],
+              max_lanes: int) -> int:
     """``tokrace replay TRACE --on TIERS``: the trace's first trace compared on the tiers, played as a race of
-    its original lane against one re-timed lane per tier, with the verdict shown above the lanes."""
+    its original lane against one re-timed lane per tier, with the verdict shown above the lanes; the screen shows
+    ``max_lanes`` lanes at most."""
     import tempfile
 
     from tokrace.providers.config.load import load_config
     from tokrace.providers.traces.analysis import IDLE_CAP_S
     from tokrace.providers.traces.read import read_file
 
-    from ..app.launch import MAX_LANES
-
     path: Path = args.file
     if not path.is_file():
         raise TokraceError(f"{path}: no such file")
     config = load_config(args.config)
-    if len(config.select(args.on)) > MAX_LANES - 1:
-        raise TokraceError(f"--on: the screen races up to {MAX_LANES} lanes, the original and "
-                           f"{MAX_LANES - 1} tiers")
+    if len(config.select(args.on)) > max_lanes - 1:
+        raise TokraceError(f"--on: the screen races up to {max_lanes} lanes, the original and "
+                           f"{max_lanes - 1} tiers")
     cap = IDLE_CAP_S if args.idle_cap is None else args.idle_cap
     comparer = comparer_for(args, config, cap)
     found = read_file(path)

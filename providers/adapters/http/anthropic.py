@@ -12,16 +12,9 @@ from ...model.events import Done, Event, ToolCall, Usage
 from ...model.messages import Message, TurnRequest
 from ...model.presets import DEFAULT_KEY_ENV
 from ...model.tiers import TierSpec
-from .provider import (
-    HTTP_OPTIONS,
-    HTTPProvider,
-    PendingCall,
-    StreamDecoder,
-    StreamProblem,
-    load_json,
-    tool_parts,
-    usage_number,
-)
+from .decoder import PendingCall, StreamDecoder, StreamProblem, load_json
+from .provider import HTTP_OPTIONS, HTTPProvider
+from .shapes import tool_parts, usage_number
 from .sse import SSEEvent
 
 ANTHROPIC_OPTIONS: Final[dict[str, tuple[type, ...]]] = {

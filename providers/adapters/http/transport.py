@@ -1,12 +1,12 @@
-"""A lean HTTP/1.1 transport under httpx, over the socket-time streams of :mod:`.transport`.
+"""A lean HTTP/1.1 transport under httpx, over the socket-time streams of :mod:`.stamped_stream`.
 
 httpx's own path to the socket (its transport, httpcore's pool and connection, h11) cost a first request about
 0.5 ms between "send" and its bytes on the wire, and a streamed response four calls per chunk. This transport
 writes a request's head and body in one ``sendall`` and decodes the response itself: the head once, then per
 read of the socket one pass over the bytes (a length to count down, or chunked framing). It keeps what tokrace
-relies on: httpx's ``trace`` extension (the names :class:`~.provider._Marks` listens to), the connection as
+relies on: httpx's ``trace`` extension (the names :class:`~.marks.AttemptMarks` listens to), the connection as
 ``network_stream`` in the response's extensions, keep-alive reuse, httpx's timeouts and exceptions, TLS through
-:class:`~.transport.StampedTLSStream`. Proxies are not spoken here: behind one, the provider uses httpx's own.
+:class:`~.stamped_stream.StampedTLSStream`. Proxies are not spoken here: behind one, the provider uses httpx's own.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any, Final
 import httpcore
 import httpx
 
-from .backend import READ_SIZE, StampedBackend, StampedStream, StampedTLSStream
+from .backend import StampedBackend
+from .stamped_stream import READ_SIZE, StampedStream, StampedTLSStream
 
 MAX_HEAD: Final[int] = 64 * 1024
 """A response head longer than this is not HTTP (h11's limit is the same)."""

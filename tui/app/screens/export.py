@@ -23,7 +23,7 @@ from textual.widgets.option_list import Option
 from tokrace.providers.export import FORMATS
 from tokrace.providers.export.race_data import default_output
 from tokrace.providers.model.errors import TokraceError
-from tokrace.providers.recording.file import read_recording
+from tokrace.providers.recording import read_recording
 from tokrace.providers.runs.replay_control import ReplayControl
 from tokrace.providers.runs.runner import RaceRunner
 
@@ -86,7 +86,7 @@ class ExportScreen(ModalScreen[None]):
 def beside(recording: Path) -> Path:
     """The file an export is named after and written beside: the recording, or, for a replay of an agent trace
     (a recording made in a temporary folder), the trace file it was made from."""
-    from tokrace.providers.recording.file import RecordingError, read_header
+    from tokrace.providers.recording import RecordingError, read_header
 
     try:
         trace = read_header(recording).get("trace")

@@ -22,12 +22,13 @@ from textual.widgets import Input, Static
 
 from tokrace.providers.metrics.turn import SegmentSpan
 from tokrace.providers.race.live import LiveRace
+from tokrace.providers.race.summary import race_summary
 from tokrace.providers.runs.replay_control import ReplayControl
 from tokrace.providers.runs.runner import RaceRunner
 from tokrace.providers.timing.clock import COARSE_WAKE_S, RealClock
 from tokrace.providers.voice.live import WPM_STEP, LiveVoice
 
-from ..render.compositor import LineCompositor
+from ..render import draw_by_lines, draw_now
 from ..widgets.bottleneck import BottleneckView
 from ..widgets.footer import RaceFooter
 from ..widgets.frame_static import FrameStatic
@@ -108,7 +109,7 @@ class RaceScreen(Screen[None]):
                  freeze_gc: bool = True, voice: LiveVoice | None = None, speaker: Speaker | None = None,
                  podium: bool = False, present: bool = False) -> None:
         super().__init__()
-        self._compositor = LineCompositor()  # a frame asks each widget only for the lines it redraws
+        draw_by_lines(self)
         self.podium = podium
         """Show the finish line when a race ends (not when it is stopped)."""
         self.present = present
@@ -213,8 +214,7 @@ class RaceScreen(Screen[None]):
                 self._sample(force)
             finally:
                 self.frame_open = False
-            if self._dirty_widgets and self.is_current and not self.app._batch_count:
-                self._on_timer_update()  # what the update timer does: lay out if needed, composite, write
+            draw_now(self)  # what the update timer does: lay out if needed, composite, write
         except Exception as exc:  # a drawing bug must not stop the race (nor the frame task) or put a traceback
             problem = f"{type(exc).__name__}: {exc}"  # on screen
             if problem != self._drawing_problem:
@@ -287,7 +287,7 @@ class RaceScreen(Screen[None]):
             if self._summarised is not live or self._summary_pace != pace:
                 ended = self._summarised is not live
                 self._summarised, self._summary_pace = live, pace
-                summary = live.summary()
+                summary = race_summary(live.lanes)
                 self.summary.update(with_pace(summary_line(summary), pace))
                 if ended and self.podium and not summary.stopped and runner.race is not None and self.is_current:
                     self.app.push_screen(PodiumScreen(finish(runner.race.lanes, runner.loop_name is not None)))

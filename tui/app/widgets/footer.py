@@ -9,7 +9,8 @@ from textual import events
 from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
+
+from ..render import FooterKey
 
 DROP_FIRST: Final[tuple[str, ...]] = (
     "voice_faster", "what_if_faster", "focus_lane(0)", "zoom", "edit_prompt", "voice", "bottlenecks", "slower",

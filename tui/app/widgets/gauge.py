@@ -14,8 +14,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from ..render.compositor import content_size, repaint
-from ..render.direct_lines import DirectLines
+from ..render import DirectLines, content_size, repaint
 from .palette import palette
 
 EIGHTHS: Final[str] = " ▏▎▍▌▋▊▉"

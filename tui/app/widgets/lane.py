@@ -16,7 +16,7 @@ from textual.widgets import Static
 
 from tokrace.providers.race.live import SOURCE_MARK, LiveLane
 
-from ..render.compositor import content_size
+from ..render import content_size
 from .frame_static import FrameStatic
 from .gauge import Gauge
 from .printable import printable

@@ -8,7 +8,8 @@ from rich.text import Text
 
 from tokrace.providers.export.tables import finishes as finishes  # the bottleneck view words comparisons the same
 from tokrace.providers.export.tables import summary_pieces
-from tokrace.providers.race.live import LiveRace, RaceSummary
+from tokrace.providers.race.live import LiveRace
+from tokrace.providers.race.summary import RaceSummary
 
 
 def racing_line(live: LiveRace, now: float, doing: str = "racing") -> Text:

@@ -24,8 +24,7 @@ from textual.widget import Widget
 
 from tokrace.providers.race.live import LiveLane
 
-from ..render.compositor import content_size, repaint
-from ..render.direct_lines import filtered_styles, look, plain
+from ..render import content_size, filtered_styles, look, plain, repaint
 from .palette import palette
 from .printable import printable
 

@@ -28,8 +28,7 @@ from tokrace.providers.metrics.turn import SegmentSpan
 from tokrace.providers.race.live import LiveLane
 from tokrace.themes.loader import timeline_row_height
 
-from ..render.compositor import content_size, repaint
-from ..render.direct_lines import DirectLines
+from ..render import DirectLines, content_size, repaint
 from .palette import palette
 
 LABEL_WIDTH: Final[int] = 16

@@ -1,0 +1,57 @@
+"""Where recordings live: the default folder, a new recording's name, and the listing ``tokrace recordings`` shows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .format import RecordingError
+from .reader import last_event_time, read_header
+
+
+def recordings_dir() -> Path:
+    """Where recordings go unless told otherwise: the platformdirs user data dir, ``tokrace/recordings``."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("tokrace", appauthor=False)) / "recordings"
+
+
+def default_path(prompt: str, now: dt.datetime | None = None) -> Path:
+    """A new recording's file name: when, plus a slug of the prompt."""
+    now = now or dt.datetime.now()
+    slug = re.sub(r"[^a-z0-9]+", "-", prompt.lower()).strip("-")[:40] or "race"
+    return recordings_dir() / f"{now:%Y%m%d-%H%M%S}-{slug}.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordingInfo:
+    """One line of ``tokrace recordings``."""
+
+    path: Path
+    created: str
+    prompt: str
+    tiers: list[str]
+    duration: float | None
+    problem: str | None = None
+
+
+def list_recordings(directory: Path | None = None) -> list[RecordingInfo]:
+    """Every recording in a folder, newest first, from each file's header and last line only; unreadable
+    files are listed with their problem."""
+    directory = directory or recordings_dir()
+    if not directory.is_dir():
+        return []
+    out = []
+    files = [p for p in directory.glob("*.jsonl") if p.is_file()]  # a pipe named .jsonl would never end
+    for path in sorted(files, key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            header = read_header(path)
+            duration = last_event_time(path)
+        except RecordingError as exc:
+            out.append(RecordingInfo(path, "", "", [], None, str(exc)))
+            continue
+        out.append(RecordingInfo(path, str(header.get("created", "")), str(header.get("prompt") or ""),
+                                 [str(t.get("name")) for t in header.get("tiers", [])], duration))
+    return out

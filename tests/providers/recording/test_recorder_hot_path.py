@@ -1,0 +1,56 @@
+"""The recorder's hot path: a delta text found to hold nothing to mask is remembered with its JSON, and written
+exactly as the slow path writes it; texts that hold a secret or a credential's shape are masked every time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tokrace.providers.model.events import Delta
+from tokrace.providers.model.masking import redact
+from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.recording import Recorder, event_line
+from tokrace.providers.recording import writer as recording
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[1:-1]  # not splitlines: a text may hold U+2028
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_remembered_texts_are_written_as_the_slow_path_writes_them_and_shapes_are_masked_every_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, many: bool) -> None:
+    monkeypatch.setattr(recording, "PLAIN_TEXTS_KEPT", 3)  # forgets often: every path is taken
+    tier = TierSpec(name="a", provider="synthetic", model="m")
+    texts = [" plain", " é\u2028\"quoted\"", " sk-proj-ABCDEFGHIJKLMNOPQRSTUV123456", " plain", "\n", " x", " y", " z",
+             " plain", " sk-proj-ABCDEFGHIJKLMNOPQRSTUV123456"] * 3
+    deltas = [Delta(0.01 * i, text, "content" if i % 3 else "reasoning", 1 if i % 2 else None)
+              for i, text in enumerate(texts)]
+    recorder = Recorder(tmp_path / "r.jsonl", "Why?", [tier])
+    if many:
+        recorder.on_deltas(0, deltas[:7])
+        recorder.on_deltas(0, deltas[7:])
+    else:
+        for delta in deltas:
+            recorder(0, delta)
+    recorder.close()
+    assert len(recorder._plain) <= 3
+    lines = _lines(tmp_path / "r.jsonl")
+    assert lines == [redact(event_line(0, 0, delta), []) for delta in deltas]
+    assert all("ABCDEFGHIJKLMNOP" not in line for line in lines)
+
+
+def test_only_short_texts_are_remembered_so_a_long_fast_race_keeps_the_memo_small(tmp_path: Path) -> None:
+    """An HTTP lane's paced reads join a read's chunks into one delta of a kilobyte or so, hardly ever seen twice:
+    such texts are written as always but not remembered (they were, up to 65,536 of them: 130 MB)."""
+    tier = TierSpec(name="a", provider="openai", model="m")
+    recorder = Recorder(tmp_path / "r.jsonl", "Why?", [tier], buffered=True)
+    long_texts = [f" read {i} " + "word " * 200 for i in range(300)]
+    deltas = [Delta(0.01 * i, text, "content", None, 190) for i, text in enumerate(long_texts)]
+    deltas += [Delta(5.0 + 0.01 * i, text, "content", 1) for i, text in enumerate([" a", " b", " a"])]
+    recorder.on_deltas(0, deltas)
+    recorder.close()
+    assert set(recorder._plain) == {" a", " b"}
+    assert _lines(tmp_path / "r.jsonl") == [redact(event_line(0, 0, delta), []) for delta in deltas]
+    assert max(map(len, recorder._plain)) <= recording.PLAIN_TEXT_CHARS

@@ -1,0 +1,79 @@
+"""A trace played as events: the loop metrics of the replayed lane equal the trace analysis (e2e and breakdown),
+sub-agents keep rows of their own, and the recording made from a trace replays on the same figures."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from tokrace.providers.metrics.loop import bottlenecks, loop_metrics
+from tokrace.providers.model.events import Delta, Done, Request, Segment, is_loop_end
+from tokrace.providers.recording import read_recording
+from tokrace.providers.traces.analysis import analyse
+from tokrace.providers.traces.model import Step, Trace
+from tokrace.providers.traces.read import files, read_file
+from tokrace.providers.traces.to_events import trace_events, write_recording
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TRACES = [t for p in files([FIXTURES]) for t in read_file(p).traces]
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=[f"{Path(t.file).name}:{t.session[:8]}" for t in TRACES])
+def test_the_replayed_lane_has_the_e2e_and_breakdown_of_the_trace(trace: Trace) -> None:
+    a = analyse(trace)
+    m = loop_metrics(trace_events(trace))
+    assert m.ok
+    assert m.e2e_s == pytest.approx(a.e2e_s, abs=1e-9)
+    b = bottlenecks([("trace", m)])[0]
+    parts = {kind: seconds for kind, seconds, _ in b.parts}
+    for kind in ("model", "tool", "human", "retry", "wait"):
+        assert parts.get(kind, 0.0) == pytest.approx(a.breakdown[kind], abs=1e-9), kind
+    assert sum(parts.values()) == pytest.approx(a.e2e_s, abs=1e-9)
+    assert m.model_share == pytest.approx(a.model_share)
+    assert m.output_tokens == sum(s.output_tokens or 0 for s in trace.steps if s.kind == "model" and s.chain == "main")
+
+
+def test_model_steps_stream_their_tokens_evenly_after_the_recorded_ttft() -> None:
+    trace = Trace("t", "test", steps=[Step("m", "model", 0.0, 5.0, output_tokens=40, ttft_s=1.0, model="x")])
+    events = trace_events(trace)
+    assert isinstance(events[0], Request) and events[0].t == 0.0
+    deltas = [e for e in events if isinstance(e, Delta)]
+    assert deltas[0].t == 1.0 and deltas[-1].t == 5.0
+    gaps = {round(b.t - a.t, 9) for a, b in itertools.pairwise(deltas)}
+    assert len(gaps) == 1  # even
+    assert sum(d.tokens or 0 for d in deltas) == 40
+    assert isinstance(events[-2], Done) and is_loop_end(events[-1]) and events[-1].t == 5.0
+
+
+def test_subagent_steps_are_segments_on_their_own_chain_with_labels() -> None:
+    trace = Trace("t", "test", steps=[
+        Step("m1", "model", 0, 1, output_tokens=3),
+        Step("task", "tool", 1, 9, label="sub-agent"),
+        Step("s1", "model", 1.5, 4, chain="sub-1", model="haiku"),
+        Step("s2", "tool", 4, 6, chain="sub-1", label="Grep", includes_approval=True),
+        Step("p1", "model", 1.5, 3, chain="sub-2"),
+        Step("h", "human", 9, 20, label="person"),
+        Step("m2", "model", 20, 21, output_tokens=2)])
+    segs = [(e.seg, e.label, e.chain) for e in trace_events(trace) if isinstance(e, Segment)]
+    assert ("tool", "sub-agent", None) in segs
+    assert ("model", "sub-agent · haiku", "sub-1") in segs and ("tool", "Grep (+approval)", "sub-1") in segs
+    assert ("model", "sub-agent", "sub-2") in segs and ("human", "person", None) in segs
+
+
+def test_away_time_is_cut_from_the_replay() -> None:
+    trace = Trace("t", "test", steps=[Step("m1", "model", 0, 2, output_tokens=5), Step("h", "human", 2, 3602),
+                                      Step("m2", "model", 3602, 3603, output_tokens=5)])
+    events = trace_events(trace, idle_cap_s=600)
+    assert events[-1].t == 603.0
+
+
+def test_a_recording_of_traces_replays_one_lane_per_trace(tmp_path: Path) -> None:
+    found = read_file(FIXTURES / "otlp/collector-export.jsonl")
+    path = write_recording(list(found.traces), tmp_path / "t.jsonl")
+    rec = read_recording(path)
+    assert [t["name"] for t in rec.tiers] == ["conv-42", "b" * 23 + "…"]
+    assert rec.header["scenario"] == "otlp trace"
+    for lane, trace in enumerate(found.traces):
+        assert loop_metrics(rec.lane_events(lane)).e2e_s == pytest.approx(analyse(trace).e2e_s)

@@ -1,0 +1,165 @@
+"""``tokrace traces``: a folder mixing every format, its JSON, its exit codes, and our own recordings read back
+with the figures of their replay."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from paths import TRACE_FIXTURES as FIXTURES
+
+from tokrace.tui.main import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def traces_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
+    code, out, err = run(capsys, "traces", *argv, "--json", "-")
+    return code, json.loads(out), err
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A recorded scenario loop (three demo lanes), made once for the tests that read it back."""
+    path = tmp_path_factory.mktemp("rec") / "incident.jsonl"
+    assert main(["bench", "--fast-forward", "--scenario", "incident", "--record", str(path)]) == 0
+    return path
+
+
+def test_a_folder_mixing_every_format_reports_each_file(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                        recording: Path) -> None:
+    folder = tmp_path / "mixed"
+    shutil.copytree(FIXTURES, folder)
+    shutil.copy(recording, folder / "incident.jsonl")
+    code, doc, err = traces_json(capsys, str(folder))
+    assert code == 0
+    assert doc["tool"] == "tokrace" and doc["summary"]["original"]["traces"] == len(doc["traces"])
+    by_file = {Path(f["file"]).relative_to(folder).as_posix(): f for f in doc["files"]}
+    assert by_file["other/notes.txt"]["problem"] == "not a trace"
+    assert by_file["other/config.json"]["problem"] == "not a trace"
+    assert "read with its session" in by_file["claude-code/session-b/subagents/agent-a1.jsonl"]["problem"]
+    assert {f["format"] for f in doc["files"] if f["traces"]} == {"claude-code", "codex", "otlp", "weka", "tokrace"}
+    assert by_file["claude-code/session-a.jsonl"]["skipped"] == 1
+    assert by_file["otlp/collector-export.jsonl"] == {**by_file["otlp/collector-export.jsonl"], "traces": 2,
+                                                      "skipped": 2, "format": "otlp"}
+    for t in doc["traces"]:
+        assert sum(t["breakdown"].values()) == pytest.approx(t["e2e_s"], abs=1e-5)
+    assert "other/notes.txt: not a trace" in err.replace(str(folder) + "/", "")
+
+
+def test_the_summary_has_the_six_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc, _ = traces_json(capsys, str(FIXTURES / "codex"), str(FIXTURES / "weka"),
+                               "--original-price", "5,30,0.5")
+    s = doc["summary"]["original"]
+    assert code == 0 and s["traces"] == 2
+    assert s["total_task_s"] == pytest.approx(620.0 + 624.0)
+    assert s["tool_wait_s"] == pytest.approx(16.0) and s["tool_share"] == pytest.approx(16 / 1244, abs=1e-6)
+    assert s["human_steps"] == 2 and s["human_review_s"] == pytest.approx(1200.0)
+    assert s["retry_rate"] == 0.0
+    assert s["ttft_s"] == {"p50": pytest.approx(1.0), "p90": pytest.approx(1.16)}  # only WEKA records TTFT
+    codex_cost = ((5400 - 3900) * 5 + 3900 * 0.5 + 162 * 30) / 1e6
+    weka_cost = (3030 * 5 + 198 * 30) / 1e6
+    assert s["total_cost_usd"] == pytest.approx(codex_cost + weka_cost)
+    assert s["model_share"] == pytest.approx(28 / 1244, abs=1e-6)
+
+
+def test_the_idle_cap_moves_time_between_human_and_away(capsys: pytest.CaptureFixture[str]) -> None:
+    _, doc, _ = traces_json(capsys, str(FIXTURES / "codex"), "--idle-cap", "60")
+    t = doc["traces"][0]
+    assert t["breakdown"]["human"] == 60.0 and t["away_s"] == 3540.0 and t["e2e_s"] == pytest.approx(80.0)
+
+
+def test_nothing_readable_exits_2_with_one_line_per_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = run(capsys, "traces", str(FIXTURES / "other"), str(tmp_path / "missing.jsonl"))
+    assert code == 2 and out == ""
+    assert "notes.txt: not a trace" in err and "missing.jsonl" in err and "no trace read from 3 files" in err
+    assert "Traceback" not in err
+
+
+def test_a_forced_format_reads_what_detection_would_not(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    path.write_text('{"t": 0, "api_time": 1.5, "in": 10, "out": 3}\n{"t": 4, "api_time": 1, "in": 20, "out": 4}\n')
+    code, doc, _ = traces_json(capsys, str(path), "--format", "weka")
+    assert code == 0 and doc["traces"][0]["e2e_s"] == 5.0 and doc["traces"][0]["calls"] == 2
+
+
+def test_bad_options_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--idle-cap", "-1"], ["--format", "nope"], ["--original-price", "5"]):
+        with pytest.raises(SystemExit) as exc:
+            main(["traces", str(FIXTURES), *argv])
+        assert exc.value.code == 2
+    capsys.readouterr()
+
+
+def test_the_tables_name_each_trace_and_the_checklist(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "traces", str(FIXTURES / "claude-code/session-a.jsonl"))
+    assert code == 0
+    assert "session-a.jsonl" in out and "tool (+approval)" in out and "human review burden" in out
+    assert "away (past the idle cap, left out)" in out and "3000.0" in out
+
+
+def test_a_recording_reads_back_with_the_figures_of_its_replay(capsys: pytest.CaptureFixture[str],
+                                                               recording: Path) -> None:
+    code, out, _ = run(capsys, "replay", str(recording), "--headless", "--fast-forward", "--json", "-")
+    assert code == 0
+    replayed = json.loads(out)["tiers"]
+    _, doc, _ = traces_json(capsys, str(recording))
+    assert [t["format"] for t in doc["traces"]] == ["tokrace"] * len(replayed)
+    for tier, trace in zip(replayed, doc["traces"], strict=True):
+        run0 = tier["runs"][0]
+        assert trace["e2e_s"] == pytest.approx(run0["e2e_s"], abs=1e-5)
+        loop = run0["breakdown"]
+        b = trace["breakdown"]
+        # model_share is written to 6 decimals: its product with e2e_s is good to ~1e-4 s
+        assert b["model"] == pytest.approx(run0["model_share"] * run0["e2e_s"], abs=2e-4)
+        for kind in ("tool", "human", "retry"):
+            assert b[kind] == pytest.approx(loop.get(kind, 0.0), abs=1e-5)
+        assert trace["calls"] == len(run0["turns"])
+        assert trace["output_tokens"] == run0["output_tokens"]
+
+
+def test_many_files_show_a_progress_bar_on_stderr_when_it_is_a_terminal(capsys: pytest.CaptureFixture[str],
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    for n in range(12):
+        shutil.copy(FIXTURES / "weka" / "w-1.json", tmp_path / f"w-{n}.json")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich takes stderr for a terminal
+    code, out, err = run(capsys, "traces", str(tmp_path), "--json", "-")
+    assert code == 0 and len(json.loads(out)["traces"]) == 12
+    assert "reading traces" in err and "12/12" in err
+    monkeypatch.delenv("TTY_COMPATIBLE")
+    _, _, err = run(capsys, "traces", str(tmp_path), "--json", "-")
+    assert "reading traces" not in err
+
+
+def test_replay_of_a_trace_headless_gives_the_trace_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "replay", str(FIXTURES / "claude-code/session-a.jsonl"), "--headless",
+                       "--fast-forward", "--json", "-")
+    assert code == 0
+    run0 = json.loads(out)["tiers"][0]["runs"][0]
+    assert run0["ok"] and run0["e2e_s"] == pytest.approx(629.0)
+    assert run0["breakdown"]["tool"] == pytest.approx(8.5) and run0["breakdown"]["human"] == pytest.approx(600.0)
+    assert run0["breakdown"]["retry"] == pytest.approx(2.0)
+    assert run0["model_share"] == pytest.approx(18.5 / 629.0, abs=1e-6)
+
+
+def test_replay_of_a_file_that_holds_no_trace_is_one_clear_line(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text('{"resourceSpans": []}\n')
+    code, _, err = run(capsys, "replay", str(path), "--headless")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_json_to_a_file_keeps_the_tables_on_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    code, out, _ = run(capsys, "traces", str(FIXTURES / "weka"), "--json", str(target))
+    assert code == 0 and "summary over 1 trace" in out
+    assert json.loads(target.read_text())["traces"][0]["format"] == "weka"
