@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..adapters.replay import ReplayProvider, replay_tiers
+from ..metrics.loop import WHAT_IF_FACTOR
 from ..metrics.turn import STALL_THRESHOLD_S
 from ..model.errors import ConfigError
 from ..model.messages import TurnRequest
@@ -19,7 +20,6 @@ from ..model.tiers import TierSpec
 from ..race.race import LaneRun
 from ..recording import Recording
 from ..runs.session import SessionResult, run_session
-from .tables import WHAT_IF_FACTOR
 
 
 @dataclass(slots=True)

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..metrics.loop import WHAT_IF_FACTOR as WHAT_IF_FACTOR  # for the exports (they may not import loop)
-from ..metrics.loop import Bottleneck, LoopMetrics, bottlenecks, representative
+from ..metrics.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, bottlenecks, representative
 from ..metrics.turn import TurnMetrics, percentile
 from ..model.events import SEGMENT_KINDS
 from ..race.live import SOURCE_MARK

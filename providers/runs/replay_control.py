@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..adapters.replay import PacedClock, Retimer, recorded_times
+from ..adapters.replay import recorded_times
 from ..recording import Recording
 from ..timing.clock import Clock
 from ..timing.playback import PlaybackClock
+from ..timing.retimed import PacedClock, Retimer
 
 
 def replay_duration(recording: Recording, run: int | None = None) -> float:

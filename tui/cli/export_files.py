@@ -105,7 +105,7 @@ async def export_text(recording: Recording, to: str, *, run: int | None = None, 
     """An export of a recording made from its replayed events and metrics (every format but SVG and cast);
     ``name`` is the file to name as its source when it is not the recording itself."""
     from tokrace.providers.export.race_data import replay_recording
-    from tokrace.providers.export.tables import WHAT_IF_FACTOR
+    from tokrace.providers.metrics.loop import WHAT_IF_FACTOR
 
     source = await replay_recording(recording, run, what_if=what_if or WHAT_IF_FACTOR)
     if name is not None:

@@ -69,12 +69,12 @@ class StreamDecoder(ABC):
       ``incomplete`` error.
     - Count text through :meth:`delta` (:attr:`deltas` goes into error messages and the runaway limit).
     - :attr:`text_keys` names the JSON keys whose events carry nothing but text, so that the read loop may take
-      their text without a full parse (:class:`~.text_events.TextFrames`); leave it empty to parse every event.
+      their text without a full parse (:class:`~.text_events.TextEvents`); leave it empty to parse every event.
     """
 
     text_keys: tuple[tuple[str, str], ...] = ()
     """``("\"key\":\"", channel)`` for each JSON key whose string, alone in an event, is all the event says: a
-    piece of text of that channel, and nothing else changes (see :class:`TextFrames`)."""
+    piece of text of that channel, and nothing else changes (see :class:`TextEvents`)."""
 
     def __init__(self, asked_tier: str | None) -> None:
         self.asked_tier = asked_tier

@@ -16,7 +16,7 @@ from ...timing.clock import Clock
 from .decoder import StreamDecoder, StreamProblem, decode
 from .error_text import error_body
 from .sse import MAX_EVENT_BYTES, EventTooLarge, SSEParser
-from .text_events import TextFrames
+from .text_events import TextEvents
 from .transport import stamped_reads
 
 RUNAWAY_FACTOR: Final[int] = 4
@@ -85,7 +85,7 @@ async def read_events(provider: StreamingProvider, response: httpx.Response, clo
     given as one list (a lone delta as itself); the events are the same, in the same order."""
     decoder = provider.decoder()
     parser = SSEParser()
-    frames = TextFrames(decoder.text_keys)
+    shapes = TextEvents(decoder.text_keys)
     encoded = response.headers.get("content-encoding", "identity").lower() not in ("", "identity")
     stamped = stream is not None and hasattr(stream, "read_at") and not clock.virtual
     reads = stamped_reads(response) if batched and stamped and not encoded else None
@@ -130,7 +130,7 @@ async def read_events(provider: StreamingProvider, response: httpx.Response, clo
                 # A read of text events in the kept frame (up to the start of an event the next read completes):
                 # parsed in one pass, one delta; what follows the last whole event goes to the parser.
                 cut = chunk.rfind(b"\n\n") + 2 if joining and parser.clean else 0
-                if cut > 1 and (texts := frames.whole(chunk if cut == len(chunk) else chunk[:cut])) is not None:
+                if cut > 1 and (texts := shapes.whole(chunk if cut == len(chunk) else chunk[:cut])) is not None:
                     seen = True
                     room = max_chunks - decoder.deltas
                     if len(texts) > room and limits is not None:  # as event by event: the one past the limit
@@ -138,7 +138,7 @@ async def read_events(provider: StreamingProvider, response: httpx.Response, clo
                         final = [limits.runaway(t, max_chunks + 1)]
                     decoder.deltas += len(texts)
                     if texts:
-                        add(Delta(t, "".join(texts), frames.channel, None, len(texts)))  # type: ignore[arg-type]
+                        add(Delta(t, "".join(texts), shapes.channel, None, len(texts)))  # type: ignore[arg-type]
                     if final:
                         decoder.deltas += 1
                         break
@@ -165,24 +165,24 @@ async def read_events(provider: StreamingProvider, response: httpx.Response, clo
                             f"the server sent bytes that are not UTF-8 after {decoder.deltas} text chunks; "
                             "the stream is garbled, try again"))]
                         break
-                    text = frames.text(sse)
+                    text = shapes.text(sse)
                     events: list[Event]
                     if text is not None:
                         if joining and decoder.deltas < max_chunks:  # its delta would join: only its text is kept
-                            if parts and channel != frames.channel:
+                            if parts and channel != shapes.channel:
                                 add(Delta(t, "".join(parts), channel, None, len(parts)))  # type: ignore[arg-type]
                                 parts = []
                             decoder.deltas += 1
                             parts.append(text)
-                            channel = frames.channel
+                            channel = shapes.channel
                             continue
-                        events = [decoder.delta(t, text, frames.channel)]
+                        events = [decoder.delta(t, text, shapes.channel)]
                     else:
                         try:
                             events = decode(decoder, sse, t)
                         except StreamProblem as problem:
                             events = [Error(t=t, error=problem.kind, message=problem.message)]
-                        frames.learn(sse, events)
+                        shapes.learn(sse, events)
                     if decoder.deltas > max_chunks and limits is not None:
                         events = [limits.runaway(t, decoder.deltas)]
                     if events and isinstance(events[-1], _FINAL):

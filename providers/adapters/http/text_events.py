@@ -1,6 +1,6 @@
-"""Text frames: the events of a stream that repeat the same JSON around a new piece of text, read without parsing.
+"""Text events: the events of a stream that repeat the same JSON around a new piece of text, read without parsing.
 
-An event in the frame of the last text event, a new JSON string in place of its text, parses to the same object
+An event in the shape of the last text event, a new JSON string in place of its text, parses to the same object
 but for that string: the decoder would say the same with the new text, so its delta is made at once.
 """
 
@@ -24,14 +24,14 @@ escape is checked by the JSON scanner when one is there)."""
 
 INERT: Final[tuple[str, ...]] = ('"obfuscation":"', '"sequence_number":')
 """Fields whose value changes from event to event and that no decoder reads: OpenAI's random padding (Chat and
-Responses chunks carry ``obfuscation`` unless asked not to) and the number of each Responses event. A frame
-holds their values as wildcards, so that such a stream's events still share one frame."""
+Responses chunks carry ``obfuscation`` unless asked not to) and the number of each Responses event. A shape
+holds their values as wildcards, so that such a stream's events still share one shape."""
 
 _DIGITS: Final[re.Pattern[str]] = re.compile(r"\d+")
 
 
 def _source(part: str) -> tuple[str, int, int]:
-    """A part of a frame (what precedes or follows the text) as a regular expression matching it with any values
+    """A part of a shape (what precedes or follows the text) as a regular expression matching it with any values
     of its :data:`INERT` fields, each value a group: (its source, its characters that are not such values, groups)."""
     spots: list[tuple[int, str]] = []
     for key in INERT:
@@ -46,7 +46,7 @@ def _source(part: str) -> tuple[str, int, int]:
             continue
         if key.endswith('"'):
             try:
-                end = _SCAN_STRING(part, start)[1] - 1  # the value's closing quote stays in the frame
+                end = _SCAN_STRING(part, start)[1] - 1  # the value's closing quote stays in the shape
             except ValueError:
                 continue
             body = _STRING_BODY
@@ -63,20 +63,20 @@ def _source(part: str) -> tuple[str, int, int]:
     return "".join(out), fixed + len(part) - pos, groups
 
 
-class TextFrames:
-    """Most events of a stream are the same frame around a new piece of text (``{"choices":[{"index":0,"delta":
+class TextEvents:
+    """Most events of a stream are the same shape around a new piece of text (``{"choices":[{"index":0,"delta":
     {"content":"…"},"finish_reason":null}]…}``). When an event decoded to a single text delta read from one of the
     decoder's :attr:`~StreamDecoder.text_keys`, its data is kept as the text's string literal and what surrounds
     it. A next event made of exactly that surrounding around one JSON string (the values of :data:`INERT` fields
     aside) parses to the same object but for that string, so the decoder would say the same, with the new text: its
-    delta is made without parsing or decoding. Any event decoded in full forgets the frame (the decoder's state may
-    have changed), and a stream whose frames never repeat (a field that changes every event) stops keeping them."""
+    delta is made without parsing or decoding. Any event decoded in full forgets the shape (the decoder's state may
+    have changed), and a stream whose shapes never repeat (a field that changes every event) stops keeping them."""
 
     __slots__ = ("_at", "_fixed", "_one", "_pattern", "_post", "_pre", "channel", "event", "hits", "keys", "learned",
                  "prefix", "suffix")
 
     GIVE_UP: Final[int] = 32
-    """Frames kept without one of them serving, after which a stream's frames are not kept any more."""
+    """Shapes kept without one of them serving, after which a stream's shapes are not kept any more."""
 
     def __init__(self, keys: tuple[tuple[str, str], ...]) -> None:
         self.keys = keys
@@ -88,11 +88,11 @@ class TextFrames:
         self.hits = 0
         self._pre: tuple[str, int, int] = ("", 0, 0)
         self._post: tuple[str, int, int] = ("", 0, 0)
-        """The frame's parts before and after the text as patterns (see :func:`_source`)."""
+        """The shape's parts before and after the text as patterns (see :func:`_source`)."""
         self._one: re.Pattern[str] | None = None
-        """The kept frame's data as a pattern, when it holds :data:`INERT` values (else the parts are compared)."""
+        """The kept shape's data as a pattern, when it holds :data:`INERT` values (else the parts are compared)."""
         self._pattern: re.Pattern[str] | None = None
-        """The kept frame as a whole event (its ``event:`` line, its ``data:`` line, the blank line), made when first
+        """The kept shape as a whole event (its ``event:`` line, its ``data:`` line, the blank line), made when first
         used (see :meth:`whole`)."""
         self._fixed = 0
         """Characters of such an event that are neither its text nor inert values."""
@@ -100,7 +100,7 @@ class TextFrames:
         """Which group of :attr:`_pattern` is the text."""
 
     def text(self, sse: SSEEvent) -> str | None:
-        """The new text of an event in the kept frame; ``None`` when it is not one (decode it in full)."""
+        """The new text of an event in the kept shape; ``None`` when it is not one (decode it in full)."""
         prefix = self.prefix
         if prefix is None or sse.event != self.event:
             return None
@@ -133,8 +133,8 @@ class TextFrames:
         return text
 
     def whole(self, chunk: bytes) -> list[str] | None:
-        """The texts of a read made only of whole events in the kept frame (each a ``data:`` line, after an
-        ``event:`` line when the frame has one, and a blank line), in order, found in one pass over the read; the
+        """The texts of a read made only of whole events in the kept shape (each a ``data:`` line, after an
+        ``event:`` line when the shape has one, and a blank line), in order, found in one pass over the read; the
         same texts :meth:`text` finds event by event. ``None`` for any other read (or one with an empty text): parse
         it event by event. The read must start a new event (``SSEParser.clean``)."""
         if self.prefix is None:
@@ -173,7 +173,7 @@ class TextFrames:
         return raws
 
     def learn(self, sse: SSEEvent, events: list[Event]) -> None:
-        """After a full decode: keep the event's frame when it said one piece of text from a text key."""
+        """After a full decode: keep the event's shape when it said one piece of text from a text key."""
         self.prefix = None
         self._pattern = self._one = None
         if not self.keys or len(events) != 1 or not isinstance(delta := events[0], Delta):
@@ -186,7 +186,7 @@ class TextFrames:
             if channel != delta.channel:
                 continue
             at = data.find(key)
-            if at < 0 or data.find(key, at + 1) >= 0:  # one such key in the event, or no frame
+            if at < 0 or data.find(key, at + 1) >= 0:  # one such key in the event, or no shape
                 continue
             start = at + len(key)
             try:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from conftest import synthetic
 
-from tokrace.providers.adapters.replay import ReplayProvider, Retimer, replay_pace, replay_tiers
+from tokrace.providers.adapters.replay import ReplayProvider, replay_pace, replay_tiers
 from tokrace.providers.metrics.turn import TurnMetrics
 from tokrace.providers.model.errors import ConfigError
 from tokrace.providers.model.events import Delta, Segment
@@ -18,6 +18,7 @@ from tokrace.providers.model.tiers import Price, TierSpec
 from tokrace.providers.recording import Recorder, read_recording
 from tokrace.providers.runs.session import SessionResult, run_session
 from tokrace.providers.timing.clock import VirtualClock
+from tokrace.providers.timing.retimed import Retimer
 
 TIERS = [
     synthetic("standard", model="gpt-5.6-sol", price=Price(input=5, output=30), ttft_ms=900, tok_s=54, jitter=0.15,

@@ -436,7 +436,7 @@ async def test_reads_cut_inside_events_still_take_their_whole_events_in_one_pass
     """Reads of a fixed size cut events in two (a read takes 64 KB: a stream of 20,000 tok/s, a look that came
     late): the part of a read that ends the event the read before cut goes to the parser, the whole events after it
     in one pass; the same texts, each delta stamped with its own read's arrival, the same chunks counted."""
-    from tokrace.providers.adapters.http.text_events import TextFrames
+    from tokrace.providers.adapters.http.text_events import TextEvents
 
     rng = random.Random(seed)
     count = 400
@@ -445,14 +445,14 @@ async def test_reads_cut_inside_events_still_take_their_whole_events_in_one_pass
     size = rng.choice([1500, 2600, 4097])
     reads = stamped(rng, [body[at:at + size] for at in range(0, len(body), size)])
     in_one_pass: list[int] = []
-    whole = TextFrames.whole
+    whole = TextEvents.whole
 
-    def noted(frames: TextFrames, chunk: bytes) -> list[str] | None:
+    def noted(frames: TextEvents, chunk: bytes) -> list[str] | None:
         found = whole(frames, chunk)
         in_one_pass.append(len(found) if found is not None else 0)
         return found
 
-    monkeypatch.setattr(TextFrames, "whole", noted)
+    monkeypatch.setattr(TextEvents, "whole", noted)
     got, _ = await read_events(reads, groups_of(rng, len(reads)), True)
     deltas = [e for e in got if type(e) is Delta]
     texts = [json.loads(e[len(b"data: "):])["choices"][0]["delta"].get("content") for e in events

@@ -17,7 +17,7 @@ from tokrace.providers.adapters.http import AnthropicProvider, HTTPProvider, Ope
 from tokrace.providers.adapters.http.decoder import StreamDecoder
 from tokrace.providers.adapters.http.read_loop import TurnLimits, read_events
 from tokrace.providers.adapters.http.sse import SSEEvent
-from tokrace.providers.adapters.http.text_events import TextFrames
+from tokrace.providers.adapters.http.text_events import TextEvents
 from tokrace.providers.model.events import Delta, Event
 from tokrace.providers.model.tiers import TierSpec
 from tokrace.providers.serve.wire import AnthropicWire, Call, ChatWire, Piece, Plan, ResponsesWire, Timing, Wire
@@ -150,14 +150,14 @@ def test_text_that_looks_like_a_key_or_a_second_choice_is_never_taken_for_the_fr
 
 
 def test_frames_serve_repeated_text_events_and_stop_being_kept_when_a_field_changes_every_event() -> None:
-    kept = TextFrames((('"content":"', "content"),))
+    kept = TextEvents((('"content":"', "content"),))
     first, second = SSEEvent("message", chat({"content": "a"})[6:-2].decode()), \
         SSEEvent("message", chat({"content": "b\\n"})[6:-2].decode())
     kept.learn(first, [Delta(t=0.0, text="a")])
     assert kept.text(second) == "b\\n"
     assert kept.text(SSEEvent("other", second.data)) is None  # another event type: parse it
-    changing = TextFrames((('"content":"', "content"),))
-    for n in range(TextFrames.GIVE_UP + 1):
+    changing = TextEvents((('"content":"', "content"),))
+    for n in range(TextEvents.GIVE_UP + 1):
         sse = SSEEvent("message", chat({"content": "x"}, nonce=str(n))[6:-2].decode())
         assert changing.text(sse) is None
         changing.learn(sse, [Delta(t=0.0, text="x")])
@@ -213,7 +213,7 @@ def test_the_text_events_of_one_read_are_one_delta_of_their_chunks_with_the_same
 
 def test_a_read_in_the_frame_is_parsed_in_one_pass_and_anything_else_event_by_event() -> None:
     frames = wire_frames(ChatWire, TEXTS * 4)
-    kept = TextFrames(OpenAIChatProvider.decoder(provider_for("openai")).text_keys)  # type: ignore[arg-type]
+    kept = TextEvents(OpenAIChatProvider.decoder(provider_for("openai")).text_keys)  # type: ignore[arg-type]
     first = frames[1][6:-2].decode()
     kept.learn(SSEEvent("message", first), [Delta(0.0, "Hi")])
     body = b"".join(frames[2:-1])
@@ -269,7 +269,7 @@ def test_openais_padding_and_event_numbers_change_every_event_and_the_frame_stil
     events = both("openai-responses", numbered)
     assert text_of(events) == "".join(words * 5) and PARSED[-1][0] == 1
     assert joined(read_in("openai-responses", numbered, 7)) == events
-    kept = TextFrames((('"content":"', "content"),))
+    kept = TextEvents((('"content":"', "content"),))
     kept.learn(SSEEvent("message", padded("a", 0)[6:-2].decode()), [Delta(t=0.0, text="a")])
     assert kept.text(SSEEvent("message", chat({"content": "b"}, obfuscation="1")[6:-2].decode())) == "b"
     assert kept.text(SSEEvent("message", chat({"content": "b"}, obfuscation=1)[6:-2].decode())) is None
@@ -295,9 +295,9 @@ def test_a_read_ending_inside_an_event_is_parsed_in_one_pass_up_to_it(monkeypatc
     frames = wire_frames(ChatWire, [Piece(0.0, f" w{i}") for i in range(40)])
     whole = b"".join(frames[2:-1])
     reads = [b"".join(frames[:2]), whole[:1000], whole[1000:2500], whole[2500:], frames[-1]]
-    one_by_one = TextFrames.text
+    one_by_one = TextEvents.text
     looked: list[int] = []
-    monkeypatch.setattr(TextFrames, "text", lambda self, sse: looked.append(1) or one_by_one(self, sse))
+    monkeypatch.setattr(TextEvents, "text", lambda self, sse: looked.append(1) or one_by_one(self, sse))
     events = read_in("openai", reads, 1)
     events_in = b"".join(frames).count(b"\n\n")
     # event by event: the first read's, the one event each read that began inside it ends, and the last read's
