@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters import Provider
 from tokrace.providers.metrics.turn import percentile, turn_metrics
 from tokrace.providers.model.events import Delta, Headers
 from tokrace.providers.model.messages import TurnRequest
@@ -149,7 +149,7 @@ def tiers(port: int) -> list[TierSpec]:
 
 def provider_factory(transport: str) -> Callable[[TierSpec], Provider]:
     """Providers on tokrace's socket-time transport, or on httpx's own (stamped when the event loop reads)."""
-    from tokrace.providers.adapters.registry import FACTORIES
+    from tokrace.providers.adapters import FACTORIES
 
     def make(tier: TierSpec) -> Provider:
         provider = FACTORIES[tier.provider](tier)

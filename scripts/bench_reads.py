@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
 
+from tokrace.providers.adapters import create_provider
 from tokrace.providers.adapters.http import stamped_stream as socket_reads
 from tokrace.providers.adapters.http import transport as lean
-from tokrace.providers.adapters.registry import create_provider
 from tokrace.providers.model import tokens
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec

@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from tokrace.providers.adapters.base import Provider
+import pytest
+
+from tokrace.providers.adapters import FACTORIES, Provider
 from tokrace.providers.adapters.http.backend import StampedBackend
 from tokrace.providers.adapters.http.stamped_stream import StampedStream
-from tokrace.providers.adapters.registry import FACTORIES
 from tokrace.providers.adapters.synthetic import Profile
 from tokrace.providers.model.events import Delta, Event, Request
 from tokrace.providers.model.messages import TurnRequest
@@ -77,6 +78,81 @@ async def stamped_connection(port: int, pace: bool = True) -> StampedStream:
         backend.close()
     assert isinstance(stream, StampedStream)
     return stream
+
+
+class Taken:
+    """What every stamped stream takes off its socket, told to the event loop as it happens: each read a reader
+    thread hands over or a paced look takes (the end, or a failure, too), and each hand-back of the socket from the
+    loop's paced looks to a thread. A test waits for these (:meth:`until`: the streams' own progress), never for a
+    time."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._bytes: dict[int, int] = {}
+        self._ended: set[int] = set()
+        self._streams: set[int] = set()
+        self._to_thread: dict[int, int] = {}
+        self._changed = asyncio.Event()
+        hand_over, look, to_thread = StampedStream._hand_over, StampedStream._look, StampedStream._to_thread
+        taken = self
+
+        def handed_over(stream: StampedStream, item: tuple[bytes, float] | OSError, at_once: bool = False) -> None:
+            hand_over(stream, item, at_once)  # on the reader thread
+            taken._took(stream, [item])
+
+        def looked(stream: StampedStream) -> None:  # on the loop
+            before, backs = len(stream._reads), taken.handed_back(stream)
+            look(stream)
+            if taken.handed_back(stream) == backs:  # (else it found nothing, and a thread reads from now on)
+                taken._took(stream, list(stream._reads)[before:])
+
+        def handed_back(stream: StampedStream) -> None:  # on the loop
+            to_thread(stream)
+            key = id(stream)
+            taken._to_thread[key] = taken._to_thread.get(key, 0) + 1
+            taken._changed.set()
+
+        monkeypatch.setattr(StampedStream, "_hand_over", handed_over)
+        monkeypatch.setattr(StampedStream, "_look", looked)
+        monkeypatch.setattr(StampedStream, "_to_thread", handed_back)
+
+    def _took(self, stream: StampedStream, items: list[tuple[bytes, float] | OSError]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            stream.loop.call_soon_threadsafe(self._note, id(stream), items)
+
+    def _note(self, key: int, items: list[tuple[bytes, float] | OSError]) -> None:
+        """On the loop, so in order with what the stream itself asked of it (a wake-up) when it took them."""
+        self._streams.add(key)
+        for item in items:
+            if isinstance(item, OSError) or not item[0]:
+                self._ended.add(key)
+            else:
+                self._bytes[key] = self._bytes.get(key, 0) + len(item[0])
+        self._changed.set()
+
+    def bytes(self, stream: StampedStream | None = None) -> int:
+        """The bytes ``stream`` (or every stream) took off its socket so far."""
+        return self._bytes.get(id(stream), 0) if stream is not None else sum(self._bytes.values())
+
+    def handed_back(self, stream: StampedStream) -> int:
+        """How often ``stream``'s paced looks found nothing and handed the socket back to a thread."""
+        return self._to_thread.get(id(stream), 0)
+
+    def all_ended(self) -> bool:
+        """Whether every stream that took anything off its socket has taken its end (or a failure) too."""
+        return self._ended == self._streams
+
+    async def until(self, condition: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+        """Until ``condition()`` holds, looking again each time a stream takes something; the time out is a hang
+        guard only."""
+        async def changes() -> None:
+            while not condition():
+                self._changed.clear()
+                await self._changed.wait()
+
+        try:
+            await asyncio.wait_for(changes(), timeout)
+        except TimeoutError:
+            raise AssertionError(f"waited {timeout:g} s for {what}") from None
 
 
 async def shut(server: asyncio.Server, *writers: asyncio.StreamWriter) -> None:

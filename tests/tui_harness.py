@@ -8,8 +8,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from tokrace.providers.adapters.base import Provider
-from tokrace.providers.adapters.registry import create_provider
+from tokrace.providers.adapters import Provider, create_provider
 from tokrace.providers.config.demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
 from tokrace.providers.model.events import Event
 from tokrace.providers.model.messages import TurnRequest

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from ..adapters.registry import known_providers, provider_options
+from ..adapters import known_providers, provider_options
 from ..model.errors import ConfigError
 from ..model.tiers import MAX_TOKENS_LIMIT, PRICE_KEYS, Price, TierSpec
 from .demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
@@ -272,7 +272,7 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
         options={k: v for k, v in raw.items() if k not in TIER_KEYS},
     )
     try:
-        from ..adapters.registry import create_provider
+        from ..adapters import create_provider
 
         create_provider(tier)  # provider-specific checks (a profile's ranges, a replay's file option)
     except ConfigError as exc:

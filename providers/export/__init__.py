@@ -1,7 +1,7 @@
-"""What leaves the program for other tools: a race as Markdown, CSV, an HTML report or OpenTelemetry JSON.
+"""Layer 9, exports: a race as Markdown, CSV, an HTML report or OpenTelemetry JSON, and bench's tables.
 
-Each format is one module reading the core's events and metrics (:mod:`.source` turns a recording into them, by
-the code ``tokrace replay --headless`` runs); the screen's own pictures (SVG, asciicast) are made in ``tui``.
+Each format is one module reading events and metrics (:mod:`.race_data` turns a recording into them, by the code
+``tokrace replay --headless`` runs); the screen's own pictures (SVG, asciicast) are drawn by the app in ``tui``.
 """
 
 from __future__ import annotations

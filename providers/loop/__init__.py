@@ -1,2 +1,2 @@
-"""Agent loops: scenarios and how a lane plays them, scenario files and the built-ins, and loop metrics
-(where a loop's time went, the Amdahl bound, what a faster model would do)."""
+"""Layer 7, agent loops: what a scenario is, how a lane plays one, scenario files and the built-ins (a loop's
+metrics are in :mod:`tokrace.providers.metrics.loop`)."""

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
-from ..adapters.base import Provider
+from ..adapters import Provider
 from ..model.events import Delta, Error, Segment, SegmentKind, ToolCall, loop_end
 from ..model.messages import Message, TurnRequest
 from ..timing.clock import LaneClock

@@ -83,7 +83,7 @@ async def calibrate(tier: TierSpec, runs: int, *, prompt: str = CALIBRATION_PROM
                     progress: Callable[[str], None] | None = None) -> Calibration:
     """Measure a tier with ``runs`` requests one after another on the real clock, after one unmeasured warm-up
     request (it opens the connection, as the requests of a working session find it open)."""
-    from ..adapters.registry import create_provider
+    from ..adapters import create_provider
 
     check_calibratable(tier)
     provider = create_provider(tier)

@@ -12,8 +12,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..adapters.base import Provider
-from ..adapters.registry import create_provider
+from ..adapters import Provider, create_provider
 from ..model.errors import TokraceError
 from ..model.eventlog import EventLog
 from ..model.events import Delta, DeltaRun, Done, Error, Event, Request, is_loop_end

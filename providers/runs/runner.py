@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
-from ..adapters.base import Provider
-from ..adapters.registry import create_provider
+from ..adapters import Provider, create_provider
 from ..model import tokens
 from ..model.events import Event, Request, is_loop_end
 from ..model.messages import TurnRequest

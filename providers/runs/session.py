@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import __version__
-from ..adapters.base import Provider
-from ..adapters.registry import create_provider
+from ..adapters import Provider, create_provider
 from ..loop.scenario import Scenario
 from ..metrics.loop import loop_metrics
 from ..metrics.turn import STALL_THRESHOLD_S, TurnMetrics, summarize, turn_metrics

@@ -59,8 +59,8 @@ def cmd_tiers(args: argparse.Namespace, screen: Screen) -> int:
         if tier.provider in ("synthetic", "replay"):
             endpoint, key = ("offline", "not needed")
         else:
+            from tokrace.providers.adapters import create_provider
             from tokrace.providers.adapters.http import HTTPProvider
-            from tokrace.providers.adapters.registry import create_provider
 
             provider = create_provider(tier)  # an HTTP provider knows its endpoint and its default key variable
             http = provider if isinstance(provider, HTTPProvider) else None

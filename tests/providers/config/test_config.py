@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from paths import ROOT
 
-from tokrace.providers.adapters.registry import known_providers
+from tokrace.providers.adapters import known_providers
 from tokrace.providers.config.demo import DEMO_PROMPT, demo_tiers
 from tokrace.providers.config.load import load_config, parse_config
 from tokrace.providers.model.errors import ConfigError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import synthetic
 
-from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters import Provider
 from tokrace.providers.adapters.synthetic import SyntheticProvider
 from tokrace.providers.loop.scenario import Scenario
 from tokrace.providers.loop.scenario_file import parse_scenario

@@ -12,8 +12,7 @@ import httpx
 import pytest
 from serving import PROTOCOLS, fast_source, instant_backoff, tier
 
-from tokrace.providers.adapters.base import Provider
-from tokrace.providers.adapters.registry import FACTORIES
+from tokrace.providers.adapters import FACTORIES, Provider
 from tokrace.providers.loop.scenario import Scenario
 from tokrace.providers.loop.scenario_file import parse_scenario
 from tokrace.providers.metrics.loop import loop_metrics

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import pytest
 from conftest import kinds, race_virtually, synthetic
 
-from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters import Provider
 from tokrace.providers.adapters.synthetic import SyntheticProvider
 from tokrace.providers.model.events import Delta, Done, Error, Event, Headers, Request
 from tokrace.providers.model.messages import TurnRequest

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tui_harness import factory, record_demo, scripted
 
-from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters import Provider
 from tokrace.providers.adapters.replay import ReplayProvider, replay_tiers
 from tokrace.providers.config.demo import demo_tiers
 from tokrace.providers.model.errors import TokraceError

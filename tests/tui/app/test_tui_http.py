@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_harness import text_of
 
-from tokrace.providers.adapters.base import Provider
+from tokrace.providers.adapters import Provider
 from tokrace.providers.adapters.http import OpenAIChatProvider
 from tokrace.providers.model.errors import TokraceError
 from tokrace.providers.model.events import Headers

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from tokrace.providers.adapters import create_provider
 from tokrace.providers.adapters.http import HTTPProvider
-from tokrace.providers.adapters.registry import create_provider
 from tokrace.providers.config.load import exact_reads, parse_config
 from tokrace.providers.model.tiers import TierSpec
 from tokrace.tui.main import main

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from serving import PROTOCOLS, chunks, fast_source, stream_turn, text_of, tier
 
+from tokrace.providers.adapters import create_provider, provider_options
 from tokrace.providers.adapters.http import HTTPProvider
-from tokrace.providers.adapters.registry import create_provider, provider_options
 from tokrace.providers.adapters.synthetic import PASSAGE, pieces
 from tokrace.providers.metrics.turn import turn_metrics
 from tokrace.providers.model.errors import ConfigError

@@ -8,15 +8,16 @@ import itertools
 import os
 import ssl
 import sys
+import threading
 import time
 
 import pytest
 from paths import DATA
-from serving import fast_source, shut, stamped_connection, stream_turn, text_of, tier
+from serving import Taken, fast_source, shut, stamped_connection, stream_turn, text_of, tier
 
+from tokrace.providers.adapters import create_provider
 from tokrace.providers.adapters.http.clients import stamped_transport
 from tokrace.providers.adapters.http.stamped_stream import StampedStream
-from tokrace.providers.adapters.registry import create_provider
 from tokrace.providers.model.events import Delta, Done, Segment
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.serve import ServeServer
@@ -39,16 +40,21 @@ async def pair() -> tuple[StampedStream, asyncio.StreamWriter, asyncio.Server]:
     return stream, await accepted.get(), server
 
 
-async def test_bytes_keep_their_arrival_time_while_the_event_loop_is_busy() -> None:
+async def test_bytes_keep_their_arrival_time_while_the_event_loop_is_busy(monkeypatch: pytest.MonkeyPatch) -> None:
     stream, writer, server = await pair()
     try:
         writer.write(b"first")
         await writer.drain()
         sent = time.perf_counter()
-        busy_until = sent + 0.2
-        while time.perf_counter() < busy_until:  # the loop is blocked: nothing async can run
-            pass
-        data = await stream.read(1024, timeout=5)
+        loop_thread, on_time = threading.get_ident(), time.perf_counter
+
+        def busy_loop() -> float:
+            """``perf_counter`` as the event loop's thread reads it after being away 200 ms (other threads: on time)."""
+            return on_time() + (0.2 if threading.get_ident() == loop_thread else 0.0)
+
+        with monkeypatch.context() as busy:
+            busy.setattr(time, "perf_counter", busy_loop)
+            data = await stream.read(1024, timeout=5)
         assert data == b"first"
         assert stream.read_at is not None and stream.read_at - sent < 0.1  # not the 200 ms the loop was away
     finally:
@@ -167,7 +173,7 @@ async def test_connections_are_reused_between_turns() -> None:
                 events = [e async for e in prov.stream(TurnRequest("hi", max_tokens=5), LaneClock(clock, clock.now()))]
                 assert isinstance(events[-1], Done)
                 labels.append(next(e.label for e in events if isinstance(e, Segment) and e.seg == "connect"))
-                await asyncio.sleep(0.01)  # the finished response drains in the background
+                await asyncio.gather(*prov._drains)  # type: ignore[attr-defined]  # the finished response drains
         finally:
             await prov.aclose()
     assert labels == ["new connection", "reused connection", "reused connection"]
@@ -204,15 +210,13 @@ async def test_a_reader_that_always_finds_bytes_waiting_still_lets_the_event_loo
     from tokrace.providers.adapters.http import stamped_stream
 
     monkeypatch.setattr(stamped_stream, "READ_SLICE_S", 0.0)
+    taken = Taken(monkeypatch)
     stream, writer, server = await pair()
     try:
-        for _ in range(50):
+        for i in range(50):  # separate packets, each its own read: each written once the one before was read
             writer.write(b"x" * 10)
             await writer.drain()
-            await asyncio.sleep(0.001)  # separate packets, each its own read
-        deadline = time.perf_counter() + 5
-        while len(stream._reads) < 5 and time.perf_counter() < deadline:
-            await asyncio.sleep(0.001)
+            await taken.until(lambda i=i: taken.bytes(stream) == 10 * (i + 1), f"packet {i} read")
         queued = len(stream._reads)
         assert queued >= 5
         passes = 0
@@ -242,6 +246,7 @@ async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamp
     from tokrace.providers.adapters.http import stamped_stream
 
     monkeypatch.setattr(stamped_stream, "HAND_OVER_S", 60.0)
+    taken = Taken(monkeypatch)
     stream, writer, server = await pair()
     wakes = 0
     wake = stream._wake
@@ -256,17 +261,13 @@ async def test_reads_soon_after_a_wake_up_wait_in_the_queue_with_their_own_stamp
         writer.write(b"first")
         await writer.drain()
         assert await stream.read(1024, timeout=5) == b"first"  # the first read after a long quiet: at once
-        for _ in range(100):  # the read may have found the bytes before the wake-up it scheduled ran
-            if wakes:
-                break
-            await asyncio.sleep(0.001)
+        # the read may have found the bytes before the wake-up it scheduled ran: that comes before the word of it
+        await taken.until(lambda: taken.bytes(stream) == 5, "the first read told")
         assert wakes == 1
         for i in range(5):  # each packet once the thread has read the one before: never merged in the socket
             writer.write(f"p{i}".encode())
             await writer.drain()
-            deadline = time.perf_counter() + 5
-            while len(stream._reads) < i + 1 and time.perf_counter() < deadline:
-                await asyncio.sleep(0.001)
+            await taken.until(lambda i=i: len(stream._reads) == i + 1, f"packet p{i} read")
         assert [data for data, _ in stream._reads] == [b"p0", b"p1", b"p2", b"p3", b"p4"]
         stamps = [stamp for _, stamp in stream._reads]
         assert stamps == sorted(stamps) and len(set(stamps)) == 5  # each packet its own time
