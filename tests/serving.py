@@ -82,9 +82,9 @@ async def stamped_connection(port: int, pace: bool = True) -> StampedStream:
 
 class Taken:
     """What every stamped stream takes off its socket, told to the event loop as it happens: each read a reader
-    thread hands over or a paced look takes (the end, or a failure, too), and each hand-back of the socket from the
-    loop's paced looks to a thread. A test waits for these (:meth:`until`: the streams' own progress), never for a
-    time."""
+    thread hands over or a paced look takes (the end, or a failure, too), each read its reader takes from it, and
+    each hand-back of the socket from the loop's paced looks to a thread. A test waits for these (:meth:`until`: the
+    streams' own progress), never for a time."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self._bytes: dict[int, int] = {}
@@ -93,6 +93,7 @@ class Taken:
         self._to_thread: dict[int, int] = {}
         self._changed = asyncio.Event()
         hand_over, look, to_thread = StampedStream._hand_over, StampedStream._look, StampedStream._to_thread
+        take = StampedStream.read_ready
         taken = self
 
         def handed_over(stream: StampedStream, item: tuple[bytes, float] | OSError, at_once: bool = False) -> None:
@@ -111,7 +112,13 @@ class Taken:
             taken._to_thread[key] = taken._to_thread.get(key, 0) + 1
             taken._changed.set()
 
+        def read_ready(stream: StampedStream, max_bytes: int) -> bytes:  # on the loop
+            data = take(stream, max_bytes)
+            taken._changed.set()
+            return data
+
         monkeypatch.setattr(StampedStream, "_hand_over", handed_over)
+        monkeypatch.setattr(StampedStream, "read_ready", read_ready)
         monkeypatch.setattr(StampedStream, "_look", looked)
         monkeypatch.setattr(StampedStream, "_to_thread", handed_back)
 
@@ -132,6 +139,10 @@ class Taken:
     def bytes(self, stream: StampedStream | None = None) -> int:
         """The bytes ``stream`` (or every stream) took off its socket so far."""
         return self._bytes.get(id(stream), 0) if stream is not None else sum(self._bytes.values())
+
+    def unread(self, stream: StampedStream) -> int:
+        """How many reads ``stream`` has taken off its socket that its reader has not taken from it yet."""
+        return len(stream._reads)
 
     def handed_back(self, stream: StampedStream) -> int:
         """How often ``stream``'s paced looks found nothing and handed the socket back to a thread."""

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,19 @@ asyncio.run(main())
     assert told.count("Recording stopped") == 1 and "File too large" in told and finished == "True"
 
 
+def recorded(record: Path, size: int = 4000) -> bool:
+    """Whether the race has written ``size`` bytes of its recording (its lanes are streaming)."""
+    return record.exists() and record.stat().st_size >= size
+
+
+def until_recorded(record: Path, timeout: float = 30.0) -> None:
+    """A bounded wait until :func:`recorded`."""
+    deadline = time.monotonic() + timeout
+    while not recorded(record):
+        assert time.monotonic() < deadline, f"waited {timeout:g} s for {record} to be written"
+        time.sleep(0.05)
+
+
 def default_sigint() -> None:
     """In the child, before it starts: SIGINT back to its default. An ignored SIGINT is inherited across exec, and
     a test worker may have been left ignoring it (Python then never installs its own handler, and the child would
@@ -99,6 +113,13 @@ class Screen:
                                      preexec_fn=default_sigint)
         os.close(slave)
         self.output = b""
+
+    def wait_for(self, condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+        """Collect the output until ``condition()`` holds (a bounded wait)."""
+        end = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < end, f"waited {timeout:g} s for {what}"
+            self._read(0.05)
 
     def read_until(self, marker: bytes, timeout: float = 30.0) -> None:
         end = time.monotonic() + timeout
@@ -136,7 +157,7 @@ def test_a_signal_on_the_race_screen_restores_the_terminal_records_stopped_lanes
     screen = Screen(tmp_path, "demo", "--record", str(record), "--max-tokens", "4000")
     screen.read_until(b"\x1b[?1049h")  # the alternate screen
     screen.read_until(b"tok/s")  # a frame of the race
-    time.sleep(1.0)
+    screen.wait_for(lambda: recorded(record), "the lanes' first events in the recording")
     start = len(screen.output)
     screen.proc.send_signal(sig)
     assert screen.finish() == code
@@ -158,9 +179,7 @@ def test_a_signal_in_bench_stops_the_lanes_writes_them_and_exits_like_the_screen
     proc = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", "bench", "--record", str(record), "--max-tokens",
                              "4000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(tmp_path), cwd=ROOT,
                             preexec_fn=default_sigint)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (not record.exists() or record.stat().st_size < 4000):
-        time.sleep(0.05)
+    until_recorded(record)
     proc.send_signal(sig)
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == code and f"tokrace: {said}" in err.decode() and b"Traceback" not in err
@@ -174,9 +193,7 @@ def test_kill_9_in_bench_loses_at_most_the_line_being_written(tmp_path: Path) ->
     proc = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", "bench", "--record", str(record), "--max-tokens",
                              "4000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(tmp_path),
                             cwd=ROOT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (not record.exists() or record.stat().st_size < 4000):
-        time.sleep(0.05)
+    until_recorded(record)
     proc.kill()
     proc.wait(timeout=30)
     on_disk = record.read_bytes()

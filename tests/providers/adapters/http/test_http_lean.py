@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import fast_source, provider, tier
+from serving import Taken, fast_source, provider, tier
 
 from tokrace.providers.adapters.http.backend import StampedBackend, _connect
 from tokrace.providers.adapters.http.eager import eager
@@ -135,14 +135,20 @@ def test_chunked_decoding_refuses_bad_framing_and_notes_what_follows_the_end() -
     assert decoder.done and decoder.extra == b"HTTP/1.1 200"
 
 
-async def test_a_request_is_one_write_and_a_chunked_answer_split_in_many_packets_arrives_whole() -> None:
+async def test_a_request_is_one_write_and_a_chunked_answer_split_in_many_packets_arrives_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    taken = Taken(monkeypatch)
+
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while await server.request(reader):
-            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+            head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+            writer.write(head)
+            sent = len(head)
             for i in range(0, len(CHUNKED), 3):  # a packet every 3 bytes: sizes and CRLFs cut anywhere
                 writer.write(CHUNKED[i:i + 3])
                 await writer.drain()
-                await asyncio.sleep(0.001)
+                sent += len(CHUNKED[i:i + 3])  # each packet read off the socket before the next is written
+                await taken.until(lambda sent=sent: taken.bytes() == sent, "the client's read of the packet")
 
     async with Scripted(handler) as server, client() as http:
         names: list[str] = []
@@ -183,7 +189,9 @@ async def test_a_connection_is_reused_after_a_whole_answer_and_not_after_one_cut
         assert server.connections == 2
 
 
-async def test_a_connection_the_server_closes_or_marks_close_is_not_reused() -> None:
+async def test_a_connection_the_server_closes_or_marks_close_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken = Taken(monkeypatch)
+
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await server.request(reader)
         close = b"connection: close\r\n" if server.connections % 2 else b""
@@ -195,7 +203,7 @@ async def test_a_connection_the_server_closes_or_marks_close_is_not_reused() -> 
     async with Scripted(handler) as server, client() as http:
         for _ in range(4):
             assert (await http.post(server.url, json={})).content == b"ok"
-            await asyncio.sleep(0.01)
+            await taken.until(taken.all_ended, "the client's side of the hang-up")
         assert server.connections == 4
 
 

@@ -12,14 +12,13 @@ import asyncio
 import json
 import random
 import ssl
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpcore
 import pytest
 from paths import DATA
-from serving import provider, shut, stamped_connection
+from serving import Taken, provider, shut, stamped_connection
 
 from tokrace.providers.adapters.http import backend, pacing, stamped_stream
 from tokrace.providers.adapters.http.stamped_stream import StampedStream, StampedTLSStream
@@ -40,11 +39,10 @@ def fast_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pacing, "PACE_S", 0.003)  # the pace a turn says its reads were paced at
 
 
-async def until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.perf_counter() + 5
-    while not condition():
-        assert time.perf_counter() < deadline, f"waited 5 s for {what}"
-        await asyncio.sleep(0.001)
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> Taken:
+    """What the streams take off their sockets, as they take it (see :class:`serving.Taken`)."""
+    return Taken(monkeypatch)
 
 
 async def pair(pace: bool = True) -> tuple[StampedStream, asyncio.StreamWriter, asyncio.Server]:
@@ -83,7 +81,8 @@ async def paced(stream: StampedStream, writer: asyncio.StreamWriter) -> None:
     raise AssertionError("not paced")
 
 
-async def test_reads_are_paced_only_once_allowed_and_a_look_that_finds_nothing_hands_back_to_a_thread() -> None:
+async def test_reads_are_paced_only_once_allowed_and_a_look_that_finds_nothing_hands_back_to_a_thread(
+        taken: Taken) -> None:
     stream, writer, server = await pair()
     try:
         await read_per_packet(stream, writer, 5)
@@ -97,7 +96,7 @@ async def test_reads_are_paced_only_once_allowed_and_a_look_that_finds_nothing_h
         await writer.drain()
         assert await stream.read(1024, timeout=5) == b"c0c1"
         assert stream.paced_reads == 1
-        await until(lambda: not stream.paced, "a look that finds nothing")
+        await taken.until(lambda: not stream.paced, "a look that finds nothing")
         await send(writer, b"d0")
         assert await stream.read(1024, timeout=5) == b"d0"
         assert stream.paced_reads == 1 and not stream.paced  # a thread's read again; a new run of reads to pace
@@ -106,17 +105,8 @@ async def test_reads_are_paced_only_once_allowed_and_a_look_that_finds_nothing_h
         await shut(server, writer)
 
 
-async def test_no_byte_is_lost_doubled_or_reordered_across_many_hand_overs(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_byte_is_lost_doubled_or_reordered_across_many_hand_overs(taken: Taken) -> None:
     stream, writer, server = await pair()
-    to_thread = 0
-    hand_back = stream._to_thread
-
-    def counted() -> None:
-        nonlocal to_thread
-        to_thread += 1
-        hand_back()
-
-    monkeypatch.setattr(stream, "_to_thread", counted)
     rng = random.Random(12)
     pieces = [f"<{i}>".encode() for i in range(400)]
     got = bytearray()
@@ -128,13 +118,20 @@ async def test_no_byte_is_lost_doubled_or_reordered_across_many_hand_overs(monke
     try:
         stream.allow_pacing()
         task = asyncio.create_task(reader())
+        written = 0
         for piece in pieces:
             writer.write(piece)
             await writer.drain()
-            await asyncio.sleep(rng.choice((0, 0, 0, 0.001, 0.006)))  # bursts, and quiet long enough to hand back
+            written += len(piece)
+            pause = rng.choice(("burst", "burst", "burst", "read", "quiet"))
+            if pause != "burst":  # until what was written is off the socket (a thread's read, or a paced look's)
+                await taken.until(lambda written=written: taken.bytes(stream) == written, "the pieces read")
+            if pause == "quiet" and stream.paced:  # quiet until a look finds nothing and hands back to a thread
+                backs = taken.handed_back(stream)
+                await taken.until(lambda backs=backs: taken.handed_back(stream) > backs, "a look that finds nothing")
         await asyncio.wait_for(task, 10)
         assert bytes(got) == b"".join(pieces)
-        assert stream.paced_reads > 0 and to_thread > 0
+        assert stream.paced_reads > 0 and taken.handed_back(stream) > 0
     finally:
         await stream.aclose()
         await shut(server, writer)
@@ -189,7 +186,11 @@ async def test_closing_while_paced_stops_the_looks() -> None:
         assert stream._tick_handle is None
         assert await stream.read(1024, timeout=5) == b""
         await send(writer, b"after")
-        await asyncio.sleep(0.02)  # several paces: nothing may look at the closed socket
+        await asyncio.sleep(0)  # what the stream asked of the loop before it was closed (a wake-up) runs now
+        loop = asyncio.get_running_loop()
+        looks = [timer for timer in loop._scheduled  # type: ignore[attr-defined]
+                 if not timer.cancelled() and getattr(timer._callback, "__self__", None) is stream]
+        assert looks == []  # no look at the closed socket to come, however many paces go by
         assert errors == [] and stream.paced_reads == before
     finally:
         await shut(server, writer)
@@ -266,12 +267,13 @@ def chunk(text: str) -> bytes:
 
 class ChatServer:
     """An OpenAI Chat stream written by hand: ``preamble`` events without text, then tokens one by one (each once
-    the one before had time to be read; the third ends the answer's first sentence unless ``sentence`` is False)
+    the client has read the one before; the third ends the answer's first sentence unless ``sentence`` is False)
     until the client's stream is paced (or ``per_packet`` of them), a burst, and the end."""
 
-    def __init__(self, streams: list[StampedStream], preamble: int = 0, per_packet: int = 200,
+    def __init__(self, streams: list[StampedStream], taken: Taken, preamble: int = 0, per_packet: int = 200,
                  sentence: bool = True) -> None:
         self.streams = streams
+        self.taken = taken
         self.preamble = preamble
         self.per_packet = per_packet
         self.sentence = sentence
@@ -281,15 +283,24 @@ class ChatServer:
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.writers.append(writer)
         await reader.readuntil(b"\r\n\r\n")
-        await send(writer, b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+        await send(writer, head)
+        sent = len(head)
+
+        async def read(data: bytes) -> None:
+            """Write ``data``, then wait until the client has read it: a packet of its own, read on its own."""
+            nonlocal sent
+            await send(writer, data)
+            sent += len(data)
+            stream, taken = self.streams[0], self.taken
+            await taken.until(lambda: taken.bytes(stream) == sent and not taken.unread(stream), "the client's read")
+
         role = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
         for _ in range(self.preamble):
-            await send(writer, role)
-            await asyncio.sleep(0.002)
+            await read(role)
         for i in range(self.per_packet):
-            await send(writer, chunk(f"a{i}. " if i == 2 and self.sentence else f"a{i} "))
-            await asyncio.sleep(0.002)
-            if self.streams and self.streams[0].paced:
+            await read(chunk(f"a{i}. " if i == 2 and self.sentence else f"a{i} "))
+            if self.streams[0].paced:
                 break
         for i in range(5):
             writer.write(chunk(f"b{i} "))
@@ -345,8 +356,9 @@ async def turn(spec: TierSpec, on_delta: Callable[[Delta], None] = lambda delta:
     return events
 
 
-async def test_a_paced_turn_says_so_once_and_reports_no_inter_token_gaps(captured: list[StampedStream]) -> None:
-    async with ChatServer(captured) as chat:
+async def test_a_paced_turn_says_so_once_and_reports_no_inter_token_gaps(captured: list[StampedStream],
+                                                                       taken: Taken) -> None:
+    async with ChatServer(captured, taken) as chat:
         events = await turn(chat.tier())
     assert isinstance(events[-1], Done)
     assert captured[0].paced_reads > 0
@@ -365,8 +377,9 @@ async def test_a_paced_turn_says_so_once_and_reports_no_inter_token_gaps(capture
     assert loop.itl_ms is None and loop.reads_paced_ms == 3.0
 
 
-async def test_exact_reads_read_every_packet_and_measure_the_gaps(captured: list[StampedStream]) -> None:
-    async with ChatServer(captured, per_packet=12) as chat:
+async def test_exact_reads_read_every_packet_and_measure_the_gaps(captured: list[StampedStream],
+                                                                 taken: Taken) -> None:
+    async with ChatServer(captured, taken, per_packet=12) as chat:
         events = await turn(chat.tier(exact_reads=True))
     assert isinstance(events[-1], Done)
     assert captured[0].paced_reads == 0
@@ -376,13 +389,13 @@ async def test_exact_reads_read_every_packet_and_measure_the_gaps(captured: list
     assert m.to_json()["reads_paced_ms"] is None
 
 
-async def test_no_token_a_figure_is_taken_from_is_read_paced(captured: list[StampedStream],
+async def test_no_token_a_figure_is_taken_from_is_read_paced(captured: list[StampedStream], taken: Taken,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Events without text came fast enough to pace long before the first token: pacing waits for the first
     token, the first answer text and the end of the answer's first sentence (TTFT, ttfa_s, ttfs_s)."""
     monkeypatch.setattr(stamped_stream, "PACE_AFTER", 0)
     seen: list[tuple[str, int]] = []
-    async with ChatServer(captured, preamble=8) as chat:
+    async with ChatServer(captured, taken, preamble=8) as chat:
         events = await turn(chat.tier(), lambda delta: seen.append((delta.text, captured[0].paced_reads)))
     assert isinstance(events[-1], Done)
     # A busy loop may find two of them in one read (then joined in one delta): what counts is that all three
@@ -395,8 +408,9 @@ async def test_no_token_a_figure_is_taken_from_is_read_paced(captured: list[Stam
     assert m.ttft_s == m.ttfa_s and m.ttfs_s is not None and m.ttfs_s + m.start == ends[0].t
 
 
-async def test_an_answer_that_never_ends_a_sentence_is_never_paced(captured: list[StampedStream]) -> None:
-    async with ChatServer(captured, per_packet=12, sentence=False) as chat:
+async def test_an_answer_that_never_ends_a_sentence_is_never_paced(captured: list[StampedStream],
+                                                                  taken: Taken) -> None:
+    async with ChatServer(captured, taken, per_packet=12, sentence=False) as chat:
         events = await turn(chat.tier())
     assert isinstance(events[-1], Done)
     assert captured[0].paced_reads == 0 and turn_metrics(events).itl_ms is not None
