@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ..timing.clock import Clock, RealClock
+from ..timing.stamped_sockets import ArrivalProtocol, ArrivalReader, StampedListener
 from ..timing.stamps import SO_TIMESTAMPNS
 from .faults import FAULT_HEADER, Fault, ServeError
 from .served import Notes, Served
-from .sockets import ArrivalProtocol, ArrivalReader, StampedListener
 from .sources import Source, max_tokens_of, turn_of
 from .wire import FLAVORS, AnthropicWire, ChatWire, Plan, ResponsesWire, Timing, Wire
 
