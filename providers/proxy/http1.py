@@ -8,8 +8,9 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Final
 
-MAX_HEAD_BYTES: Final[int] = 256 * 1024
-"""The largest message head (request or status line and headers) the proxy reads; a longer one is refused."""
+MAX_HEAD_BYTES: Final[int] = 64 * 1024
+"""The largest message head (request or status line and headers) the proxy reads (asyncio's stream limit); a
+longer one is refused."""
 
 HOP_BY_HOP: Final[frozenset[str]] = frozenset({
     "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -108,6 +109,12 @@ class BodyEnd:
         """``size`` (a chunk-size line), ``data`` (payload), ``crlf`` (after a chunk), ``trailer``."""
         self._want = 0 if chunked else (length or 0)
         self._line = b""
+
+    @property
+    def wants(self) -> int:
+        """How many bytes a reader may take next without reading past the body: a count of payload bytes, or 0
+        when a chunk-size, chunk-end or trailer line comes next (read up to its newline)."""
+        return self._want if self._state == "data" else 0
 
     def feed(self, data: bytes) -> tuple[int, list[bytes]]:
         """How many of ``data``'s bytes belong to the body (the rest is the next message's), and the payload
