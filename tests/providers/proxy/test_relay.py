@@ -8,13 +8,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-
 import pytest
 
 from tokrace.providers.proxy import ProxyServer, Routes, Upstream
 from tokrace.providers.proxy.http1 import BodyEnd, HeadError
-
-
 
 
 class Upstream1:
