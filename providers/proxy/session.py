@@ -3,11 +3,14 @@ docs/design.md §7, §12); the secrets clients send are masked out of it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from ..model.events import Event
+from ..recording.format import RecordingError
 from ..recording.writer import Recorder
 from .book import Book
 from .http1 import Head
@@ -17,6 +20,10 @@ from .routes import Routes
 SECRET_HEADERS: Final[frozenset[str]] = frozenset({"authorization", "x-api-key", "api-key", "cookie",
                                                    "proxy-authorization", "x-goog-api-key"})
 """Request headers whose values are credentials: masked wherever they might show."""
+
+FLUSH_S: Final[float] = 0.032
+"""How often the recording's kept lines are written (a crash loses at most this much; docs/design.md §7): the
+relay's loop never waits on a write per event."""
 
 
 def header_secrets(head: Head) -> list[str]:
@@ -44,9 +51,11 @@ class ProxySession:
         self.routes = routes
         self.listeners = list(listeners or [])
         self.recorder: Recorder | None = None
+        self._flusher: asyncio.Future[None] | None = None
         if record is not None:
             upstreams = sorted({routes.anthropic.public(), routes.openai.public()})
-            self.recorder = Recorder(record, "", [], extra={"source": "tokrace proxy", "upstreams": upstreams})
+            self.recorder = Recorder(record, "", [], extra={"source": "tokrace proxy", "upstreams": upstreams},
+                                     buffered=True)
         recorder = self.recorder
         self.book = Book(self._emit, seen=None if recorder is None else
                          lambda head: recorder.also_mask(header_secrets(head)))
@@ -60,11 +69,24 @@ class ProxySession:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         await self.server.start(host, port)
+        if self.recorder is not None:
+            self._flusher = asyncio.ensure_future(self._flush_every(FLUSH_S))
+
+    async def _flush_every(self, seconds: float) -> None:
+        assert self.recorder is not None
+        while not self.recorder.closed:
+            await asyncio.sleep(seconds)
+            with contextlib.suppress(RecordingError):  # (kept in the recorder's problem)
+                self.recorder.flush()
 
     async def close(self) -> None:
         await self.server.close()
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
         if self.recorder is not None:
-            self.recorder.close()
+            with contextlib.suppress(RecordingError):
+                self.recorder.close()
 
     @property
     def problem(self) -> str | None:
