@@ -23,6 +23,7 @@ class BodyDecoder:
         self.left = cap
         self.capped = False
         self._obj: Any = None
+        self._zlib = self.coding in ("gzip", "x-gzip", "deflate")
         if self.coding in ("", "identity"):
             return
         if self.coding in ("gzip", "x-gzip"):
@@ -44,7 +45,7 @@ class BodyDecoder:
             out = data
         else:
             try:
-                if isinstance(self._obj, zlib._Decompress):
+                if self._zlib:  # (bounded: never more than the cap out of one piece, however it expands)
                     out = self._obj.decompress(data, self.left + 1)
                 else:
                     out = self._obj.process(data) if hasattr(self._obj, "process") else self._obj.decompress(data)

@@ -156,3 +156,20 @@ async def test_a_call_the_client_leaves_mid_stream_is_recorded_as_cancelled(tmp_
     events = read_recording(path).events[(0, 0)]
     assert [e.error for e in events if isinstance(e, Error)] == ["cancelled"]
     assert read_file(path).traces[0].steps[0].failed
+
+
+async def test_a_gzip_stream_and_a_whole_answer_are_measured_from_their_decoded_copy(tmp_path: Path) -> None:
+    import gzip
+
+    packed = gzip.compress(anthropic_sse("end_turn", text="zipped"))
+    whole = json.dumps({"content": [{"type": "text", "text": "whole"}], "stop_reason": "tool_use",
+                        "usage": {"input_tokens": 4, "output_tokens": 2}}).encode()
+    answers = [[b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
+                b"transfer-encoding: chunked\r\n\r\n", *chunked(packed[:30], packed[30:])],
+               [b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                + str(len(whole)).encode() + b"\r\n\r\n" + whole]]
+    path = await run_calls(tmp_path, answers, [b'{"model":"m","stream":true}', b'{"model":"m"}'])
+    events = read_recording(path).events[(0, 0)]
+    texts = [e.text for e in events if e.kind == "delta"]
+    assert texts == ["zipped", "whole"]
+    assert [e.finish_reason for e in events if isinstance(e, Done)] == ["stop", "tool_calls"]
