@@ -53,7 +53,8 @@ class Book:
 
     sink: Sink
     zero: float | None = None
-    """The shared clock's origin (``perf_counter``): the first call's arrival."""
+    """The shared clock's origin (``perf_counter``): when the proxy started listening (so every call's times are
+    0 or more, whichever call is read first), else the first call's reading."""
     lanes: list[Lane] = field(default_factory=list)
     sessions: dict[str, int] = field(default_factory=dict)
     """Each session's number (in order of appearance)."""
@@ -72,8 +73,6 @@ class Book:
 
     def _begin(self, call: CallMeter) -> Callable[[Event], None]:
         """Open a call: its lane (the session's idle lane for its model, else a new one), and the gap before it."""
-        if self.zero is None or call.arrived < self.zero:
-            self.zero = call.arrived if self.zero is None else self.zero
         facts = call.facts
         session = facts.session or f"agent {facts.agent or 'unknown'}"
         self.sessions.setdefault(session, len(self.sessions) + 1)

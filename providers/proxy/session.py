@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -68,6 +69,7 @@ class ProxySession:
             listener(lane, event)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.book.zero = time.perf_counter()
         await self.server.start(host, port)
         if self.recorder is not None:
             self._flusher = asyncio.ensure_future(self._flush_every(FLUSH_S))
