@@ -208,3 +208,13 @@ def test_a_body_end_finds_a_chunked_end_however_the_bytes_are_split() -> None:
         BodyEnd(None, True).feed(b"zz\r\n")
 
 
+
+
+async def test_an_upstream_with_its_own_key_replaces_the_clients_auth_headers() -> None:
+    async with Upstream1(sse_answer) as up:
+        routes = Routes.single(Upstream.parse(up.url, auth=(("x-api-key", "tier-key"),)))
+        async with ProxyServer(routes) as proxy:
+            await exchange(proxy, b"POST /v1/messages HTTP/1.1\r\nx-api-key: client-key\r\n"
+                                  b"Authorization: Bearer client\r\ncontent-length: 0\r\n\r\n")
+    sent = up.requests[0]
+    assert b"x-api-key: tier-key" in sent and b"client" not in sent

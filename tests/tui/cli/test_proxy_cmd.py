@@ -81,3 +81,16 @@ def test_another_address_warns_and_a_bad_port_is_one_line(capsys: pytest.Capture
     err = capsys.readouterr().err
     assert code == 0 and "warning: listening on 0.0.0.0, not loopback" in err
     assert "no model call went through the proxy" in err
+
+
+def test_an_upstream_tier_sends_its_own_key_in_place_of_the_clients(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "tokrace.toml"
+    config.write_text('[[tiers]]\nname = "mine"\nprovider = "anthropic"\nmodel = "m"\n'
+                      'base_url = "http://127.0.0.1:9"\napi_key_env = "TOKRACE_PROXY_TEST_KEY"\n')
+    monkeypatch.delenv("TOKRACE_PROXY_TEST_KEY", raising=False)
+    with pytest.raises(ConfigError, match="TOKRACE_PROXY_TEST_KEY is not set"):
+        routes_for("mine", config)
+    monkeypatch.setenv("TOKRACE_PROXY_TEST_KEY", "sk-ant-tier-key-0123456789")
+    upstream = routes_for("mine", config).anthropic
+    assert upstream.public() == "http://127.0.0.1:9" and upstream.auth == (("x-api-key", "sk-ant-tier-key-0123456789"),)
