@@ -13,10 +13,13 @@ from typing import Any, Final
 from ..adapters.http.decoder import StreamDecoder, StreamProblem, decode
 from ..adapters.http.error_text import excerpt
 from ..adapters.http.sse import EventTooLarge, SSEParser
-from ..model.events import Delta, Done, Error, Event, Headers, Request, ToolCall, Usage
+from ..model.events import Delta, Done, Error, Event, Extra, Headers, Request, ToolCall, Usage
 from .decoding import COPY_CAP, BodyDecoder, Unreadable, decode_whole
 from .http1 import Head
 from .routes import Upstream, protocol_of
+
+NOTE_SOURCE: Final[str] = "proxy.note"
+"""The ``extra`` event source of what the proxy could not read of a call (a body in a coding it cannot decode)."""
 
 ERROR_BODY_KEPT: Final[int] = 64 * 1024
 """How much of an error answer's body is kept to quote."""
@@ -129,6 +132,9 @@ class CallMeter:
         self._kept: list[bytes] = []
         self._kept_size = 0
         self._problem = ""
+        """Why the answer's stream could not be read (it is garbled): the call is recorded as failed."""
+        self._unreadable = ""
+        """Why the answer's content could not be read (its coding): the call is recorded with a note, not failed."""
         self._resp_head: Head | None = None
         self._sent: float | None = None
 
@@ -209,14 +215,19 @@ class CallMeter:
         body = b"".join(self._body)
         self._body = []
         capped = self._body_size > COPY_CAP
+        note = ""
         try:
             body = decode_whole(body, self.head.get("content-encoding"))
         except Unreadable as exc:
-            self.facts.notes.append(f"the request was {exc}")
+            note = f"the request was {exc}"
             body, capped = b"", True
         self.facts = request_facts(self.head, body, capped)
+        if note:
+            self.facts.notes.append(note)
         self.emit = self._begin(self)
         self._out(Request(t=self._t(self.arrived), turn=self.turn, model=self.facts.model, endpoint=self.path))
+        if self.facts.notes:
+            self._out(Extra(t=self._t(self.arrived), source=NOTE_SOURCE, data={"notes": list(self.facts.notes)}))
 
     def _on_head(self, t: float, head: Head) -> None:
         self._resp_head = head
@@ -227,7 +238,7 @@ class CallMeter:
         try:
             self._coded = BodyDecoder(head.get("content-encoding"))
         except Unreadable as exc:
-            self._problem = f"the answer was {exc}"
+            self._unreadable = f"the answer was {exc}"
         if self.status < 400 and "text/event-stream" in head.get("content-type"):
             assert self.protocol is not None
             self._decoder = stream_decoder(self.protocol)
@@ -238,7 +249,8 @@ class CallMeter:
         try:
             data = self._coded.feed(piece)
         except Unreadable as exc:
-            self._problem = f"the answer was {exc}"
+            self._unreadable = f"the answer was {exc}"
+            self._coded = None
             return
         if self._decoder is None:
             if self._kept_size < COPY_CAP if self.status < 400 else self._kept_size < ERROR_BODY_KEPT:
@@ -273,6 +285,10 @@ class CallMeter:
             retry = self._resp_head.get("retry-after") if self._resp_head is not None else ""
             self._out(Error(t=lt, error="http", message=f"HTTP {self.status}{': ' + said if said else ''}",
                             status=self.status, retry_after=float(retry) if _number(retry) else None))
+        elif self._unreadable:
+            self.finish = "unknown"
+            self._out(Extra(t=lt, source=NOTE_SOURCE, data={"notes": [self._unreadable]}))
+            self._out(Done(t=lt, finish_reason="unknown"))
         elif self._decoder is not None:
             if self._problem:
                 self.finish = "error"

@@ -173,3 +173,13 @@ async def test_a_gzip_stream_and_a_whole_answer_are_measured_from_their_decoded_
     texts = [e.text for e in events if e.kind == "delta"]
     assert texts == ["zipped", "whole"]
     assert [e.finish_reason for e in events if isinstance(e, Done)] == ["stop", "tool_calls"]
+
+
+async def test_a_body_in_a_coding_tokrace_cannot_read_is_relayed_and_timed_with_a_note(tmp_path: Path) -> None:
+    answers = [[b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: x-made-up\r\n"
+                b"content-length: 3\r\n\r\nabc"]]
+    path = await run_calls(tmp_path, answers, [b'{"model":"m","stream":true}'])
+    events = read_recording(path).events[(0, 0)]
+    assert [e.kind for e in events if e.kind in ("done", "error")] == ["done"]
+    notes = [e.data["notes"] for e in events if e.kind == "extra" and e.source == "proxy.note"]
+    assert notes == [["the answer was a body in the 'x-made-up' coding"]]
