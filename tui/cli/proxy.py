@@ -21,6 +21,8 @@ from tokrace.providers.proxy import Routes, Upstream
 from tokrace.providers.proxy.book import CallRecord
 from tokrace.providers.proxy.session import ProxySession
 
+from .signals import install
+
 DEFAULT_PORT: Final[int] = 8787
 
 
@@ -132,7 +134,8 @@ def call_line(call: CallRecord, number: int) -> str:
 
 async def run_proxy(session: ProxySession, host: str, port: int, command: list[str],
                     say: Callable[[str], None]) -> int:
-    """Listen; run the agent (if any) until it ends, else until Ctrl-C; the agent's exit code (0 without one)."""
+    """Listen; run the agent (if any) until it ends, else until Ctrl-C (or SIGTERM, SIGHUP: the agent is then
+    stopped too); the agent's exit code (0 without one)."""
     try:
         await session.start(host, port)
     except OSError as exc:
@@ -147,30 +150,36 @@ async def run_proxy(session: ProxySession, host: str, port: int, command: list[s
             say(call_line(call, book.sessions.get(call.session, 0)))
         shown = len(book.calls)
 
+    stopped = asyncio.Event()
+    remove = install(lambda code: stopped.set())
     try:
         if not command:
             for line in setup_lines(url):
                 say(line)
-            while True:
-                await asyncio.sleep(0.2)
+            while not stopped.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopped.wait(), 0.2)
                 show_calls()
+            say("tokrace proxy: stopped")
+            return 0
         say(f"tokrace proxy: {url} — starting {shlex.join(command)}")
         try:
             process = await asyncio.create_subprocess_exec(*agent_command(command, url), env=agent_env(url))
         except OSError as exc:
             raise TokraceError(f"cannot start {command[0]!r} ({exc.strerror or exc})") from None
         try:
-            while process.returncode is None:
+            while process.returncode is None and not stopped.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(process.wait(), 0.2)
                 show_calls()
         finally:
-            if process.returncode is None:
+            if process.returncode is None:  # a signal stopped the proxy: the agent is asked to stop too
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signal.SIGTERM)
                 await process.wait()
         return process.returncode or 0
     finally:
+        remove()
         await asyncio.sleep(0.05)  # the last call's measuring, which runs just after its bytes went on
         show_calls()
         await session.close()
@@ -202,10 +211,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     session = ProxySession(routes, path)
     code = 0
     try:
-        try:
-            code = asyncio.run(run_proxy(session, args.host, args.port, command, say))
-        except KeyboardInterrupt:
-            say("tokrace proxy: stopped")
+        code = asyncio.run(run_proxy(session, args.host, args.port, command, say))
         if session.problem:
             say(f"tokrace proxy: {session.problem}")
         if not session.book.calls:
