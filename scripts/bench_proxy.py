@@ -1,6 +1,7 @@
 """What ``tokrace proxy`` adds, direct vs proxied on loopback, interleaved (docs/performance.md):
 
-- time to the first byte of the answer, added (p50, p99) over N requests each way;
+- time to the first byte of the answer, added (p50, p99) over N requests each way, each way on one kept-alive
+  connection (as an agent's SDK keeps one);
 - per-chunk forwarding delay (p99) at 750 and 12,000 chunks a second: each chunk carries its send time
   (``perf_counter_ns``, one clock on one machine), the client notes its arrival;
 - the proxy's CPU per 1,000 chunks (its process's user + system time);
@@ -63,27 +64,31 @@ asyncio.run(main())
 STAMP = re.compile(rb"data: (\d+)\n\n")
 
 
+_KEPT: dict[int, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+"""One kept-alive connection per port, as an agent's SDK keeps one."""
+
+
 async def one(port: int, query: str, body: bytes = b"") -> tuple[float, list[float]]:
-    """(time to the first byte, each chunk's delay from its send to its arrival) of one request."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    """(time to the first byte, each chunk's delay from its send to its arrival) of one request, on the port's
+    kept-alive connection."""
+    if port not in _KEPT:
+        _KEPT[port] = await asyncio.open_connection("127.0.0.1", port)
+    reader, writer = _KEPT[port]
     sent = time.perf_counter()
-    writer.write(f"POST /v1/messages?{query} HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n"
-                 f"connection: close\r\n\r\n".encode() + body)
+    writer.write(f"POST /v1/messages?{query} HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+                 + body)
     first = await reader.read(1)
     ttfb = time.perf_counter() - sent
     delays: list[float] = []
     buffer = first
-    while True:
+    while not buffer.endswith(b"\r\n0\r\n\r\n"):
         data = await reader.read(65536)
         now = time.perf_counter_ns()
         if not data:
-            break
+            raise ConnectionError("the connection closed mid-answer")
         buffer += data
         for stamp in STAMP.findall(data):
             delays.append((now - int(stamp)) / 1e9)
-        if buffer.endswith(b"0\r\n\r\n"):
-            break
-    writer.close()
     return ttfb, delays
 
 
@@ -111,7 +116,7 @@ async def main(requests: int, big_calls: int) -> None:
     record = Path(tempfile.mkdtemp()) / "bench.jsonl"
     proxy = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", "proxy", "--port", "0", "--upstream",
                               f"http://127.0.0.1:{up_port}", "--record", str(record)],
-                             stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proxy.stderr is not None
     line = proxy.stderr.readline()
     proxy_port = int(line.rsplit(":", 1)[1])
