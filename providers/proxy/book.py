@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..model.events import Event, Extra, Segment, SegmentKind
+from ..model.events import Event, Extra, Segment, SegmentKind, loop_end
 from .http1 import Head
 from .meter import CallMeter
 
@@ -116,6 +116,17 @@ class Book:
                                      call.arrived - zero, None if call.first_byte is None else call.first_byte - zero,
                                      end))
 
+
+    def close(self) -> None:
+        """End every lane's loop at its last call's end (a session is an agent loop: replay and export read it
+        as one, whole)."""
+        for lane in self.lanes:
+            if lane.last_end is not None and not lane.busy:
+                self.sink(lane.index, loop_end(lane.last_end, SESSION_LOOP, lane.turns))
+
+
+SESSION_LOOP: Final[str] = "proxy session"
+"""The recording's ``scenario``: what replay, export and traces read a proxied session's lanes as (a loop)."""
 
 _LABELS: Final[dict[SegmentKind, str]] = {"tool": "tool", "human": "human", "retry": "retry"}
 

@@ -13,7 +13,7 @@ from typing import Final
 from ..model.events import Event
 from ..recording.format import RecordingError
 from ..recording.writer import Recorder
-from .book import Book
+from .book import SESSION_LOOP, Book
 from .http1 import Head
 from .relay import ProxyServer
 from .routes import Routes
@@ -55,8 +55,8 @@ class ProxySession:
         self._flusher: asyncio.Future[None] | None = None
         if record is not None:
             upstreams = sorted({routes.anthropic.public(), routes.openai.public()})
-            self.recorder = Recorder(record, "", [], extra={"source": "tokrace proxy", "upstreams": upstreams},
-                                     buffered=True)
+            self.recorder = Recorder(record, "", [], scenario=SESSION_LOOP,
+                                     extra={"source": "tokrace proxy", "upstreams": upstreams}, buffered=True)
         recorder = self.recorder
         self.book = Book(self._emit, seen=None if recorder is None else
                          lambda head: recorder.also_mask(header_secrets(head)))
@@ -83,6 +83,7 @@ class ProxySession:
 
     async def close(self) -> None:
         await self.server.close()
+        self.book.close()
         if self._flusher is not None:
             self._flusher.cancel()
             await asyncio.gather(self._flusher, return_exceptions=True)

@@ -113,6 +113,11 @@ async def test_gaps_are_tool_after_a_tool_call_human_after_an_end_of_turn_and_re
     found = read_file(path)
     (trace,) = found.traces
     assert [s.kind for s in trace.steps] == ["model", "tool", "model", "human", "model", "retry", "model"]
+    rec = read_recording(path)
+    assert rec.header["scenario"] == "proxy session"  # a session is an agent loop to replay and export
+    end = events[-1]
+    assert end.kind == "extra" and end.data == {"scenario": "proxy session", "turns": 4}
+    assert end.t == next(e for e in reversed(events) if isinstance(e, Done)).t
 
 
 async def test_no_key_cookie_or_token_the_client_sends_reaches_the_recording(tmp_path: Path) -> None:
