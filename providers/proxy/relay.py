@@ -103,10 +103,13 @@ class _Exchange:
     upstream: _Upstreaming | None = None
     reusable: bool = False
     close_client: bool = False
+    last_byte: float = field(default_factory=time.perf_counter)
+    """When the upstream last sent a byte (or the request went out): the read timeout counts from it."""
     resuming: asyncio.Future[None] | None = None
     """The wait for a slow client to drain before the upstream is read again."""
 
     def upstream_data(self, data: bytes, t: float) -> None:
+        self.last_byte = time.perf_counter()
         if self.finished.done():
             return
         if self.head is None:
@@ -217,8 +220,10 @@ class ProxyServer:
     """Listens on one address and relays each request to its upstream (:class:`Routes`)."""
 
     def __init__(self, routes: Routes, observe: ObserverFactory | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, read_timeout: float = READ_TIMEOUT_S) -> None:
         self.routes = routes
+        self.read_timeout = read_timeout
+        """Seconds of the upstream's silence (between bytes, not in all) after which a call fails."""
         self.observe = observe
         self._tls = tls or ssl.create_default_context()
         self._server: asyncio.Server | None = None
@@ -379,6 +384,7 @@ class ProxyServer:
             if observer is not None:
                 observer.ended(time.perf_counter(), "cancelled", "the client went away while sending its request")
             return False
+        exchange.last_byte = time.perf_counter()
         if observer is not None:
             sock = conn.sock
             went = sock.sent_time(sock.sent) if sock is not None else None
@@ -413,12 +419,15 @@ class ProxyServer:
         lost = proto.lost
         while True:
             waiting: set[asyncio.Future[object]] = {exchange.finished, lost}  # type: ignore[arg-type]
-            done, _ = await asyncio.wait(waiting, timeout=READ_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+            idle = time.perf_counter() - exchange.last_byte
+            done, _ = await asyncio.wait(waiting, timeout=max(self.read_timeout - idle, 0.0),
+                                         return_when=asyncio.FIRST_COMPLETED)
             if exchange.finished in done:
                 return exchange.finished.result()
             if lost in done:
                 return "cancelled"
-            exchange._fail(f"the upstream sent nothing for {READ_TIMEOUT_S:.0f} s")
+            if time.perf_counter() - exchange.last_byte >= self.read_timeout:  # silent that long: not between bytes
+                exchange._fail(f"the upstream sent nothing for {self.read_timeout:g} s")
 
     async def _relay_body(self, reader: asyncio.StreamReader, conn: _Upstreaming, end: BodyEnd,
                           observer: Observer | None) -> None:

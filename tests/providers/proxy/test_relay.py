@@ -1,101 +1,16 @@
-"""The proxy's relay: byte for byte both ways, hop-by-hop headers, its own answers, and the client's leaving."""
+"""The proxy's relay: byte for byte both ways, hop-by-hop headers, its own answers (the real-clock ones, each chunk
+forwarded before the next is read and the client's leaving, are in tests/e2e/test_proxy_timing.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
-import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 
 import pytest
+from proxying import SSE, Upstream1, chunked, exchange, proxied, sse_answer
 
 from tokrace.providers.proxy import ProxyServer, Routes, Upstream
 from tokrace.providers.proxy.http1 import BodyEnd, HeadError
-
-
-class Upstream1:
-    """A loopback upstream that records what it was sent and answers with raw bytes a test gives, piece by piece
-    (each piece after the previous one was read by the proxy's client, when ``step`` says so)."""
-
-    def __init__(self, answer: Callable[[bytes], list[bytes]], gap: float = 0.0) -> None:
-        self.answer = answer
-        self.gap = gap
-        self.requests: list[bytes] = []
-        self.closed_at: float | None = None
-        self.server: asyncio.Server | None = None
-        self.url = ""
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                body = await reader.readexactly(length)
-                if b"transfer-encoding: chunked" in head.lower():
-                    while True:
-                        size = int((await reader.readline()).strip(), 16)
-                        body += await reader.readexactly(size + 2)
-                        if size == 0:
-                            break
-                self.requests.append(head + body)
-                for piece in self.answer(head + body):
-                    writer.write(piece)
-                    await writer.drain()
-                    if self.gap:
-                        await asyncio.sleep(self.gap)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            self.closed_at = time.perf_counter()
-            writer.close()
-
-    async def __aenter__(self) -> Upstream1:
-        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-
-
-
-@asynccontextmanager
-async def proxied(upstream: Upstream1) -> AsyncIterator[ProxyServer]:
-    async with ProxyServer(Routes.single(Upstream.parse(upstream.url))) as proxy:
-        yield proxy
-
-
-async def exchange(proxy: ProxyServer, request: bytes, until: bytes = b"0\r\n\r\n") -> bytes:
-    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
-    writer.write(request)
-    await writer.drain()
-    got = b""
-    while until not in got:
-        more = await asyncio.wait_for(reader.read(65536), 5)
-        if not more:
-            break
-        got += more
-    writer.close()
-    return got
-
-
-SSE = (b'event: message_start\ndata: {"type":"message_start"}\n\n: a comment\n\n'
-       b'event: content_block_delta\r\ndata: {"type":"content_block_delta","delta":{"text":"h\\u00e9"}}\r\n\r\n')
-
-
-def chunked(*parts: bytes) -> list[bytes]:
-    return [f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in parts] + [b"0\r\n\r\n"]
-
-
-def sse_answer(request: bytes) -> list[bytes]:
-    head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
-            b"connection: keep-alive\r\nkeep-alive: timeout=5\r\nx-request-id: req_1\r\n\r\n")
-    return [head, *chunked(SSE[:40], SSE[40:])]
 
 
 async def test_a_chunked_sse_answer_arrives_byte_for_byte_and_hop_by_hop_headers_go() -> None:
@@ -157,44 +72,6 @@ async def test_an_unreachable_upstream_is_a_502_saying_so() -> None:
         got = await exchange(proxy, b"POST /v1/chat/completions HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}",
                              until=b"}}")
     assert got.startswith(b"HTTP/1.1 502 ") and b"cannot reach the upstream http://127.0.0.1:9" in got
-
-
-async def test_each_piece_reaches_the_client_before_the_upstream_sends_the_next() -> None:
-    def answer(request: bytes) -> list[bytes]:
-        head, *pieces = sse_answer(request)
-        return [head + pieces[0], *pieces[1:]]
-
-    async with Upstream1(answer, gap=0.2) as up, proxied(up) as proxy:
-        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
-        writer.write(b"POST /v1/messages HTTP/1.1\r\ncontent-length: 0\r\n\r\n")
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-        first = await asyncio.wait_for(reader.read(65536), 0.15)  # long before the next piece is sent
-        writer.close()
-    assert head.startswith(b"HTTP/1.1 200") and first == chunked(SSE[:40])[0]
-
-
-@pytest.mark.parametrize("after_head", [False, True])
-async def test_the_client_leaving_closes_the_upstream_within_100_ms(after_head: bool) -> None:
-    def answer(request: bytes) -> list[bytes]:
-        return sse_answer(request)[:2] if after_head else []
-
-    async with Upstream1(answer) as up, proxied(up) as proxy:
-        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
-        writer.write(b"POST /v1/messages HTTP/1.1\r\ncontent-length: 0\r\n\r\n")
-        if after_head:
-            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-        else:
-            for _ in range(100):
-                if up.requests:
-                    break
-                await asyncio.sleep(0.01)
-        writer.close()
-        left = time.perf_counter()
-        for _ in range(100):
-            if up.closed_at is not None:
-                break
-            await asyncio.sleep(0.005)
-    assert up.closed_at is not None and up.closed_at - left < 0.1
 
 
 def test_a_body_end_finds_a_chunked_end_however_the_bytes_are_split() -> None:
