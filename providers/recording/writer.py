@@ -149,6 +149,15 @@ class Recorder:
             self.problem = f"{self.path}: cannot write the recording ({exc.strerror or exc})"
             raise RecordingError(self.problem) from None
 
+    def also_mask(self, values: Iterable[str]) -> None:
+        """Mask these values too from now on (each at least :data:`MIN_SECRET_LEN` long, and its base64 forms):
+        secrets seen only as the session runs, such as the keys a proxied client sends."""
+        found = {v for v in values if len(v) >= MIN_SECRET_LEN} - set(self._secrets)
+        if found:
+            found.update(form for value in list(found) for form in base64_forms(value))
+            self._secrets = sorted(set(self._secrets) | found, key=len, reverse=True)
+            self._plain.clear()  # a text found plain before may hold one of them
+
     @property
     def closed(self) -> bool:
         """Whether the file is closed: by :meth:`close`, or by a write that failed."""

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from ..timing.clock import Clock
-from .sockets import ArrivalReader
+from ..timing.stamped_sockets import ArrivalReader
 
 
 @dataclass(slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
 import socket
@@ -15,11 +16,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
+from ..model.tiers import MAX_TOKENS_LIMIT
 from ..timing.clock import Clock, RealClock
+from ..timing.stamped_sockets import ArrivalProtocol, ArrivalReader, StampedListener
 from ..timing.stamps import SO_TIMESTAMPNS
 from .faults import FAULT_HEADER, Fault, ServeError
 from .served import Notes, Served
-from .sockets import ArrivalProtocol, ArrivalReader, StampedListener
 from .sources import Source, max_tokens_of, turn_of
 from .wire import FLAVORS, AnthropicWire, ChatWire, Plan, ResponsesWire, Timing, Wire
 
@@ -29,6 +31,9 @@ ROUTES: Final[dict[str, type[Wire]]] = {
     "/v1/messages": AnthropicWire, "/messages": AnthropicWire,
 }
 """The paths the server answers a POST on, and the protocol each speaks."""
+
+LARGE_BODY: Final[int] = 64 * 1024
+"""A request body above this many bytes is planned on a thread (counting its input tokens takes milliseconds)."""
 
 
 class ServeServer:
@@ -198,7 +203,8 @@ class ServeServer:
             await self._json(writer, 400, wire_type.error_body(400, why, rid), rid)
             return keep
         fault = self._fault_for(headers.get(FAULT_HEADER))
-        return await self._stream(reader, writer, wire_type, payload, rid, path, received, fault) and keep
+        return await self._stream(reader, writer, wire_type, payload, rid, path, received, fault, len(body)) \
+            and keep
 
     def _fault_for(self, asked: str | None) -> Fault | None:
         spec = asked
@@ -226,9 +232,23 @@ class ServeServer:
         await writer.drain()
 
     async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, wire_type: type[Wire],
-                      body: dict[str, Any], rid: str, path: str, received: float, fault: Fault | None) -> bool:
-        """Stream one answer at its planned times; False when the connection must not be reused."""
-        plan = self.source.plan(body, max_tokens_of(body, self.max_tokens), turn_of(body))
+                      body: dict[str, Any], rid: str, path: str, received: float, fault: Fault | None,
+                      size: int = 0) -> bool:
+        """Stream one answer at its planned times; False when the connection must not be reused.
+
+        The answer runs to the server's own length (``max_tokens``, 400 by default) and ends as a model's does
+        (``stop``), unless the request's limit is lower: an agent asking for up to 32,000 tokens to "say hello"
+        gets an answer, not 32,000 tokens cut at its limit. A large body's input tokens are counted on a thread:
+        the plan's times run from the request's arrival, and the other streams go on meanwhile."""
+        asked = max_tokens_of(body, MAX_TOKENS_LIMIT)
+        limit = min(asked, self.max_tokens)
+        turn = turn_of(body)
+        if size > LARGE_BODY:
+            plan = await asyncio.to_thread(self.source.plan, body, limit, turn)
+        else:
+            plan = self.source.plan(body, limit, turn)
+        if limit < asked and plan.finish == "length" and plan.output_tokens >= limit:
+            plan = dataclasses.replace(plan, finish="stop")
         record = Served(rid, path, 200, received, fault=fault.kind if fault else None)
         self.served.append(record)
         try:

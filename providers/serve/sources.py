@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..adapters.synthetic import Profile, pieces, schedule
 from ..metrics.turn import split_turns
@@ -134,6 +134,28 @@ def _chunk_parts(delta: Delta) -> list[tuple[str, int]]:
     return [(text[i * size // k:(i + 1) * size // k], tokens * (i + 1) // k - tokens * i // k) for i in range(k)]
 
 
+_COUNTS: dict[str, int] = {}
+"""Token counts of long texts already counted: an agent sends its whole conversation again with every request, so
+only the new messages are counted."""
+_COUNTED_CHARS: list[int] = [0]
+COUNTS_KEPT_CHARS: Final[int] = 64 * 1024 * 1024
+"""The most characters of counted texts kept (then the counts start over)."""
+
+
+def _count(text: str) -> int:
+    if len(text) < 256:
+        return len(pieces(text))
+    count = _COUNTS.get(text)
+    if count is None:
+        count = len(pieces(text))
+        if _COUNTED_CHARS[0] + len(text) > COUNTS_KEPT_CHARS:
+            _COUNTS.clear()
+            _COUNTED_CHARS[0] = 0
+        _COUNTS[text] = count
+        _COUNTED_CHARS[0] += len(text)
+    return count
+
+
 def _input_tokens(body: dict[str, Any]) -> int:
     texts: list[str] = []
 
@@ -150,7 +172,7 @@ def _input_tokens(body: dict[str, Any]) -> int:
 
     for key in ("messages", "input", "system", "instructions"):
         walk(body.get(key))
-    return sum(len(pieces(t)) for t in texts)
+    return sum(map(_count, texts))
 
 
 def turn_of(body: dict[str, Any]) -> int:

@@ -29,6 +29,12 @@ def cmd_serve(args: argparse.Namespace, screen: Screen) -> int:
     return serve(args)
 
 
+def cmd_proxy(args: argparse.Namespace, screen: Screen) -> int:
+    from .proxy import cmd_proxy as proxy
+
+    return proxy(args)
+
+
 def cmd_export(args: argparse.Namespace, screen: Screen) -> int:
     from .export import cmd_export as export
 
@@ -68,6 +74,7 @@ COMMANDS: dict[str, Command] = {
     "scenarios": cmd_scenarios,
     "themes": cmd_themes,
     "serve": cmd_serve,
+    "proxy": cmd_proxy,
     "locate": cmd_locate,
     "export": cmd_export,
     "traces": cmd_traces,

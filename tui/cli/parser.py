@@ -288,11 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .export import add_export_parser
     from .locate import add_locate_parser
+    from .proxy import add_proxy_parser
     from .serve import add_serve_parser
     from .traces import add_traces_parser
     from .web import add_web_parser
 
     add_serve_parser(sub)
+    add_proxy_parser(sub)
     add_locate_parser(sub)
     add_export_parser(sub)
     add_traces_parser(sub)

@@ -341,7 +341,7 @@ async def test_a_piece_the_kernel_sends_later_than_it_was_written_counts_as_sent
     core until the kernel gets to it): the record keeps the note until the stamp is in, then takes the stamp, and
     the server waits for the stamps before it hands the record over."""
     from tokrace.providers.serve.served import Notes
-    from tokrace.providers.serve.sockets import ArrivalReader
+    from tokrace.providers.timing.stamped_sockets import ArrivalReader
 
     class Sends:
         """Transmit stamps that come in when the test says: byte end -> when it went out."""
@@ -388,7 +388,7 @@ async def test_a_piece_the_kernel_sends_later_than_it_was_written_counts_as_sent
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the kernel's transmit stamps (SO_TIMESTAMPING) are Linux's")
 def test_a_stamped_connection_says_when_each_byte_went_out_and_none_for_bytes_not_sent_yet() -> None:
-    from tokrace.providers.serve.sockets import StampedConnection
+    from tokrace.providers.timing.stamped_sockets import StampedConnection
 
     with socket.create_server(("127.0.0.1", 0)) as listener:
         client = socket.create_connection(listener.getsockname())

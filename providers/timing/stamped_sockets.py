@@ -1,5 +1,5 @@
-"""The server's stamped sockets: connections that take the kernel's receive and transmit stamps of their bytes, and
-the reader that notes when a request's bytes reached the server."""
+"""Sockets that take the kernel's receive stamp of every read and, on request, the transmit stamp of every send:
+accepted ones (`tokrace serve`, the proxy), connected ones (the proxy's upstream), and the reader noting arrivals."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import weakref
 from collections.abc import Iterable
 from typing import Any, Final, SupportsIndex
 
-from ..timing.clock import Clock
-from ..timing.stamps import TIMESPEC, SendStamps, packet_time
+from .clock import Clock
+from .stamps import TIMESPEC, SendStamps, packet_time
 
 _STAMP_SPACE: Final[int] = socket.CMSG_SPACE(TIMESPEC.size) + socket.CMSG_SPACE(3 * TIMESPEC.size)
 """Room for the kernel's receive stamp (``SO_TIMESTAMPNS``) beside a read, and for the ``SO_TIMESTAMPING`` copy of it

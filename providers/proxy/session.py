@@ -1,0 +1,97 @@
+"""A proxy session: the relay, its book of calls, and the recording they write (a tokrace recording, so also a trace:
+docs/design.md §7, §12); the secrets clients send are masked out of it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from ..model.events import Event
+from ..recording.format import RecordingError
+from ..recording.writer import Recorder
+from .book import SESSION_LOOP, Book
+from .http1 import Head
+from .relay import ProxyServer
+from .routes import Routes
+
+SECRET_HEADERS: Final[frozenset[str]] = frozenset({"authorization", "x-api-key", "api-key", "cookie",
+                                                   "proxy-authorization", "x-goog-api-key"})
+"""Request headers whose values are credentials: masked wherever they might show."""
+
+FLUSH_S: Final[float] = 0.032
+"""How often the recording's kept lines are written (a crash loses at most this much; docs/design.md §7): the
+relay's loop never waits on a write per event."""
+
+
+def header_secrets(head: Head) -> list[str]:
+    """The credential values a request carries (a bearer token also without its scheme; each cookie's value)."""
+    out: list[str] = []
+    for name, value in head.headers:
+        lowered = name.lower()
+        if lowered not in SECRET_HEADERS or not value:
+            continue
+        out.append(value)
+        scheme, _, rest = value.partition(" ")
+        if rest and scheme.lower() in ("bearer", "basic", "token"):
+            out.append(rest.strip())
+        if lowered == "cookie":
+            out.extend(part.partition("=")[2].strip() for part in value.split(";") if "=" in part)
+    return [v for v in out if v]
+
+
+class ProxySession:
+    """Relays to ``routes``, books every model call on a lane of its session, records them to ``record`` (unless
+    ``None``) and hands each event to ``listeners``."""
+
+    def __init__(self, routes: Routes, record: Path | None, *, listeners: list[Callable[[int, Event], None]]
+                 | None = None) -> None:
+        self.routes = routes
+        self.listeners = list(listeners or [])
+        self.recorder: Recorder | None = None
+        self._flusher: asyncio.Future[None] | None = None
+        if record is not None:
+            upstreams = sorted({routes.anthropic.public(), routes.openai.public()})
+            self.recorder = Recorder(record, "", [], scenario=SESSION_LOOP,
+                                     extra={"source": "tokrace proxy", "upstreams": upstreams}, buffered=True)
+        recorder = self.recorder
+        self.book = Book(self._emit, seen=None if recorder is None else
+                         lambda head: recorder.also_mask(header_secrets(head)))
+        self.server = ProxyServer(routes, self.book.observer)
+
+    def _emit(self, lane: int, event: Event) -> None:
+        if self.recorder is not None:
+            self.recorder(lane, event)
+        for listener in self.listeners:
+            listener(lane, event)
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.book.zero = time.perf_counter()
+        await self.server.start(host, port)
+        if self.recorder is not None:
+            self._flusher = asyncio.ensure_future(self._flush_every(FLUSH_S))
+
+    async def _flush_every(self, seconds: float) -> None:
+        assert self.recorder is not None
+        while not self.recorder.closed:
+            await asyncio.sleep(seconds)
+            with contextlib.suppress(RecordingError):  # (kept in the recorder's problem)
+                self.recorder.flush()
+
+    async def close(self) -> None:
+        await self.server.close()
+        self.book.close()
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        if self.recorder is not None:
+            with contextlib.suppress(RecordingError):
+                self.recorder.close()
+
+    @property
+    def problem(self) -> str | None:
+        """Why the recording stopped early, if it did."""
+        return None if self.recorder is None else self.recorder.problem

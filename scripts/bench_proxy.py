@@ -1,0 +1,205 @@
+"""What ``tokrace proxy`` adds, direct vs proxied on loopback, interleaved (docs/performance.md):
+
+- time to the first byte of the answer, added (p50, p99) over N requests each way, each way on one kept-alive
+  connection (as an agent's SDK keeps one);
+- per-chunk forwarding delay (p99) at 750 and 12,000 chunks a second: each chunk carries its send time
+  (``perf_counter_ns``, one clock on one machine), the client notes its arrival;
+- the proxy's CPU per 1,000 chunks (its process's user + system time);
+- the proxy's RSS after a session of M calls with 4 MB request bodies (recording on);
+- ``tokrace serve``'s time to first token against its plan (``--ttft-ms 100``) with 400 KB request bodies, each body
+  new and each the same conversation again (as an agent sends it).
+
+The upstream and the proxy run in processes of their own; the client is this one. Usage:
+``python scripts/bench_proxy.py [--requests 200] [--big-calls 1000]``"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+UPSTREAM = r'''
+import asyncio, sys, time
+async def handle(reader, writer):
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            await reader.readexactly(length)
+            query = head.split(b" ", 2)[1].partition(b"?")[2].decode()
+            opts = dict(p.split("=") for p in query.split("&") if "=" in p)
+            chunks, rate = int(opts.get("chunks", "0")), float(opts.get("rate", "1000"))
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            start = time.perf_counter()
+            for i in range(chunks):
+                due = start + i / rate
+                while (now := time.perf_counter()) < due - 0.002:
+                    await asyncio.sleep(due - now - 0.001)
+                while time.perf_counter() < due:
+                    pass
+                data = f"data: {time.perf_counter_ns()}\n\n".encode()
+                writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+'''
+
+STAMP = re.compile(rb"data: (\d+)\n\n")
+
+
+_KEPT: dict[int, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+"""One kept-alive connection per port, as an agent's SDK keeps one."""
+
+
+async def one(port: int, query: str, body: bytes = b"") -> tuple[float, list[float]]:
+    """(time to the first byte, each chunk's delay from its send to its arrival) of one request, on the port's
+    kept-alive connection."""
+    if port not in _KEPT:
+        _KEPT[port] = await asyncio.open_connection("127.0.0.1", port)
+    reader, writer = _KEPT[port]
+    sent = time.perf_counter()
+    writer.write(f"POST /v1/messages?{query} HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+                 + body)
+    first = await reader.read(1)
+    ttfb = time.perf_counter() - sent
+    delays: list[float] = []
+    buffer = first
+    while not buffer.endswith(b"\r\n0\r\n\r\n"):
+        data = await reader.read(65536)
+        now = time.perf_counter_ns()
+        if not data:
+            raise ConnectionError("the connection closed mid-answer")
+        buffer += data
+        for stamp in STAMP.findall(data):
+            delays.append((now - int(stamp)) / 1e9)
+    return ttfb, delays
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q / 100 * len(values)))]
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def main(requests: int, big_calls: int) -> None:
+    upstream = subprocess.Popen([sys.executable, "-c", UPSTREAM], stdout=subprocess.PIPE, text=True)
+    assert upstream.stdout is not None
+    up_port = int(upstream.stdout.readline())
+    record = Path(tempfile.mkdtemp()) / "bench.jsonl"
+    proxy = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", "proxy", "--port", "0", "--upstream",
+                              f"http://127.0.0.1:{up_port}", "--record", str(record)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proxy.stderr is not None
+    line = proxy.stderr.readline()
+    proxy_port = int(line.rsplit(":", 1)[1])
+    try:
+        for _ in range(20):  # warm both paths
+            await one(up_port, "chunks=1")
+            await one(proxy_port, "chunks=1")
+        direct, proxied = [], []
+        for _ in range(requests):
+            direct.append((await one(up_port, "chunks=1"))[0])
+            proxied.append((await one(proxy_port, "chunks=1"))[0])
+        added = [p - d for p, d in zip(proxied, direct, strict=True)]
+        print(f"time to first byte, {requests} requests each way, interleaved:")
+        print(f"  direct p50 {statistics.median(direct) * 1e3:.3f} ms, proxied p50 "
+              f"{statistics.median(proxied) * 1e3:.3f} ms")
+        print(f"  added p50 {(statistics.median(proxied) - statistics.median(direct)) * 1e3:.3f} ms, "
+              f"p99 {(pct(proxied, 99) - pct(direct, 99)) * 1e3:.3f} ms (pairwise median "
+              f"{statistics.median(added) * 1e3:.3f} ms)")
+        for rate in (750, 12_000):
+            chunks = int(rate * 2)
+            before = cpu_s(proxy.pid)
+            _, via = await one(proxy_port, f"chunks={chunks}&rate={rate}")
+            spent = cpu_s(proxy.pid) - before
+            _, plain = await one(up_port, f"chunks={chunks}&rate={rate}")
+            print(f"per-chunk delay at {rate:,} chunks/s ({chunks:,} chunks): direct p50 "
+                  f"{statistics.median(plain) * 1e3:.3f} / p99 {pct(plain, 99) * 1e3:.3f} ms, proxied p50 "
+                  f"{statistics.median(via) * 1e3:.3f} / p99 {pct(via, 99) * 1e3:.3f} ms; added p99 "
+                  f"{(pct(via, 99) - pct(plain, 99)) * 1e3:.3f} ms; proxy CPU {spent / chunks * 1e3 * 1e3:.0f} ms "
+                  "per 1,000 chunks")
+        body = b'{"model":"m","stream":true,"pad":"' + b"x" * (4 * 1024 * 1024) + b'"}'
+        started = time.perf_counter()
+        for _ in range(big_calls):
+            await one(proxy_port, "chunks=3", body)
+        print(f"RSS after {big_calls} calls with 4 MB bodies: {rss_mb(proxy.pid):.0f} MB "
+              f"({time.perf_counter() - started:.0f} s)")
+    finally:
+        proxy.terminate()
+        upstream.terminate()
+        proxy.wait()
+        upstream.wait()
+
+
+async def serve_ttft(requests: int) -> None:
+    serve = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", "serve", "--port", "0", "--ttft-ms", "100",
+                              "--tok-s", "1000"], stderr=subprocess.PIPE, text=True)
+    assert serve.stderr is not None
+    port = 0
+    while not port:
+        line = serve.stderr.readline()
+        if "Anthropic base_url" in line:
+            port = int(line.split()[2].rsplit(":", 1)[1])
+    try:
+        for label, fresh in (("new bodies", True), ("the same conversation again", False)):
+            errors = []
+            for n in range(requests):
+                text = ("word " * 80_000) + (str(n) if fresh else "")
+                body = json.dumps({"model": "m", "stream": True, "max_tokens": 5,
+                                   "messages": [{"role": "user", "content": text}]}).encode()
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                sent = time.perf_counter()
+                writer.write(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                             + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
+                got = b""
+                while b"content_block_delta" not in got:
+                    more = await reader.read(65536)
+                    if not more:
+                        break
+                    got += more
+                errors.append(time.perf_counter() - sent - 0.100)
+                await reader.read()
+                writer.close()
+            errors.sort()
+            print(f"tokrace serve TTFT error against its 100 ms plan, {len(body) // 1024} KB bodies, {label}: "
+                  f"p50 {statistics.median(errors) * 1e3:+.2f} ms, max {errors[-1] * 1e3:+.2f} ms")
+    finally:
+        serve.terminate()
+        serve.wait()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--big-calls", type=int, default=1000)
+    args = parser.parse_args()
+    asyncio.run(main(args.requests, args.big_calls))
+    asyncio.run(serve_ttft(20))
