@@ -43,6 +43,9 @@ class Step:
     includes_approval: bool = False
     """A tool step whose time includes a person's approval (the format folds the two together)."""
     failed: bool = False
+    unfinished: bool = False
+    """A model call that never finished (its end is unknown): counted with its tokens, an instant on the clock,
+    and never re-timed."""
 
     @property
     def duration(self) -> float:

@@ -226,7 +226,7 @@ def retime_on(trace: Trace, profile: TierProfile) -> Trace:
 
     def duration(step: Step) -> float | None:
         nonlocal kept
-        if step.kind != "model":
+        if step.kind != "model" or step.unfinished:
             return None
         length = profile.model_time(step)
         if length is None:
@@ -235,7 +235,7 @@ def retime_on(trace: Trace, profile: TierProfile) -> Trace:
 
     out = retime(trace, duration, label=f"re-timed on {profile.describe()}")
     for step in out.steps:
-        if step.kind == "model" and step.output_tokens is not None:
+        if step.kind == "model" and step.output_tokens is not None and not step.unfinished:
             step.ttft_s = profile.ttft_time(step)
             step.service_tier = profile.name
     if kept:
