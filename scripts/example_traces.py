@@ -17,14 +17,17 @@ from typing import Any
 MODEL = "gpt-5.6-sol"
 TTFT_S = 1.0
 TOK_S = 750 / 14
-"""Standard Sol as the demo models it: about a second to the first token, then 54 tokens a second."""
+PREFILL_TOK_S = 40_000
+"""Standard Sol as the demo models it: about a second to the first token plus the input at 40,000 tokens a
+second, then 54 tokens a second."""
 
 
 def request(rng: random.Random, t: float, stop: str, out: int | None = None) -> dict[str, Any]:
     out = out if out is not None else rng.randint(80, 1400)
-    ttft = round(TTFT_S * rng.uniform(0.8, 1.4), 3)
+    inp = rng.randint(6000, 60000)
+    ttft = round((TTFT_S + inp / PREFILL_TOK_S) * rng.uniform(0.8, 1.4), 3)
     api = round(ttft + out / (TOK_S * rng.uniform(0.9, 1.1)), 3)
-    return {"t": round(t, 3), "type": "streaming", "model": MODEL, "in": rng.randint(6000, 60000), "out": out,
+    return {"t": round(t, 3), "type": "streaming", "model": MODEL, "in": inp, "out": out,
             "api_time": api, "ttft": ttft, "think_time": 0, "stop": stop}
 
 

@@ -28,9 +28,12 @@ class SetSummary:
     tool_calls: int = 0
     retries: int = 0
     human_steps: int = 0
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = None
+    """Summed over the traces that record them; ``None`` when none does."""
+    cached_input_tokens: int | None = None
+    output_tokens: int | None = None
+    instant_s: float | None = 0.0
+    """The sum of the traces' ``e2e_s`` on an instant tier (the Amdahl bound's denominator)."""
 
     def add(self, a: TraceAnalysis) -> None:
         self.traces += 1
@@ -46,9 +49,11 @@ class SetSummary:
         self.tool_calls += a.tool_calls
         self.retries += a.retries
         self.human_steps += a.human_steps
-        self.input_tokens += a.input_tokens
-        self.cached_input_tokens += a.cached_input_tokens
-        self.output_tokens += a.output_tokens
+        self.instant_s = None if self.instant_s is None or a.instant_e2e_s is None else \
+            self.instant_s + a.instant_e2e_s
+        self.input_tokens = _plus(self.input_tokens, a.input_tokens)
+        self.cached_input_tokens = _plus(self.cached_input_tokens, a.cached_input_tokens)
+        self.output_tokens = _plus(self.output_tokens, a.output_tokens)
 
     @property
     def total_task_s(self) -> float:
@@ -61,8 +66,7 @@ class SetSummary:
     def to_json(self) -> dict[str, Any]:
         """The ``summary.original`` object of docs/design.md §12 (plus the set's totals of calls and tokens)."""
         total = self.total_task_s
-        model = self.seconds["model"]
-        rest = total - model
+        instant = self.instant_s
         return {
             "traces": self.traces,
             "total_task_s": _r(total),
@@ -76,7 +80,7 @@ class SetSummary:
             "human_review_s": _r(self.seconds["human"]),
             "human_share": _r(self.share("human")),
             "model_share": _r(self.share("model")),
-            "amdahl_max_speedup": _r(total / rest) if total > 0 and rest > 1e-9 else None,
+            "amdahl_max_speedup": _r(total / instant) if instant is not None and instant > 1e-9 else None,
             "away_s": _r(self.away_s),
             "breakdown": {k: _r(v) for k, v in self.seconds.items()},
             "calls": self.calls,
@@ -93,6 +97,10 @@ def summarise(analyses: Iterable[TraceAnalysis]) -> SetSummary:
     for a in analyses:
         out.add(a)
     return out
+
+
+def _plus(total: int | None, value: int | None) -> int | None:
+    return total if value is None else (total or 0) + value
 
 
 def _r(value: float | None) -> float | None:
