@@ -241,7 +241,7 @@ def replayable(path: Path, idle_cap: float | None) -> Iterator[tuple[Path, bool]
     found = read_file(path)
     if not found.traces:
         problem = found.problem or "no trace in it"
-        if problem == "not a trace":
+        if problem.startswith("not a trace"):
             raise TokraceError(f"{path}: neither a tokrace recording nor an agent trace tokrace reads")
         raise TokraceError(problem if problem.startswith(str(path)) else f"{path}: {problem}")
     traces = [t for t in found.traces if t.steps][:MAX_LANES]

@@ -42,8 +42,8 @@ def test_a_folder_mixing_every_format_reports_each_file(capsys: pytest.CaptureFi
     assert code == 0
     assert doc["tool"] == "tokrace" and doc["summary"]["original"]["traces"] == len(doc["traces"])
     by_file = {Path(f["file"]).relative_to(folder).as_posix(): f for f in doc["files"]}
-    assert by_file["other/notes.txt"]["problem"] == "not a trace"
-    assert by_file["other/config.json"]["problem"] == "not a trace"
+    assert by_file["other/notes.txt"]["problem"].startswith("not a trace")
+    assert by_file["other/config.json"]["problem"].startswith("not a trace")
     assert "read with its session" in by_file["claude-code/session-b/subagents/agent-a1.jsonl"]["problem"]
     assert {f["format"] for f in doc["files"] if f["traces"]} == {"claude-code", "codex", "otlp", "weka", "tokrace"}
     assert by_file["claude-code/session-a.jsonl"]["skipped"] == 1

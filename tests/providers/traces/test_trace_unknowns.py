@@ -1,0 +1,82 @@
+"""Unknown is not zero: what a trace does not record is said as missing, never shown as a firm answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokrace.providers.model.tiers import Price
+from tokrace.providers.traces.analysis import analyse
+from tokrace.providers.traces.compare import compare
+from tokrace.providers.traces.read import read_file
+from tokrace.providers.traces.retime import TierProfile
+
+
+def rollout(tmp_path: Path, *, usage: bool) -> Path:
+    """A Codex rollout: a prompt, a call with a web search and a shell call, its output, a final answer."""
+    def line(ts: str, kind: str, payload: dict[str, object]) -> str:
+        return json.dumps({"timestamp": f"2026-05-01T12:00:{ts}Z", "type": kind, "payload": payload})
+
+    rows = [line("00.000", "session_meta", {"id": "cdx-web"}),
+            line("00.100", "turn_context", {"model": "gpt-5.6-sol", "approval_policy": "never"}),
+            line("00.200", "event_msg", {"type": "user_message", "message": "find it"}),
+            line("02.000", "response_item", {"type": "web_search_call", "id": "ws_1", "status": "completed"}),
+            line("03.000", "response_item", {"type": "function_call", "call_id": "c1", "name": "shell"}),
+            line("07.000", "response_item", {"type": "function_call_output", "call_id": "c1", "output": "ok"}),
+            line("09.000", "response_item", {"type": "message", "role": "assistant", "content": []})]
+    if usage:
+        info = {"last_token_usage": {"input_tokens": 100, "output_tokens": 10},
+                "total_token_usage": {"input_tokens": 100, "output_tokens": 10}}
+        rows.insert(5, line("03.500", "event_msg", {"type": "token_count", "info": info}))
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_codex_web_searches_are_tool_calls(tmp_path: Path) -> None:
+    t = read_file(rollout(tmp_path, usage=True)).traces[0]
+    a = analyse(t)
+    assert a.tool_calls == 2 and {s.label for s in t.steps if s.kind == "tool"} == {"web_search", "shell"}
+    assert any("1 web search ran inside the model's answers" in n for n in t.notes)
+
+
+def test_a_rollout_without_token_counts_has_null_tokens_and_a_verdict_that_blames_no_price(tmp_path: Path) -> None:
+    t = read_file(rollout(tmp_path, usage=False)).traces[0]
+    a = analyse(t)
+    data = a.to_json()
+    assert data["input_tokens"] is None and data["output_tokens"] is None and data["cached_input_tokens"] is None
+    assert any("no token counts recorded" in n for n in t.notes)
+    tier = TierProfile("Sol standard", ttft_s=1.0, tok_s=54.0, prefill_tok_s=40_000.0, price=Price(5.0, 30.0))
+    cmp = compare([t], [tier], original_price=Price(5.0, 30.0))
+    assert "has no price" not in cmp.verdict and "would have saved" not in cmp.verdict
+    assert cmp.verdict.startswith("On this trace, the model's 2 calls record no token counts, so the model's "
+                                  "time cannot be re-timed on another tier; of ")
+    assert "tools " in cmp.verdict
+
+
+def test_a_partly_counted_set_names_the_calls_without_tokens_not_the_price(tmp_path: Path) -> None:
+    counted = read_file(rollout(tmp_path, usage=True)).traces[0]
+    other = tmp_path / "b"
+    other.mkdir()
+    bare = read_file(rollout(other, usage=False)).traces[0]
+    tier = TierProfile("fast", ttft_s=0.1, tok_s=500.0, prefill_tok_s=1e6, price=Price(5.0, 30.0))
+    cmp = compare([counted, bare], [tier], original_price=Price(5.0, 30.0))
+    assert "at a cost not known (3 of 4 model calls record no token counts)" in cmp.verdict
+    assert "3 of 4 model calls record no token counts: they keep their recorded time on every tier." in cmp.verdict
+
+
+def test_not_a_trace_names_the_formats_what_the_file_looked_like_and_format(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"level": "info", "msg": "\\u001b[31mhi"}\n')
+    problem = read_file(path).problem or ""
+    assert problem.startswith("not a trace: its first line is a JSON object with keys 'level', 'msg'; ")
+    assert "claude-code" in problem and "weka" in problem and "--format NAME" in problem
+
+
+def test_a_file_nested_too_deeply_is_one_plain_sentence(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    for fmt in ("otlp", "weka"):
+        problem = read_file(path, fmt).problem or ""
+        assert "nested too deeply to read" in problem
+        assert "Recursion" not in problem and "maximum" not in problem
