@@ -60,6 +60,8 @@ class _Session:
     humans: list[tuple[float, float]] = field(default_factory=list)
     retries: list[tuple[str, float, float]] = field(default_factory=list)
     session: str = ""
+    first: float | None = None
+    """The session file's first timestamp (a ``/clear`` or a command can come long before the first prompt)."""
     skipped: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -91,6 +93,8 @@ def _read_lines(path: Path, into: _Session, default_chain: str | None) -> None:
             lines.skip("a line without a timestamp")
             continue
         into.session = into.session or str(obj.get("sessionId") or "")
+        if default_chain is None and (into.first is None or t < into.first):
+            into.first = t
         uuid = obj.get("uuid") if isinstance(obj.get("uuid"), str) else None
         parent = obj.get("parentUuid") if isinstance(obj.get("parentUuid"), str) else None
         if obj.get("isSidechain") is True:
@@ -236,6 +240,11 @@ def _build(path: Path, s: _Session) -> Trace:
             chains.add("tool", tool.start, tool.end if tool.end is not None else tool.start, chain=tool.chain,
                        label=label, id=tid, includes_approval=True, failed=tool.failed)
     notes = list(s.notes)
+    starts = [step.start for step in chains.steps]
+    if s.first is not None and starts and s.first < min(starts):
+        chains.add("human", s.first, min(starts), label="before the first prompt")
+        notes.append(f"{min(starts) - s.first:.1f} s from the file's first line to the first prompt (after /clear "
+                     "or a command): the person's, past the idle cap away")
     if unanswered:
         notes.append(f"{unanswered} tool call(s) without a result (the session ended first): counted as instants")
     notes.append("no TTFT recorded; tool times include any permission prompt")

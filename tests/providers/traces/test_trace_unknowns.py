@@ -80,3 +80,22 @@ def test_a_file_nested_too_deeply_is_one_plain_sentence(tmp_path: Path) -> None:
         problem = read_file(path, fmt).problem or ""
         assert "nested too deeply to read" in problem
         assert "Recursion" not in problem and "maximum" not in problem
+
+
+def test_claude_code_time_before_the_first_prompt_is_kept(tmp_path: Path) -> None:
+    def line(ts: str, kind: str, **kw: object) -> str:
+        return json.dumps({"type": kind, "timestamp": f"2026-05-01T{ts}Z", "sessionId": "s1", "uuid": ts, **kw})
+
+    rows = [line("10:00:00.000", "user", message={"role": "user",
+                                                  "content": "<command-name>/clear</command-name>"}),
+            line("10:00:00.100", "system", subtype="local_command", content="cleared"),
+            line("10:55:00.000", "user", message={"role": "user", "content": "fix the test"}),
+            line("10:55:05.000", "assistant", message={"id": "m1", "model": "claude-opus-4-7", "content": [],
+                                                        "usage": {"input_tokens": 10, "output_tokens": 5}})]
+    path = tmp_path / "s1.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    t = read_file(path).traces[0]
+    a = analyse(t, idle_cap_s=600)
+    assert a.e2e_s + a.away_s == 3305.0  # the file's span: nothing vanishes
+    assert a.away_s == 3300.0 - 600.0 and a.breakdown["human"] == 600.0
+    assert any("from the file's first line to the first prompt" in n for n in t.notes)
