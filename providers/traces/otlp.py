@@ -119,7 +119,10 @@ def _spans_of(doc: Any, into: dict[str, dict[str, _Span]], counts: dict[str, int
                 if span is None:
                     counts["skipped"] += 1
                     continue
-                into.setdefault(str(raw.get("traceId") or ""), {})[span.id] = span
+                spans_of_trace = into.setdefault(str(raw.get("traceId") or ""), {})
+                if span.id in spans_of_trace:
+                    counts["duplicates"] = counts.get("duplicates", 0) + 1  # the later copy is kept
+                spans_of_trace[span.id] = span
 
 
 def _span(raw: Any) -> _Span | None:
@@ -158,6 +161,8 @@ def read(path: Path) -> Iterator[Trace]:
         notes += lines.notes()
     else:
         _spans_of(load_document(path), traces, counts)
+    if counts.get("duplicates"):
+        notes.append(f"{counts['duplicates']} span id(s) seen twice: each counted once (the later copy)")
     if not traces:
         yield Trace(file=str(path), format=NAME, skipped=counts["skipped"],
                     notes=[*notes, "no spans"] if not counts["skipped"] else notes)
@@ -219,6 +224,14 @@ def _trace(path: Path, trace_id: str, spans: dict[str, _Span], skipped: int, not
         else:
             label = s.attrs.get("tokrace.label") or s.role
             chains.add(s.role, s.start, s.end, chain=chain, label=str(label), id=s.id)  # type: ignore[arg-type]
+    roots = [s for s in spans.values() if s.parent not in spans and not s.role]
+    if chains.steps and roots:
+        # the root span is what the user waited for: its time outside every step is wait, never dropped
+        root = max(roots, key=lambda r: r.end - r.start)
+        first, last = min(st.start for st in chains.steps), max(st.end for st in chains.steps)
+        if root.start < first - 1e-9 or root.end > last + 1e-9:
+            chains.add("wait", root.start, root.end, label=root.name or "root span")
+            notes = [*notes, f"wall time from the root span {root.name!r} ({root.end - root.start:.3f} s)"]
     _retries(chains)
     notes = [*notes, "approvals and people are recorded only where a span says so (tokrace.step.kind)"]
     return Trace(file=str(path), format=NAME, session=session or trace_id, steps=chains.finish(),

@@ -99,3 +99,27 @@ def test_claude_code_time_before_the_first_prompt_is_kept(tmp_path: Path) -> Non
     assert a.e2e_s + a.away_s == 3305.0  # the file's span: nothing vanishes
     assert a.away_s == 3300.0 - 600.0 and a.breakdown["human"] == 600.0
     assert any("from the file's first line to the first prompt" in n for n in t.notes)
+
+
+def otlp_span(sid: str, parent: str, name: str, start: float, end: float, **attrs: object) -> dict[str, object]:
+    return {"traceId": "t1", "spanId": sid, "parentSpanId": parent, "name": name,
+            "startTimeUnixNano": str(int(start * 1e9)), "endTimeUnixNano": str(int(end * 1e9)),
+            "attributes": [{"key": k, "value": {"stringValue": v} if isinstance(v, str) else {"intValue": v}}
+                           for k, v in attrs.items()]}
+
+
+def test_otlp_wall_time_is_the_root_span_and_a_duplicated_span_gives_a_note(tmp_path: Path) -> None:
+    spans = [otlp_span("r", "", "POST /invoke", 0.0, 3.876),
+             otlp_span("a", "r", "invoke_agent helper", 0.2, 3.705, **{"gen_ai.operation.name": "invoke_agent"}),
+             otlp_span("m", "a", "chat gpt", 0.3, 3.6, **{"gen_ai.operation.name": "chat",
+                                                          "gen_ai.usage.output_tokens": 20}),
+             otlp_span("m", "a", "chat gpt", 0.3, 3.6, **{"gen_ai.operation.name": "chat",
+                                                          "gen_ai.usage.output_tokens": 20})]
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+    path = tmp_path / "kagent.json"
+    path.write_text(json.dumps(doc, indent=1))
+    t = read_file(path).traces[0]
+    a = analyse(t)
+    assert round(a.e2e_s, 6) == 3.876 and a.calls == 1 and a.output_tokens == 20
+    assert round(a.model_share or 0, 2) == 0.85
+    assert any("1 span id(s) seen twice" in n for n in t.notes)
