@@ -31,5 +31,6 @@ def demo_tiers() -> list[TierSpec]:
         TierSpec(name="Sol priority", provider="synthetic", model="gpt-5.6-sol", service_tier="priority",
                  options={"ttft_ms": 600, "tok_s": 2 * 750 / 14, "prefill_tok_s": 80_000, "jitter": 0.12, "seed": 2}),
         TierSpec(name="Sol ultrafast", provider="synthetic", model="gpt-5.6-sol", service_tier="ultrafast",
-                 options={"ttft_ms": 180, "tok_s": 750, "prefill_tok_s": 400_000, "jitter": 0.1, "seed": 3, "tokens_per_event": 3}),
+                 options={"ttft_ms": 180, "tok_s": 750, "prefill_tok_s": 400_000, "jitter": 0.1, "seed": 3,
+                          "tokens_per_event": 3}),
     ]

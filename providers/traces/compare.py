@@ -246,8 +246,9 @@ class Comparer:
             source = "the configured tier with the same model"
         else:
             source = "none (give --original-price IN,OUT[,CACHED])"
-        return Comparison(rows=rows, profiles=self.profiles, columns=columns, verdict=verdict(columns, self.kept_calls, self.profiles),
-                          original_price=source, seed=self.seed, idle_cap_s=self.idle_cap_s,
+        return Comparison(rows=rows, profiles=self.profiles, columns=columns,
+                          verdict=verdict(columns, self.kept_calls, self.profiles), original_price=source,
+                          seed=self.seed, idle_cap_s=self.idle_cap_s,
                           kept_calls=self.kept_calls)
 
 

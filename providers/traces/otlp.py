@@ -115,14 +115,19 @@ def _spans_of(doc: Any, into: dict[str, dict[str, _Span]], counts: dict[str, int
         for scope in scopes if isinstance(scopes, list) else []:
             spans = scope.get("spans") if isinstance(scope, dict) else None
             for raw in spans if isinstance(spans, list) else []:
-                span = _span(raw)
-                if span is None:
-                    counts["skipped"] += 1
-                    continue
-                spans_of_trace = into.setdefault(str(raw.get("traceId") or ""), {})
-                if span.id in spans_of_trace:
-                    counts["duplicates"] = counts.get("duplicates", 0) + 1  # the later copy is kept
-                spans_of_trace[span.id] = span
+                add_span(raw, into, counts)
+
+
+def add_span(raw: Any, into: dict[str, dict[str, _Span]], counts: dict[str, int]) -> None:
+    """One OTLP JSON span into its trace's spans; one that cannot be read is counted, one seen twice noted."""
+    span = _span(raw)
+    if span is None:
+        counts["skipped"] += 1
+        return
+    spans_of_trace = into.setdefault(str(raw.get("traceId") or ""), {})
+    if span.id in spans_of_trace:
+        counts["duplicates"] = counts.get("duplicates", 0) + 1  # the later copy is kept
+    spans_of_trace[span.id] = span
 
 
 def _span(raw: Any) -> _Span | None:
@@ -161,14 +166,22 @@ def read(path: Path) -> Iterator[Trace]:
         notes += lines.notes()
     else:
         _spans_of(load_document(path), traces, counts)
+    yield from traces_of(path, traces, counts, notes, NAME)
+
+
+def traces_of(path: Path, traces: dict[str, dict[str, _Span]], counts: dict[str, int], notes: list[str],
+              name: str) -> Iterator[Trace]:
+    """A trace per trace id from spans read (by this reader or another that gives OTLP-shaped spans)."""
     if counts.get("duplicates"):
         notes.append(f"{counts['duplicates']} span id(s) seen twice: each counted once (the later copy)")
     if not traces:
-        yield Trace(file=str(path), format=NAME, skipped=counts["skipped"],
+        yield Trace(file=str(path), format=name, skipped=counts["skipped"],
                     notes=[*notes, "no spans"] if not counts["skipped"] else notes)
         return
     for n, (trace_id, spans) in enumerate(traces.items()):
-        yield _trace(path, trace_id, spans, counts["skipped"] if n == 0 else 0, notes if n == 0 else [])
+        trace = _trace(path, trace_id, spans, counts["skipped"] if n == 0 else 0, notes if n == 0 else [])
+        trace.format = name
+        yield trace
 
 
 def _trace(path: Path, trace_id: str, spans: dict[str, _Span], skipped: int, notes: list[str]) -> Trace:

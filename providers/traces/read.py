@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from . import claude_code, codex, otlp, tokrace_recording, weka
+from . import claude_code, codex, gemini_cli, otel_sdk, otlp, tokrace_recording, weka
 from .model import Trace
 from .reader_tools import TraceError, head, head_objects
 
@@ -18,6 +18,8 @@ READERS: Final[dict[str, Callable[[Path], Iterator[Trace]]]] = {
     claude_code.NAME: claude_code.read,
     codex.NAME: codex.read,
     weka.NAME: weka.read,
+    gemini_cli.NAME: gemini_cli.read,
+    otel_sdk.NAME: otel_sdk.read,
 }
 """Every format read, by the name ``--format`` takes."""
 
@@ -40,6 +42,10 @@ def detect(path: Path) -> str | None:
         return claude_code.NAME
     if weka.sniff_text(data):
         return weka.NAME
+    if gemini_cli.sniff_text(data):
+        return gemini_cli.NAME
+    if otel_sdk.sniff_text(data):
+        return otel_sdk.NAME
     return None
 
 

@@ -45,7 +45,8 @@ def test_a_folder_mixing_every_format_reports_each_file(capsys: pytest.CaptureFi
     assert by_file["other/notes.txt"]["problem"].startswith("not a trace")
     assert by_file["other/config.json"]["problem"].startswith("not a trace")
     assert "read with its session" in by_file["claude-code/session-b/subagents/agent-a1.jsonl"]["problem"]
-    assert {f["format"] for f in doc["files"] if f["traces"]} == {"claude-code", "codex", "otlp", "weka", "tokrace"}
+    assert {f["format"] for f in doc["files"] if f["traces"]} == {"claude-code", "codex", "otlp", "weka", "tokrace",
+                                                                  "gemini-cli", "otel-sdk"}
     assert by_file["claude-code/session-a.jsonl"]["skipped"] == 1
     assert by_file["otlp/collector-export.jsonl"] == {**by_file["otlp/collector-export.jsonl"], "traces": 2,
                                                       "skipped": 2, "format": "otlp"}
