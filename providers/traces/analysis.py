@@ -235,17 +235,20 @@ def _instant_e2e(trace: Trace, idle_cap_s: float) -> float:
 
 
 def step_cost_usd(step: Step, price: Price | None) -> float | None:
-    """USD for one model step at ``price`` (cached input at its own price); ``None`` without a price or usage."""
+    """USD for one model step at ``price``: cached input at the cached price and cache writes at the cache-write
+    price, each at the input price where the tier has none; ``None`` without a price or usage."""
     if price is None or step.kind != "model" or (step.input_tokens is None and step.output_tokens is None):
         return None
     if price.output is None and price.input is None:
         return None
     inp = step.input_tokens or 0
     cached = min(step.cached_input_tokens or 0, inp)
+    writes = min(step.cache_write_tokens or 0, inp - cached)
     total = (step.output_tokens or 0) * (price.output or 0.0)
     if price.input is not None:
         cached_price = price.cached_input if price.cached_input is not None else price.input
-        total += (inp - cached) * price.input + cached * cached_price
+        write_price = price.cache_write if price.cache_write is not None else price.input
+        total += (inp - cached - writes) * price.input + cached * cached_price + writes * write_price
     return total / 1_000_000
 
 

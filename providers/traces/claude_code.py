@@ -226,7 +226,7 @@ def _build(path: Path, s: _Session) -> Trace:
             total_in = None if uncached is None and cached is None else (uncached or 0) + (cached or 0) + (
                 created or 0)
             chains.add("model", item.start, item.end, chain=item.chain, label=item.model or "",
-                       model=item.model, input_tokens=total_in, cached_input_tokens=cached,
+                       model=item.model, input_tokens=total_in, cached_input_tokens=cached, cache_write_tokens=created,
                        output_tokens=u.get("output_tokens"), service_tier=item.tier, failed=item.failed)
         elif isinstance(item, tuple) and item[0] == "human":
             chains.add("human", item[1], item[2], label="person")

@@ -110,6 +110,8 @@ class Comparison:
     idle_cap_s: float
     kept_calls: int = 0
     """Model calls with no output token count: they keep their recorded duration on every tier."""
+    original_prices: dict[str, Price] = field(default_factory=dict)
+    """The prices the original was costed at, by where they came from (``--original-price`` or a model)."""
 
 
 def _r(value: float | None) -> float | None:
@@ -240,16 +242,18 @@ class Comparer:
                 column.speedup = columns[0].total_task_s / column.total_task_s
             column.ci95 = bootstrap_ci(originals, [a.e2e_s for a in on], seed=self.seed + i)
             columns.append(column)
+        used = {m: self.tier_prices[m] for r in rows for m in r.original.models if m in self.tier_prices}
+        prices = {"--original-price": self.original_price} if self.original_price is not None else used
         if self.original_price is not None:
             source = "--original-price"
         elif any(m in self.tier_prices for r in rows for m in r.original.models):
             source = "the configured tier with the same model"
         else:
-            source = "none (give --original-price IN,OUT[,CACHED])"
+            source = "none (give --original-price IN,OUT[,CACHED[,WRITE]])"
         return Comparison(rows=rows, profiles=self.profiles, columns=columns,
                           verdict=verdict(columns, self.kept_calls, self.profiles), original_price=source,
                           seed=self.seed, idle_cap_s=self.idle_cap_s,
-                          kept_calls=self.kept_calls)
+                          kept_calls=self.kept_calls, original_prices=prices)
 
 
 def compare(traces: Sequence[Trace], profiles: Sequence[TierProfile], *, original_price: Price | None = None,
@@ -281,6 +285,19 @@ def duration_unit(seconds: float) -> tuple[float, str]:
 def amount(seconds: float, unit: tuple[float, str]) -> str:
     value = seconds / unit[0]
     return f"{value:.1f} {unit[1]}" if value < 100 else f"{value:.0f} {unit[1]}"
+
+
+def price_text(price: Price | None) -> str:
+    """Which price each kind of token gets, in USD per million: input, cached input, cache writes, output."""
+    if price is None or (price.input is None and price.output is None):
+        return "no price"
+
+    def usd(v: float | None) -> str:
+        return "not priced" if v is None else f"${v:g}"
+
+    cached = usd(price.cached_input) if price.cached_input is not None else "at the input price (none set)"
+    write = usd(price.cache_write) if price.cache_write is not None else "at the input price (none set)"
+    return f"input {usd(price.input)}, cached input {cached}, cache writes {write}, output {usd(price.output)} per M"
 
 
 def money(usd: float) -> str:

@@ -34,6 +34,8 @@ class Step:
     input_tokens: int | None = None
     """Input tokens of a model call, cached ones included."""
     cached_input_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    """The part of ``input_tokens`` written to a prompt cache (priced at the cache-write price where set)."""
     output_tokens: int | None = None
     """Output tokens of a model call, reasoning included."""
     reasoning_tokens: int | None = None

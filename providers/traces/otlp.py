@@ -30,6 +30,8 @@ USAGE_KEYS: Final[dict[str, tuple[str, ...]]] = {
     "input": ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
     "cached": ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
                "llm.token_count.prompt_details.cache_read"),
+    "cache_write": ("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens",
+                    "llm.token_count.prompt_details.cache_write"),
     "output": ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"),
     "reasoning": ("gen_ai.usage.reasoning.output_tokens", "llm.token_count.completion_details.reasoning"),
 }
@@ -265,6 +267,7 @@ def _model(chains: Chains, s: _Span, chain: str, ancestors: Any) -> None:
     tier = s.attrs.get("openai.response.service_tier") or s.attrs.get("gen_ai.openai.response.service_tier")
     chains.add("model", s.start, s.end, chain=chain, label=model or "", id=s.id, model=model,
                input_tokens=usage["input"], cached_input_tokens=usage["cached"], output_tokens=usage["output"],
+               cache_write_tokens=usage["cache_write"],
                reasoning_tokens=usage["reasoning"],
                ttft_s=ttft if ttft is not None and 0 <= ttft <= s.end - s.start + 1e-9 else None,
                service_tier=str(tier) if tier else None, failed=s.error)

@@ -32,6 +32,9 @@ class SetSummary:
     """Summed over the traces that record them; ``None`` when none does."""
     cached_input_tokens: int | None = None
     output_tokens: int | None = None
+    notes: dict[str, int] = field(default_factory=dict)
+    """Each distinct note of the traces (what a format does not record, what was skipped) and how many traces
+    carry it; notes naming a file are kept whole."""
     instant_s: float | None = 0.0
     """The sum of the traces' ``e2e_s`` on an instant tier (the Amdahl bound's denominator)."""
 
@@ -54,6 +57,12 @@ class SetSummary:
         self.input_tokens = _plus(self.input_tokens, a.input_tokens)
         self.cached_input_tokens = _plus(self.cached_input_tokens, a.cached_input_tokens)
         self.output_tokens = _plus(self.output_tokens, a.output_tokens)
+
+    def note(self, format: str, notes: Iterable[str]) -> None:
+        """Count a trace's notes, each under its format's name."""
+        for text in dict.fromkeys(notes):
+            key = f"{format}: {text}"
+            self.notes[key] = self.notes.get(key, 0) + 1
 
     @property
     def total_task_s(self) -> float:

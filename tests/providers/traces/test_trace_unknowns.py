@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tokrace.providers.model.tiers import Price
 from tokrace.providers.traces.analysis import analyse
 from tokrace.providers.traces.compare import compare
@@ -123,3 +125,24 @@ def test_otlp_wall_time_is_the_root_span_and_a_duplicated_span_gives_a_note(tmp_
     assert round(a.e2e_s, 6) == 3.876 and a.calls == 1 and a.output_tokens == 20
     assert round(a.model_share or 0, 2) == 0.85
     assert any("1 span id(s) seen twice" in n for n in t.notes)
+
+
+def test_each_token_kind_gets_its_own_price_and_the_footnotes_say_which() -> None:
+    from tokrace.providers.traces.analysis import step_cost_usd
+    from tokrace.providers.traces.model import Step, Trace
+    from tokrace.providers.traces.report import footnotes
+
+    # 1,000 input of which 600 cache reads and 300 cache writes, 100 output
+    step = Step("m", "model", 0, 1, input_tokens=1000, cached_input_tokens=600, cache_write_tokens=300,
+                output_tokens=100)
+    full = Price(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75)
+    assert step_cost_usd(step, full) == pytest.approx((100 * 3 + 600 * 0.3 + 300 * 3.75 + 100 * 15) / 1e6)
+    bare = Price(input=3.0, output=15.0)  # no cached or cache-write price: both at the input price
+    assert step_cost_usd(step, bare) == pytest.approx((1000 * 3 + 100 * 15) / 1e6)
+    tier = TierProfile("fast", ttft_s=0.1, tok_s=500.0, prefill_tok_s=1e6, price=bare)
+    cmp = compare([Trace(file="t", format="test", steps=[step])], [tier], original_price=full)
+    notes = footnotes(cmp)
+    assert ("original price: --original-price; --original-price: input $3, cached input $0.3, cache writes $3.75, "
+            "output $15 per M") in notes
+    assert ("fast price: input $3, cached input at the input price (none set), cache writes at the input price "
+            "(none set), output $15 per M") in notes
