@@ -120,7 +120,9 @@ def _read_lines(path: Path, into: _Session, default_chain: str | None) -> None:
                     tool.end = t
                     tool.failed = block.get("is_error") is True
             prompt = not results and not obj.get("isMeta") and (isinstance(content, str) or bool(blocks))
-            if prompt and chain in last_answer:  # a person's next message after an answer
+            if prompt and chain in last_answer and chain == MAIN_CHAIN:
+                # a person's next message after an answer (a sub-agent's next message comes from its parent
+                # agent, not a person: its gap is the sub-agent's own wait)
                 into.humans.append((last_answer[chain], t))
             resume[chain] = t
         elif obj.get("subtype") == "api_error":

@@ -146,3 +146,29 @@ def test_each_token_kind_gets_its_own_price_and_the_footnotes_say_which() -> Non
             "output $15 per M") in notes
     assert ("fast price: input $3, cached input at the input price (none set), cache writes at the input price "
             "(none set), output $15 per M") in notes
+
+
+def test_a_sub_agents_next_message_is_not_a_persons_time(tmp_path: Path) -> None:
+    def line(ts: str, kind: str, uuid: str, **kw: object) -> str:
+        return json.dumps({"type": kind, "timestamp": f"2026-05-01T10:00:{ts}Z", "sessionId": "s2", "uuid": uuid,
+                           **kw})
+
+    def answer(ts: str, uuid: str, mid: str, side: bool = False) -> str:
+        return line(ts, "assistant", uuid, isSidechain=side, message={
+            "id": mid, "model": "m", "content": [], "usage": {"input_tokens": 10, "output_tokens": 5}})
+
+    rows = [line("00.000", "user", "u1", message={"role": "user", "content": "go"}),
+            answer("02.000", "a1", "m1"),
+            # a sub-agent, inline: its prompt, its answer, then its parent's follow-up message
+            line("02.500", "user", "s1", isSidechain=True, message={"role": "user", "content": "search"}),
+            answer("04.000", "s2", "m2", side=True),
+            line("10.000", "user", "s3", parentUuid="s2", isSidechain=True,
+                 message={"role": "user", "content": "and the tests?"}),
+            answer("12.000", "s4", "m3", side=True),
+            line("20.000", "user", "u2", message={"role": "user", "content": "thanks"}),
+            answer("21.000", "a2", "m4")]
+    path = tmp_path / "s2.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    t = read_file(path).traces[0]
+    humans = [(s.start, s.end, s.chain) for s in t.steps if s.kind == "human"]
+    assert humans == [(2.0, 20.0, "main")]  # the person's gap only: 10:00:02 → 10:00:20
