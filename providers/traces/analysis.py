@@ -82,6 +82,9 @@ class TraceAnalysis:
     instant_e2e_s: float | None = None
     """``e2e_s`` of the trace re-timed on an instant tier (TTFT 0, an infinite rate): what no model can beat.
     Model calls without an output token count keep their recorded time there too."""
+    parallel_s: dict[str, float] = field(default_factory=dict)
+    """Seconds of work per kind (model, tool, human) beyond what the breakdown counts: steps that ran beside
+    other work (parallel sub-agents, parallel tools), off the wall time. Human seconds are capped."""
     ttfts: tuple[float, ...] = field(default=(), repr=False)
     """Every recorded TTFT (for percentiles over a set of traces)."""
 
@@ -101,6 +104,7 @@ class TraceAnalysis:
             "e2e_s": _r(self.e2e_s),
             "away_s": _r(self.away_s),
             "breakdown": {k: _r(v) for k, v in self.breakdown.items()},
+            "parallel_s": {k: _r(v) for k, v in self.parallel_s.items()},
             "model_share": _r(self.model_share),
             "amdahl_max_speedup": _r(self.amdahl_max_speedup),
             "ttft_s": {"p50": _r(self.ttft_p50), "p90": _r(self.ttft_p90)},
@@ -214,6 +218,11 @@ def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = 
             cost += step_cost
             priced = True
     instant = _instant_e2e(trace, idle_cap_s) if bound and e2e > 0 else None
+    work = dict.fromkeys(("model", "tool", "human"), 0.0)
+    for s in trace.steps:
+        if s.kind in work and s.end > s.start:
+            work[s.kind] += min(s.end - s.start, idle_cap_s) if s.kind == "human" else s.end - s.start
+    parallel = {k: max(v - breakdown[k], 0.0) for k, v in work.items()}
     return TraceAnalysis(
         e2e_s=e2e, away_s=away, breakdown=breakdown, calls=counts["model"], tool_calls=counts["tool"],
         human_steps=counts["human"], retries=counts["retry"], failed_tools=failed_tools,
@@ -221,7 +230,7 @@ def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = 
         reasoning_tokens=tokens["reasoning"], models=tuple(models),
         model_share=model_s / e2e if e2e > 0 else None,
         amdahl_max_speedup=e2e / instant if instant is not None and instant > 1e-9 else None,
-        instant_e2e_s=instant,
+        instant_e2e_s=instant, parallel_s=parallel,
         ttft_p50=percentile(ttfts, 50) if ttfts else None, ttft_p90=percentile(ttfts, 90) if ttfts else None,
         ttft_recorded=len(ttfts), cost_usd=cost if priced else None, ttfts=tuple(ttfts))
 

@@ -64,6 +64,9 @@ class _Session:
     """The session file's first timestamp (a ``/clear`` or a command can come long before the first prompt)."""
     skipped: int = 0
     notes: list[str] = field(default_factory=list)
+    tool_calls: dict[str, str] = field(default_factory=dict)
+    """Each tool id and the call (message) it was seen in: one seen in another call too is a repeat."""
+    repeated: int = 0
 
 
 def _usage_of(message: Any) -> dict[str, int]:
@@ -153,6 +156,9 @@ def _assistant(obj: dict[str, Any], message: Any, t: float, chain: str, into: _S
     content = dig(message, "content")
     for block in content if isinstance(content, list) else []:
         if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+            seen_in = into.tool_calls.setdefault(block["id"], key)
+            if seen_in != key:
+                into.repeated += 1  # the same tool id in another call: the first one is kept
             into.tools.setdefault(block["id"], _Tool(chain, t, str(block.get("name") or "tool")))
 
 
@@ -247,6 +253,8 @@ def _build(path: Path, s: _Session) -> Trace:
         chains.add("human", s.first, min(starts), label="before the first prompt")
         notes.append(f"{min(starts) - s.first:.1f} s from the file's first line to the first prompt (after /clear "
                      "or a command): the person's, past the idle cap away")
+    if s.repeated:
+        notes.append(f"{s.repeated} tool id(s) seen in two model calls: counted once (the first)")
     if unanswered:
         notes.append(f"{unanswered} tool call(s) without a result (the session ended first): counted as instants")
     notes.append("no TTFT recorded; tool times include any permission prompt")

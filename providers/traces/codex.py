@@ -47,6 +47,8 @@ class _State:
     open_tools: dict[str, tuple[float, str]] = field(default_factory=dict)
     tools: list[tuple[float, float, str, str, bool]] = field(default_factory=list)
     searches: int = 0
+    repeated: int = 0
+    call_ids: set[str] = field(default_factory=set)
     usage_seen: bool = False
 
 
@@ -98,6 +100,9 @@ def read(path: Path) -> Iterator[Trace]:
             if ptype in CALLS:
                 call_id = str(payload.get("call_id") or payload.get("id") or f"call-{t}")
                 name = payload.get("name") or ("shell" if ptype == "local_shell_call" else "tool")
+                if call_id in s.call_ids:
+                    s.repeated += 1  # the later call with this id is the one timed
+                s.call_ids.add(call_id)
                 s.open_tools[call_id] = (t, str(name))
             if ptype == "web_search_call":  # run inside the model's answer: a tool call, its time the model's
                 s.searches += 1
@@ -141,6 +146,8 @@ def read(path: Path) -> Iterator[Trace]:
                      "counted as instants")
     if not s.usage_seen and any(step.kind == "model" for step in s.chains.steps):
         notes.append("no token counts recorded (no token_count events): the model's time cannot be re-timed")
+    if s.repeated:
+        notes.append(f"{s.repeated} tool call id(s) seen twice: each id timed once (from its later call)")
     if s.searches:
         notes.append(f"{s.searches} web search{'es' * (s.searches != 1)} ran inside the model's answers: counted "
                      "as tool calls, their time is the model's")

@@ -24,6 +24,7 @@ class SetSummary:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
         ("model", "tool", "human", "retry", "wait"), 0.0))
     away_s: float = 0.0
+    parallel_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("model", "tool", "human"), 0.0))
     calls: int = 0
     tool_calls: int = 0
     retries: int = 0
@@ -48,6 +49,8 @@ class SetSummary:
         for kind, value in a.breakdown.items():
             self.seconds[kind] = self.seconds.get(kind, 0.0) + value
         self.away_s += a.away_s
+        for kind, value in a.parallel_s.items():
+            self.parallel_s[kind] = self.parallel_s.get(kind, 0.0) + value
         self.calls += a.calls
         self.tool_calls += a.tool_calls
         self.retries += a.retries
@@ -92,6 +95,7 @@ class SetSummary:
             "amdahl_max_speedup": _r(total / instant) if instant is not None and instant > 1e-9 else None,
             "away_s": _r(self.away_s),
             "breakdown": {k: _r(v) for k, v in self.seconds.items()},
+            "parallel_s": {k: _r(v) for k, v in self.parallel_s.items()},
             "calls": self.calls,
             "tool_calls": self.tool_calls,
             "retries": self.retries,

@@ -140,3 +140,13 @@ def test_to_json_has_the_stable_keys() -> None:
                 "output_tokens", "e2e_s", "away_s", "breakdown", "model_share", "amdahl_max_speedup", "ttft_s"):
         assert key in out
     assert out["ttft_s"] == {"p50": 0.25, "p90": 0.25}
+
+
+def test_work_beside_other_work_is_reported_apart_as_parallel_seconds() -> None:
+    # a sub-agent's model call (1–5 s) beside the main call (0–4 s); two tools side by side (5–6 s, 5–8 s)
+    t = trace(model("a", 0, 4, output_tokens=9), model("b", 1, 5, chain="sub", output_tokens=9),
+              Step("t1", "tool", 5, 6, after=("a", "b")), Step("t2", "tool", 5, 8, after=("a", "b")))
+    a = analyse(t)
+    assert a.breakdown["model"] == 5.0 and a.breakdown["tool"] == 3.0 and a.e2e_s == 8.0
+    assert a.parallel_s == {"model": 3.0, "tool": 1.0, "human": 0.0}
+    assert a.to_json()["parallel_s"] == {"model": 3.0, "tool": 1.0, "human": 0.0}

@@ -172,3 +172,39 @@ def test_a_sub_agents_next_message_is_not_a_persons_time(tmp_path: Path) -> None
     t = read_file(path).traces[0]
     humans = [(s.start, s.end, s.chain) for s in t.steps if s.kind == "human"]
     assert humans == [(2.0, 20.0, "main")]  # the person's gap only: 10:00:02 → 10:00:20
+
+
+def test_a_tool_id_seen_twice_gives_a_note_not_a_silent_merge(tmp_path: Path) -> None:
+    def line(ts: str, kind: str, payload: dict[str, object]) -> str:
+        return json.dumps({"timestamp": f"2026-05-01T12:00:{ts}Z", "type": kind, "payload": payload})
+
+    path = tmp_path / "rollout-dup.jsonl"
+    path.write_text("\n".join([
+        line("00.000", "session_meta", {"id": "dup"}),
+        line("00.200", "event_msg", {"type": "user_message", "message": "go"}),
+        line("01.000", "response_item", {"type": "function_call", "call_id": "c1", "name": "shell"}),
+        line("02.000", "response_item", {"type": "function_call_output", "call_id": "c1", "output": "ok"}),
+        line("03.000", "response_item", {"type": "function_call", "call_id": "c1", "name": "shell"}),
+        line("05.000", "response_item", {"type": "function_call_output", "call_id": "c1", "output": "ok"})]) + "\n")
+    t = read_file(path).traces[0]
+    assert any("1 tool call id(s) seen twice" in n for n in t.notes)
+
+
+def test_a_claude_code_tool_id_in_two_calls_gives_a_note(tmp_path: Path) -> None:
+    def line(ts: str, kind: str, uuid: str, **kw: object) -> str:
+        return json.dumps({"type": kind, "timestamp": f"2026-05-01T10:00:{ts}Z", "sessionId": "s3", "uuid": uuid,
+                           **kw})
+
+    def use(ts: str, uuid: str, mid: str) -> str:
+        return line(ts, "assistant", uuid, message={"id": mid, "model": "m", "usage": {"output_tokens": 5},
+                                                    "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash"}]})
+
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
+    path = tmp_path / "s3.jsonl"
+    path.write_text("\n".join([line("00.000", "user", "u1", message={"role": "user", "content": "go"}),
+                               use("01.000", "a1", "m1"), use("01.500", "a1b", "m1"),  # same call, two lines
+                               line("02.000", "user", "r1", message=result),
+                               use("03.000", "a2", "m2"), line("04.000", "user", "r2", message=result)]) + "\n")
+    t = read_file(path).traces[0]
+    assert [n for n in t.notes if "seen in two model calls" in n] == [
+        "1 tool id(s) seen in two model calls: counted once (the first)"]
