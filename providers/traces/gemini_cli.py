@@ -41,6 +41,10 @@ def _tokens(raw: Any) -> dict[str, Any]:
             "reasoning_tokens": thoughts}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def read(path: Path) -> Iterator[Trace]:
     doc = load_document(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
@@ -67,11 +71,11 @@ def read(path: Path) -> Iterator[Trace]:
             continue
         if kind != "gemini":
             continue  # info, warning, error lines: not steps
-        thoughts = [x for th in msg.get("thoughts") or [] if isinstance(th, dict)
+        thoughts = [x for th in _list(msg.get("thoughts")) if isinstance(th, dict)
                     if (x := timestamp(th.get("timestamp"))) is not None]
         start = resume if resume is not None else min([t, *thoughts])
         end = max([t, *thoughts])
-        calls = [c for c in msg.get("toolCalls") or [] if isinstance(c, dict)]
+        calls = [c for c in _list(msg.get("toolCalls")) if isinstance(c, dict)]
         updated = timestamp(doc.get("lastUpdated"))
         if i == last_gemini and not calls and updated is not None and updated > end:
             end = updated  # the file was last written when this call's tokens were

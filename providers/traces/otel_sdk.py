@@ -69,7 +69,8 @@ def to_otlp(obj: dict[str, Any]) -> dict[str, Any] | None:
     status = obj.get("status")
     code = status.get("status_code") if isinstance(status, dict) else None
     events = []
-    for ev in obj.get("events") or []:
+    listed = obj.get("events")
+    for ev in listed if isinstance(listed, list) else []:
         if isinstance(ev, dict):
             events.append({"name": ev.get("name"), "timeUnixNano": _nanos(ev.get("timestamp"))})
     return {"traceId": _hex(context.get("trace_id")), "spanId": _hex(context.get("span_id")),

@@ -86,7 +86,7 @@ def _role(name: str, a: dict[str, Any]) -> str:
     kind = a.get("tokrace.step.kind")
     if kind in STEP_KINDS:
         return str(kind)
-    op = a.get("gen_ai.operation.name")
+    op = a.get("gen_ai.operation.name") if isinstance(a.get("gen_ai.operation.name"), str) else None
     oi = str(a.get("openinference.span.kind") or "").upper()
     first = name.split(" ", 1)[0]
     if op in MODEL_OPS or oi == "LLM" or (op is None and first in MODEL_OPS):

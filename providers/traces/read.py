@@ -63,6 +63,8 @@ class Found:
 def read_file(path: Path, format: str | None = None) -> Found:
     """Every trace in one file; never raises for a bad file (the problem says what was wrong)."""
     try:
+        if path.exists() and not path.is_file():  # a FIFO or a device would block or never end
+            return Found(path, format, problem=f"{path}: not a regular file (a pipe, socket or device): not read")
         if format is None and claude_code.parent_session(path) is not None:
             return Found(path, claude_code.NAME, problem=f"sub-agent of {claude_code.parent_session(path)}, "
                                                           "read with its session")

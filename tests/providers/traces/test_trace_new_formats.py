@@ -83,3 +83,30 @@ def test_every_reader_holds_the_properties_of_a_trace(path: Path) -> None:
         row = compare([trace], [fast, slow]).rows[0]
         for name in row.on:  # recorded human time cannot depend on the model
             assert row.on[name].breakdown["human"] == pytest.approx(a.breakdown["human"], abs=1e-6), name
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("gemini-cli", '{"sessionId": "s", "projectHash": "h", "messages": {"a": 1}}'),
+    ("gemini-cli", '{"sessionId": "s", "projectHash": "h", "messages": [{"type": "gemini", "timestamp": '
+                   '"2026-05-02T09:00:00Z", "thoughts": 5, "toolCalls": true, "tokens": "many"}, 7]}'),
+    ("gemini-cli", "[1, 2]"),
+    ("otel-sdk", '{"name": "x", "context": 3}\n{"context": {"span_id": ["a"]}, "attributes": '
+                 '{"gen_ai.operation.name": ["chat"]}, "events": 4, "start_time": 1}\n\x00\x01garbage'),
+    ("otel-sdk", ""),
+])
+def test_hostile_files_of_the_new_formats_end_in_a_plain_problem_or_a_trace(tmp_path: Path, name: str,
+                                                                             text: str) -> None:
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    found = read_file(path, name)
+    assert found.problem is None or "Error" not in found.problem
+    for trace in found.traces:
+        analyse(trace)
+
+
+def test_a_fifo_is_refused_instead_of_blocking(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    assert (read_file(fifo).problem or "").endswith("not a regular file (a pipe, socket or device): not read")
