@@ -332,7 +332,8 @@ def verdict(columns: Sequence[Column], kept_calls: int = 0, profiles: Sequence[T
         parts = [("the model's recorded calls", original.model_s), ("tools", original.tool_wait_s),
                  ("people", original.human_review_s), ("waits", original.wait_s)]
         where = ", ".join(f"{what} {amount(sec, unit)} ({percent(sec / total)})" for what, sec in parts if sec > 0)
-        return (f"{head}, the model's {calls} call{'s' * (calls != 1)} record no token counts, so the model's time "
+        calls_text = f"{calls} calls record" if calls != 1 else "1 call records"
+        return (f"{head}, the model's {calls_text} no token counts, so the model's time "
                 f"cannot be re-timed on another tier; of {amount(total, unit)} of task time, {where}.")
     share = original.model_share
     if share is not None:

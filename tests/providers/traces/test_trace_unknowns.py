@@ -208,3 +208,13 @@ def test_a_claude_code_tool_id_in_two_calls_gives_a_note(tmp_path: Path) -> None
     t = read_file(path).traces[0]
     assert [n for n in t.notes if "seen in two model calls" in n] == [
         "1 tool id(s) seen in two model calls: counted once (the first)"]
+
+
+def test_the_verdict_on_one_call_without_tokens_is_grammatical() -> None:
+    from tokrace.providers.traces.model import Step, Trace
+
+    trace = Trace(file="t", format="test", steps=[Step("m", "model", 0, 2), Step("t", "tool", 2, 5, after=("m",))])
+    cmp = compare([trace], [TierProfile("fast", ttft_s=0.1, tok_s=500.0, prefill_tok_s=1e6)])
+    assert cmp.verdict == ("On this trace, the model's 1 call records no token counts, so the model's time cannot "
+                           "be re-timed on another tier; of 5.0 s of task time, the model's recorded calls 2.0 s "
+                           "(40 %), tools 3.0 s (60 %).")
