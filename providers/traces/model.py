@@ -53,6 +53,14 @@ class Step:
     def duration(self) -> float:
         return self.end - self.start
 
+    def moved(self, start: float, end: float) -> Step:
+        """A copy of the step at other times (a plain copy of its fields: re-timing makes one per step)."""
+        out = object.__new__(Step)
+        for name in Step.__slots__:
+            object.__setattr__(out, name, getattr(self, name))
+        out.start, out.end = start, end
+        return out
+
 
 @dataclass(slots=True)
 class Trace:

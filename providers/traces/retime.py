@@ -8,7 +8,6 @@ time follows the longest path through the dependencies, so parallel chains and p
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -210,7 +209,7 @@ def retime(trace: Trace, duration: Callable[[Step], float | None], label: str = 
             start_shift[i] = max(steps[j].end + end_shift[j] for j in ready) - max(steps[j].end for j in ready)
         length = duration(step)
         end_shift[i] = start_shift[i] + (0.0 if length is None else length - step.duration)
-    out = [dataclasses.replace(s, start=s.start + start_shift[i], end=s.end + end_shift[i])
+    out = [s.moved(s.start + start_shift[i], s.end + end_shift[i])
            for i, s in enumerate(steps)]
     notes = list(trace.notes)
     if label:
