@@ -22,9 +22,11 @@ class Price:
     input: float | None = None
     output: float | None = None
     cached_input: float | None = None
+    cache_write: float | None = None
+    """Input written to a prompt cache (Anthropic's cache creation); at the input price when not set."""
 
 
-PRICE_KEYS: Final[tuple[str, ...]] = ("input", "output", "cached_input")
+PRICE_KEYS: Final[tuple[str, ...]] = ("input", "output", "cached_input", "cache_write")
 """The fields of a price, as a config's ``price`` table names them."""
 
 
@@ -64,7 +66,8 @@ class TierSpec:
                 out[key] = mask_url(value) if key == "base_url" else value
         if self.price is not None:
             out["price"] = {k: v for k, v in (("input", self.price.input), ("output", self.price.output),
-                                              ("cached_input", self.price.cached_input)) if v is not None}
+                                              ("cached_input", self.price.cached_input),
+                                              ("cache_write", self.price.cache_write)) if v is not None}
         out.update(_public(self.options))
         return out
 

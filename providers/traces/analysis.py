@@ -57,20 +57,21 @@ class TraceAnalysis:
     retries: int
     """Retry steps (back-offs after a failed call), where the format records them."""
     failed_tools: int
-    input_tokens: int
-    """Input tokens of all model calls, cached ones included."""
-    cached_input_tokens: int
-    """The part of ``input_tokens`` read from a cache (priced apart)."""
-    output_tokens: int
-    """Output tokens of all model calls, reasoning included."""
-    reasoning_tokens: int
+    input_tokens: int | None
+    """Input tokens of all model calls, cached ones included; ``None`` when no call records them (unknown is
+    not zero)."""
+    cached_input_tokens: int | None
+    """The part of ``input_tokens`` read from a cache (priced apart); ``None`` when no call records it."""
+    output_tokens: int | None
+    """Output tokens of all model calls, reasoning included; ``None`` when no call records them."""
+    reasoning_tokens: int | None
     models: tuple[str, ...]
     """The models called, in order of first use."""
     model_share: float | None
     """Model time ÷ ``e2e_s`` (model time = instants where any model call runs); ``None`` for an empty trace."""
     amdahl_max_speedup: float | None
-    """``e2e_s`` ÷ (``e2e_s`` − model time): the most any faster model could give; ``None`` when the model is
-    all of it (or the trace is empty)."""
+    """``e2e_s`` ÷ ``instant_e2e_s``: measured, the trace re-timed on an instant tier, so no tier beats it;
+    ``None`` when the model is all of it (or the trace is empty)."""
     ttft_p50: float | None
     """TTFT percentiles over the model calls that record one; ``None`` where the format records none."""
     ttft_p90: float | None
@@ -78,6 +79,12 @@ class TraceAnalysis:
     """How many model calls record a TTFT."""
     cost_usd: float | None
     """USD at the given price (cached input priced apart); ``None`` without a price or without usage."""
+    instant_e2e_s: float | None = None
+    """``e2e_s`` of the trace re-timed on an instant tier (TTFT 0, an infinite rate): what no model can beat.
+    Model calls without an output token count keep their recorded time there too."""
+    parallel_s: dict[str, float] = field(default_factory=dict)
+    """Seconds of work per kind (model, tool, human) beyond what the breakdown counts: steps that ran beside
+    other work (parallel sub-agents, parallel tools), off the wall time. Human seconds are capped."""
     ttfts: tuple[float, ...] = field(default=(), repr=False)
     """Every recorded TTFT (for percentiles over a set of traces)."""
 
@@ -97,6 +104,7 @@ class TraceAnalysis:
             "e2e_s": _r(self.e2e_s),
             "away_s": _r(self.away_s),
             "breakdown": {k: _r(v) for k, v in self.breakdown.items()},
+            "parallel_s": {k: _r(v) for k, v in self.parallel_s.items()},
             "model_share": _r(self.model_share),
             "amdahl_max_speedup": _r(self.amdahl_max_speedup),
             "ttft_s": {"p50": _r(self.ttft_p50), "p90": _r(self.ttft_p90)},
@@ -170,7 +178,8 @@ def _add(out: list[Piece], kind: PieceKind, start: float, end: float) -> None:
         out.append(Piece(kind, start, end))
 
 
-def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = None) -> TraceAnalysis:
+def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = None, *,
+            bound: bool = True) -> TraceAnalysis:
     """The figures of docs/design.md §12 for one trace: wall time less away time, the breakdown by precedence summing to
     it, counts, tokens (cached input apart), model share, the Amdahl bound, TTFT where recorded, and cost at
     ``price`` when one is given."""
@@ -184,7 +193,7 @@ def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = 
     model_s = breakdown["model"]
     models: dict[str, None] = {}
     counts = dict.fromkeys(STEP_KINDS, 0)
-    tokens = {"input": 0, "cached": 0, "output": 0, "reasoning": 0}
+    tokens: dict[str, int | None] = {"input": None, "cached": None, "output": None, "reasoning": None}
     ttfts: list[float] = []
     cost = 0.0
     priced = False
@@ -197,42 +206,58 @@ def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = 
             continue
         if s.model:
             models.setdefault(s.model, None)
-        inp, cached = s.input_tokens or 0, min(s.cached_input_tokens or 0, s.input_tokens or 0)
-        out = s.output_tokens or 0
-        tokens["input"] += inp
-        tokens["cached"] += cached
-        tokens["output"] += out
-        tokens["reasoning"] += s.reasoning_tokens or 0
+        cached = None if s.cached_input_tokens is None else min(s.cached_input_tokens, s.input_tokens or 0)
+        for key, value in (("input", s.input_tokens), ("cached", cached), ("output", s.output_tokens),
+                           ("reasoning", s.reasoning_tokens)):
+            if value is not None:
+                tokens[key] = (tokens[key] or 0) + value
         if s.ttft_s is not None:
             ttfts.append(s.ttft_s)
         step_cost = step_cost_usd(s, price)
         if step_cost is not None:
             cost += step_cost
             priced = True
-    rest = e2e - model_s
+    instant = _instant_e2e(trace, idle_cap_s) if bound and e2e > 0 else None
+    work = dict.fromkeys(("model", "tool", "human"), 0.0)
+    for s in trace.steps:
+        if s.kind in work and s.end > s.start:
+            work[s.kind] += min(s.end - s.start, idle_cap_s) if s.kind == "human" else s.end - s.start
+    parallel = {k: max(v - breakdown[k], 0.0) for k, v in work.items()}
     return TraceAnalysis(
         e2e_s=e2e, away_s=away, breakdown=breakdown, calls=counts["model"], tool_calls=counts["tool"],
         human_steps=counts["human"], retries=counts["retry"], failed_tools=failed_tools,
         input_tokens=tokens["input"], cached_input_tokens=tokens["cached"], output_tokens=tokens["output"],
         reasoning_tokens=tokens["reasoning"], models=tuple(models),
         model_share=model_s / e2e if e2e > 0 else None,
-        amdahl_max_speedup=e2e / rest if e2e > 0 and rest > 1e-9 else None,
+        amdahl_max_speedup=e2e / instant if instant is not None and instant > 1e-9 else None,
+        instant_e2e_s=instant, parallel_s=parallel,
         ttft_p50=percentile(ttfts, 50) if ttfts else None, ttft_p90=percentile(ttfts, 90) if ttfts else None,
         ttft_recorded=len(ttfts), cost_usd=cost if priced else None, ttfts=tuple(ttfts))
 
 
+def _instant_e2e(trace: Trace, idle_cap_s: float) -> float:
+    """The trace's ``e2e_s`` re-timed on an instant tier (TTFT 0, infinite rate): the Amdahl bound's denominator."""
+    from .retime import TierProfile, retime_on
+
+    instant = TierProfile("an instant tier", ttft_s=0.0, tok_s=float("inf"))
+    return analyse(retime_on(trace, instant), idle_cap_s, bound=False).e2e_s
+
+
 def step_cost_usd(step: Step, price: Price | None) -> float | None:
-    """USD for one model step at ``price`` (cached input at its own price); ``None`` without a price or usage."""
+    """USD for one model step at ``price``: cached input at the cached price and cache writes at the cache-write
+    price, each at the input price where the tier has none; ``None`` without a price or usage."""
     if price is None or step.kind != "model" or (step.input_tokens is None and step.output_tokens is None):
         return None
     if price.output is None and price.input is None:
         return None
     inp = step.input_tokens or 0
     cached = min(step.cached_input_tokens or 0, inp)
+    writes = min(step.cache_write_tokens or 0, inp - cached)
     total = (step.output_tokens or 0) * (price.output or 0.0)
     if price.input is not None:
         cached_price = price.cached_input if price.cached_input is not None else price.input
-        total += (inp - cached) * price.input + cached * cached_price
+        write_price = price.cache_write if price.cache_write is not None else price.input
+        total += (inp - cached - writes) * price.input + cached * cached_price + writes * write_price
     return total / 1_000_000
 
 

@@ -60,8 +60,13 @@ class _Session:
     humans: list[tuple[float, float]] = field(default_factory=list)
     retries: list[tuple[str, float, float]] = field(default_factory=list)
     session: str = ""
+    first: float | None = None
+    """The session file's first timestamp (a ``/clear`` or a command can come long before the first prompt)."""
     skipped: int = 0
     notes: list[str] = field(default_factory=list)
+    tool_calls: dict[str, str] = field(default_factory=dict)
+    """Each tool id and the call (message) it was seen in: one seen in another call too is a repeat."""
+    repeated: int = 0
 
 
 def _usage_of(message: Any) -> dict[str, int]:
@@ -91,6 +96,8 @@ def _read_lines(path: Path, into: _Session, default_chain: str | None) -> None:
             lines.skip("a line without a timestamp")
             continue
         into.session = into.session or str(obj.get("sessionId") or "")
+        if default_chain is None and (into.first is None or t < into.first):
+            into.first = t
         uuid = obj.get("uuid") if isinstance(obj.get("uuid"), str) else None
         parent = obj.get("parentUuid") if isinstance(obj.get("parentUuid"), str) else None
         if obj.get("isSidechain") is True:
@@ -116,7 +123,9 @@ def _read_lines(path: Path, into: _Session, default_chain: str | None) -> None:
                     tool.end = t
                     tool.failed = block.get("is_error") is True
             prompt = not results and not obj.get("isMeta") and (isinstance(content, str) or bool(blocks))
-            if prompt and chain in last_answer:  # a person's next message after an answer
+            if prompt and chain in last_answer and chain == MAIN_CHAIN:
+                # a person's next message after an answer (a sub-agent's next message comes from its parent
+                # agent, not a person: its gap is the sub-agent's own wait)
                 into.humans.append((last_answer[chain], t))
             resume[chain] = t
         elif obj.get("subtype") == "api_error":
@@ -147,6 +156,9 @@ def _assistant(obj: dict[str, Any], message: Any, t: float, chain: str, into: _S
     content = dig(message, "content")
     for block in content if isinstance(content, list) else []:
         if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+            seen_in = into.tool_calls.setdefault(block["id"], key)
+            if seen_in != key:
+                into.repeated += 1  # the same tool id in another call: the first one is kept
             into.tools.setdefault(block["id"], _Tool(chain, t, str(block.get("name") or "tool")))
 
 
@@ -222,7 +234,7 @@ def _build(path: Path, s: _Session) -> Trace:
             total_in = None if uncached is None and cached is None else (uncached or 0) + (cached or 0) + (
                 created or 0)
             chains.add("model", item.start, item.end, chain=item.chain, label=item.model or "",
-                       model=item.model, input_tokens=total_in, cached_input_tokens=cached,
+                       model=item.model, input_tokens=total_in, cached_input_tokens=cached, cache_write_tokens=created,
                        output_tokens=u.get("output_tokens"), service_tier=item.tier, failed=item.failed)
         elif isinstance(item, tuple) and item[0] == "human":
             chains.add("human", item[1], item[2], label="person")
@@ -236,6 +248,13 @@ def _build(path: Path, s: _Session) -> Trace:
             chains.add("tool", tool.start, tool.end if tool.end is not None else tool.start, chain=tool.chain,
                        label=label, id=tid, includes_approval=True, failed=tool.failed)
     notes = list(s.notes)
+    starts = [step.start for step in chains.steps]
+    if s.first is not None and starts and s.first < min(starts):
+        chains.add("human", s.first, min(starts), label="before the first prompt")
+        notes.append(f"{min(starts) - s.first:.1f} s from the file's first line to the first prompt (after /clear "
+                     "or a command): the person's, past the idle cap away")
+    if s.repeated:
+        notes.append(f"{s.repeated} tool id(s) seen in two model calls: counted once (the first)")
     if unanswered:
         notes.append(f"{unanswered} tool call(s) without a result (the session ended first): counted as instants")
     notes.append("no TTFT recorded; tool times include any permission prompt")

@@ -46,6 +46,10 @@ class _State:
     totals: tuple[int, ...] | None = None
     open_tools: dict[str, tuple[float, str]] = field(default_factory=dict)
     tools: list[tuple[float, float, str, str, bool]] = field(default_factory=list)
+    searches: int = 0
+    repeated: int = 0
+    call_ids: set[str] = field(default_factory=set)
+    usage_seen: bool = False
 
 
 def _failed(output: Any) -> bool:
@@ -96,7 +100,13 @@ def read(path: Path) -> Iterator[Trace]:
             if ptype in CALLS:
                 call_id = str(payload.get("call_id") or payload.get("id") or f"call-{t}")
                 name = payload.get("name") or ("shell" if ptype == "local_shell_call" else "tool")
+                if call_id in s.call_ids:
+                    s.repeated += 1  # the later call with this id is the one timed
+                s.call_ids.add(call_id)
                 s.open_tools[call_id] = (t, str(name))
+            if ptype == "web_search_call":  # run inside the model's answer: a tool call, its time the model's
+                s.searches += 1
+                s.tools.append((t, t, "web_search", str(payload.get("id") or f"search-{s.searches}"), False))
             if ptype in OUTPUTS:
                 opened = s.open_tools.pop(str(payload.get("call_id")), None)
                 if opened is not None:
@@ -122,6 +132,7 @@ def read(path: Path) -> Iterator[Trace]:
                     continue  # no usage, or the same totals again: not a new call
                 s.totals = key
                 last = dig(info, "last_token_usage")
+                s.usage_seen = s.usage_seen or isinstance(last, dict)
                 _close_call(s, t, last if isinstance(last, dict) else None)
     if s.last_item is not None:
         _close_call(s, s.last_item, None)
@@ -133,6 +144,13 @@ def read(path: Path) -> Iterator[Trace]:
     if s.open_tools:
         notes.append(f"{len(s.open_tools)} tool call(s) without an output (the session ended first): "
                      "counted as instants")
+    if not s.usage_seen and any(step.kind == "model" for step in s.chains.steps):
+        notes.append("no token counts recorded (no token_count events): the model's time cannot be re-timed")
+    if s.repeated:
+        notes.append(f"{s.repeated} tool call id(s) seen twice: each id timed once (from its later call)")
+    if s.searches:
+        notes.append(f"{s.searches} web search{'es' * (s.searches != 1)} ran inside the model's answers: counted "
+                     "as tool calls, their time is the model's")
     notes.append("no TTFT or retries recorded; tool times include any approval")
     yield Trace(file=str(path), format=NAME, session=s.session, steps=s.chains.finish(),
                 skipped=lines.skipped, notes=notes)

@@ -25,6 +25,9 @@ BOOTSTRAP_RESAMPLES: Final[int] = 2000
 BOOTSTRAP_SEED: Final[int] = 15
 """The default seed: the same traces always give the same interval."""
 
+MIN_TRACES_FOR_CI: Final[int] = 10
+"""Below this many traces no interval is given: a bootstrap over 3 values is their range, not a 95 % interval."""
+
 
 @dataclass(slots=True)
 class TraceRow:
@@ -63,6 +66,7 @@ class Column:
     human_review_s: float
     human_share: float | None
     model_s: float
+    wait_s: float
     model_share: float | None
     amdahl_max_speedup: float | None
     speedup: float | None = None
@@ -106,6 +110,8 @@ class Comparison:
     idle_cap_s: float
     kept_calls: int = 0
     """Model calls with no output token count: they keep their recorded duration on every tier."""
+    original_prices: dict[str, Price] = field(default_factory=dict)
+    """The prices the original was costed at, by where they came from (``--original-price`` or a model)."""
 
 
 def _r(value: float | None) -> float | None:
@@ -151,7 +157,8 @@ def _column(name: str, analyses: Sequence[TraceAnalysis], ttfts: Sequence[float]
     model_s = sum(a.breakdown["model"] for a in analyses)
     tool_s = sum(a.breakdown["tool"] for a in analyses)
     human_s = sum(a.breakdown["human"] for a in analyses)
-    rest = total - model_s
+    instant = [a.instant_e2e_s for a in analyses]
+    instant_total = sum(x for x in instant if x is not None) if all(x is not None for x in instant) else None
     priced_all = all(c is not None or a.calls == 0 for c, a in zip(costs, analyses, strict=True))
     return Column(
         name=name, traces=len(analyses), total_task_s=total,
@@ -161,16 +168,18 @@ def _column(name: str, analyses: Sequence[TraceAnalysis], ttfts: Sequence[float]
         ttft_calls=len(ttfts), tool_wait_s=tool_s, tool_share=_share(tool_s, total),
         calls=sum(a.calls for a in analyses), retries=sum(a.retries for a in analyses),
         human_steps=sum(a.human_steps for a in analyses), human_review_s=human_s,
-        human_share=_share(human_s, total), model_s=model_s, model_share=_share(model_s, total),
-        amdahl_max_speedup=total / rest if total > 0 and rest > 1e-9 else None)
+        human_share=_share(human_s, total), model_s=model_s, wait_s=sum(a.breakdown["wait"] for a in analyses),
+        model_share=_share(model_s, total),
+        amdahl_max_speedup=total / instant_total if instant_total is not None and instant_total > 1e-9 else None)
 
 
 def bootstrap_ci(original: Sequence[float], retimed: Sequence[float], seed: int = BOOTSTRAP_SEED,
                  resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float] | None:
     """The 95 % percentile-bootstrap interval of the speed-up (sum of original times ÷ sum of re-timed times),
-    resampling the traces with replacement; seeded, so the same traces always give the same interval."""
+    resampling the traces with replacement; seeded, so the same traces always give the same interval. ``None``
+    on fewer than :data:`MIN_TRACES_FOR_CI` traces."""
     n = len(original)
-    if n == 0 or sum(retimed) <= 0:
+    if n < MIN_TRACES_FOR_CI or sum(retimed) <= 0:
         return None
     rng = random.Random(seed)
     indexes = range(n)
@@ -233,15 +242,18 @@ class Comparer:
                 column.speedup = columns[0].total_task_s / column.total_task_s
             column.ci95 = bootstrap_ci(originals, [a.e2e_s for a in on], seed=self.seed + i)
             columns.append(column)
+        used = {m: self.tier_prices[m] for r in rows for m in r.original.models if m in self.tier_prices}
+        prices = {"--original-price": self.original_price} if self.original_price is not None else used
         if self.original_price is not None:
             source = "--original-price"
         elif any(m in self.tier_prices for r in rows for m in r.original.models):
             source = "the configured tier with the same model"
         else:
-            source = "none (give --original-price IN,OUT[,CACHED])"
-        return Comparison(rows=rows, profiles=self.profiles, columns=columns, verdict=verdict(columns),
-                          original_price=source, seed=self.seed, idle_cap_s=self.idle_cap_s,
-                          kept_calls=self.kept_calls)
+            source = "none (give --original-price IN,OUT[,CACHED[,WRITE]])"
+        return Comparison(rows=rows, profiles=self.profiles, columns=columns,
+                          verdict=verdict(columns, self.kept_calls, self.profiles), original_price=source,
+                          seed=self.seed, idle_cap_s=self.idle_cap_s,
+                          kept_calls=self.kept_calls, original_prices=prices)
 
 
 def compare(traces: Sequence[Trace], profiles: Sequence[TierProfile], *, original_price: Price | None = None,
@@ -275,6 +287,19 @@ def amount(seconds: float, unit: tuple[float, str]) -> str:
     return f"{value:.1f} {unit[1]}" if value < 100 else f"{value:.0f} {unit[1]}"
 
 
+def price_text(price: Price | None) -> str:
+    """Which price each kind of token gets, in USD per million: input, cached input, cache writes, output."""
+    if price is None or (price.input is None and price.output is None):
+        return "no price"
+
+    def usd(v: float | None) -> str:
+        return "not priced" if v is None else f"${v:g}"
+
+    cached = usd(price.cached_input) if price.cached_input is not None else "at the input price (none set)"
+    write = usd(price.cache_write) if price.cache_write is not None else "at the input price (none set)"
+    return f"input {usd(price.input)}, cached input {cached}, cache writes {write}, output {usd(price.output)} per M"
+
+
 def money(usd: float) -> str:
     """Dollars as the table and the verdict print them (cents, or four decimals below a dollar)."""
     return f"${usd:,.2f}" if abs(usd) >= 1 else f"${usd:.4f}"
@@ -284,17 +309,33 @@ def percent(share: float) -> str:
     return f"{share * 100:.0f} %"
 
 
-def verdict(columns: Sequence[Column]) -> str:
+def _tokens_missing(kept: int, calls: int) -> str:
+    return f"{kept} of {calls} model calls record no token counts" if kept < calls else "no model call records " \
+        "token counts"
+
+
+def verdict(columns: Sequence[Column], kept_calls: int = 0, profiles: Sequence[TierProfile] = ()) -> str:
     """The sentence that leads the table: "On these N traces, <tier> would have saved X h of Y h (Z %), for $A
     more; the model was M % of the time; no tier could save more than B %." The tier is the one that saves
     the most; every number is one the table prints (X and Y from the total task times, A from the total
-    costs, M the original's model share, B from its Amdahl bound)."""
+    costs, M the original's model share, B from its Amdahl bound, measured on an instant tier). Caveats
+    follow where they apply: calls without token counts (never blamed on a price), tiers whose TTFT ignores
+    the input (no ``prefill_tok_s``), and too few traces for an interval. A set whose calls record no tokens
+    at all gets what can be said: where its time went, and that the model's time cannot be re-timed."""
     original = columns[0]
     n = original.traces
     head = "On this trace" if n == 1 else f"On these {n} traces"
     total = original.total_task_s
+    unit = duration_unit(total)
+    calls = original.calls
+    if calls and kept_calls >= calls and total > 0:
+        parts = [("the model's recorded calls", original.model_s), ("tools", original.tool_wait_s),
+                 ("people", original.human_review_s), ("waits", original.wait_s)]
+        where = ", ".join(f"{what} {amount(sec, unit)} ({percent(sec / total)})" for what, sec in parts if sec > 0)
+        calls_text = f"{calls} calls record" if calls != 1 else "1 call records"
+        return (f"{head}, the model's {calls_text} no token counts, so the model's time "
+                f"cannot be re-timed on another tier; of {amount(total, unit)} of task time, {where}.")
     share = original.model_share
-    tail = ""
     if share is not None:
         bound = 1.0 - 1.0 / original.amdahl_max_speedup if original.amdahl_max_speedup else 1.0
         tail = f"; the model was {percent(share)} of the time; no tier could save more than {percent(bound)}."
@@ -302,10 +343,9 @@ def verdict(columns: Sequence[Column]) -> str:
         tail = "."
     tiers = list(columns[1:])
     if not tiers or total <= 0:
-        return f"{head}, {amount(total, duration_unit(total))} of task time" + tail
+        return f"{head}, {amount(total, unit)} of task time" + tail
     best = max(tiers, key=lambda c: total - c.total_task_s)
     saved = total - best.total_task_s
-    unit = duration_unit(total)
     if saved > 0:
         what = f"{best.name} would have saved {amount(saved, unit)} of {amount(total, unit)} " \
                f"({percent(saved / total)})"
@@ -314,11 +354,24 @@ def verdict(columns: Sequence[Column]) -> str:
     else:
         what = f"no tier would have saved time: {best.name} would have taken {amount(-saved, unit)} more " \
                f"than {amount(total, unit)} ({percent(-saved / total)})"
-    if best.total_cost_usd is None or original.total_cost_usd is None:
-        missing = best.name if best.total_cost_usd is None else "the original"
-        cost = f", at a cost not known ({missing} has no price)"
+    priced = {p.name: p.price is not None for p in profiles}
+    if best.total_cost_usd is None and not priced.get(best.name, False):
+        cost = f", at a cost not known ({best.name} has no price)"
+    elif best.total_cost_usd is None or original.total_cost_usd is None:
+        cost = f", at a cost not known ({_tokens_missing(kept_calls, calls)})" if kept_calls else \
+            ", at a cost not known (the original has no price)"
     else:
         diff = best.total_cost_usd - original.total_cost_usd
         cost = ", at the same cost" if round(diff, 4) == 0 else \
             f", for {money(abs(diff))} {'more' if diff > 0 else 'less'}"
-    return f"{head}, {what}{cost}" + tail
+    caveats = []
+    if kept_calls:
+        caveats.append(f"{_tokens_missing(kept_calls, calls)}: they keep their recorded time on every tier.")
+    unmodelled = [p.name for p in profiles if p.prefill_tok_s is None]
+    if unmodelled and calls:
+        caveats.append(f"Input processing is not modelled on {', '.join(unmodelled)} (no prefill_tok_s): "
+                       f"{'its' if len(unmodelled) == 1 else 'their'} TTFT is the same whatever the input.")
+    if 1 < n < MIN_TRACES_FOR_CI:  # one trace is never given an interval: nothing to say
+        caveats.append(f"No 95 % interval: {n} trace{'s are' if n != 1 else ' is'} too few "
+                       f"({MIN_TRACES_FOR_CI} or more needed).")
+    return f"{head}, {what}{cost}" + tail + "".join(f" {c}" for c in caveats)

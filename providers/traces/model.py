@@ -34,6 +34,8 @@ class Step:
     input_tokens: int | None = None
     """Input tokens of a model call, cached ones included."""
     cached_input_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    """The part of ``input_tokens`` written to a prompt cache (priced at the cache-write price where set)."""
     output_tokens: int | None = None
     """Output tokens of a model call, reasoning included."""
     reasoning_tokens: int | None = None
@@ -43,10 +45,21 @@ class Step:
     includes_approval: bool = False
     """A tool step whose time includes a person's approval (the format folds the two together)."""
     failed: bool = False
+    unfinished: bool = False
+    """A model call that never finished (its end is unknown): counted with its tokens, an instant on the clock,
+    and never re-timed."""
 
     @property
     def duration(self) -> float:
         return self.end - self.start
+
+    def moved(self, start: float, end: float) -> Step:
+        """A copy of the step at other times (a plain copy of its fields: re-timing makes one per step)."""
+        out = object.__new__(Step)
+        for name in Step.__slots__:
+            object.__setattr__(out, name, getattr(self, name))
+        out.start, out.end = start, end
+        return out
 
 
 @dataclass(slots=True)

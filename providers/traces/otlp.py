@@ -30,6 +30,8 @@ USAGE_KEYS: Final[dict[str, tuple[str, ...]]] = {
     "input": ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
     "cached": ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
                "llm.token_count.prompt_details.cache_read"),
+    "cache_write": ("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens",
+                    "llm.token_count.prompt_details.cache_write"),
     "output": ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"),
     "reasoning": ("gen_ai.usage.reasoning.output_tokens", "llm.token_count.completion_details.reasoning"),
 }
@@ -84,7 +86,7 @@ def _role(name: str, a: dict[str, Any]) -> str:
     kind = a.get("tokrace.step.kind")
     if kind in STEP_KINDS:
         return str(kind)
-    op = a.get("gen_ai.operation.name")
+    op = a.get("gen_ai.operation.name") if isinstance(a.get("gen_ai.operation.name"), str) else None
     oi = str(a.get("openinference.span.kind") or "").upper()
     first = name.split(" ", 1)[0]
     if op in MODEL_OPS or oi == "LLM" or (op is None and first in MODEL_OPS):
@@ -115,11 +117,19 @@ def _spans_of(doc: Any, into: dict[str, dict[str, _Span]], counts: dict[str, int
         for scope in scopes if isinstance(scopes, list) else []:
             spans = scope.get("spans") if isinstance(scope, dict) else None
             for raw in spans if isinstance(spans, list) else []:
-                span = _span(raw)
-                if span is None:
-                    counts["skipped"] += 1
-                    continue
-                into.setdefault(str(raw.get("traceId") or ""), {})[span.id] = span
+                add_span(raw, into, counts)
+
+
+def add_span(raw: Any, into: dict[str, dict[str, _Span]], counts: dict[str, int]) -> None:
+    """One OTLP JSON span into its trace's spans; one that cannot be read is counted, one seen twice noted."""
+    span = _span(raw)
+    if span is None:
+        counts["skipped"] += 1
+        return
+    spans_of_trace = into.setdefault(str(raw.get("traceId") or ""), {})
+    if span.id in spans_of_trace:
+        counts["duplicates"] = counts.get("duplicates", 0) + 1  # the later copy is kept
+    spans_of_trace[span.id] = span
 
 
 def _span(raw: Any) -> _Span | None:
@@ -158,12 +168,22 @@ def read(path: Path) -> Iterator[Trace]:
         notes += lines.notes()
     else:
         _spans_of(load_document(path), traces, counts)
+    yield from traces_of(path, traces, counts, notes, NAME)
+
+
+def traces_of(path: Path, traces: dict[str, dict[str, _Span]], counts: dict[str, int], notes: list[str],
+              name: str) -> Iterator[Trace]:
+    """A trace per trace id from spans read (by this reader or another that gives OTLP-shaped spans)."""
+    if counts.get("duplicates"):
+        notes.append(f"{counts['duplicates']} span id(s) seen twice: each counted once (the later copy)")
     if not traces:
-        yield Trace(file=str(path), format=NAME, skipped=counts["skipped"],
+        yield Trace(file=str(path), format=name, skipped=counts["skipped"],
                     notes=[*notes, "no spans"] if not counts["skipped"] else notes)
         return
     for n, (trace_id, spans) in enumerate(traces.items()):
-        yield _trace(path, trace_id, spans, counts["skipped"] if n == 0 else 0, notes if n == 0 else [])
+        trace = _trace(path, trace_id, spans, counts["skipped"] if n == 0 else 0, notes if n == 0 else [])
+        trace.format = name
+        yield trace
 
 
 def _trace(path: Path, trace_id: str, spans: dict[str, _Span], skipped: int, notes: list[str]) -> Trace:
@@ -219,6 +239,14 @@ def _trace(path: Path, trace_id: str, spans: dict[str, _Span], skipped: int, not
         else:
             label = s.attrs.get("tokrace.label") or s.role
             chains.add(s.role, s.start, s.end, chain=chain, label=str(label), id=s.id)  # type: ignore[arg-type]
+    roots = [s for s in spans.values() if s.parent not in spans and not s.role]
+    if chains.steps and roots:
+        # the root span is what the user waited for: its time outside every step is wait, never dropped
+        root = max(roots, key=lambda r: r.end - r.start)
+        first, last = min(st.start for st in chains.steps), max(st.end for st in chains.steps)
+        if root.start < first - 1e-9 or root.end > last + 1e-9:
+            chains.add("wait", root.start, root.end, label=root.name or "root span")
+            notes = [*notes, f"wall time from the root span {root.name!r} ({root.end - root.start:.3f} s)"]
     _retries(chains)
     notes = [*notes, "approvals and people are recorded only where a span says so (tokrace.step.kind)"]
     return Trace(file=str(path), format=NAME, session=session or trace_id, steps=chains.finish(),
@@ -239,6 +267,7 @@ def _model(chains: Chains, s: _Span, chain: str, ancestors: Any) -> None:
     tier = s.attrs.get("openai.response.service_tier") or s.attrs.get("gen_ai.openai.response.service_tier")
     chains.add("model", s.start, s.end, chain=chain, label=model or "", id=s.id, model=model,
                input_tokens=usage["input"], cached_input_tokens=usage["cached"], output_tokens=usage["output"],
+               cache_write_tokens=usage["cache_write"],
                reasoning_tokens=usage["reasoning"],
                ttft_s=ttft if ttft is not None and 0 <= ttft <= s.end - s.start + 1e-9 else None,
                service_tier=str(tier) if tier else None, failed=s.error)

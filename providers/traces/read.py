@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from . import claude_code, codex, otlp, tokrace_recording, weka
+from . import claude_code, codex, gemini_cli, otel_sdk, otlp, tokrace_recording, weka
 from .model import Trace
 from .reader_tools import TraceError, head, head_objects
 
@@ -18,6 +18,8 @@ READERS: Final[dict[str, Callable[[Path], Iterator[Trace]]]] = {
     claude_code.NAME: claude_code.read,
     codex.NAME: codex.read,
     weka.NAME: weka.read,
+    gemini_cli.NAME: gemini_cli.read,
+    otel_sdk.NAME: otel_sdk.read,
 }
 """Every format read, by the name ``--format`` takes."""
 
@@ -40,6 +42,10 @@ def detect(path: Path) -> str | None:
         return claude_code.NAME
     if weka.sniff_text(data):
         return weka.NAME
+    if gemini_cli.sniff_text(data):
+        return gemini_cli.NAME
+    if otel_sdk.sniff_text(data):
+        return otel_sdk.NAME
     return None
 
 
@@ -57,16 +63,20 @@ class Found:
 def read_file(path: Path, format: str | None = None) -> Found:
     """Every trace in one file; never raises for a bad file (the problem says what was wrong)."""
     try:
+        if path.exists() and not path.is_file():  # a FIFO or a device would block or never end
+            return Found(path, format, problem=f"{path}: not a regular file (a pipe, socket or device): not read")
         if format is None and claude_code.parent_session(path) is not None:
             return Found(path, claude_code.NAME, problem=f"sub-agent of {claude_code.parent_session(path)}, "
                                                           "read with its session")
         name = format or detect(path)
         if name is None:
-            return Found(path, None, problem="not a trace")
+            return Found(path, None, problem=not_a_trace(path))
         traces = tuple(READERS[name](path))
     except TraceError as exc:
         return Found(path, format, problem=str(exc))
-    except (RecursionError, MemoryError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+    except RecursionError:
+        return Found(path, format, problem=f"{path}: nested too deeply to read as {format or 'a trace'}")
+    except (MemoryError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
         # a reader met a shape nobody foresaw: the file is reported, the rest go on
         return Found(path, format, problem=f"{path}: cannot read it as {format or 'a trace'} "
                                            f"({type(exc).__name__}: {exc})")
@@ -74,6 +84,27 @@ def read_file(path: Path, format: str | None = None) -> Found:
     if not kept:  # e.g. a session of summary lines only, or OTLP spans of HTTP calls alone
         return Found(path, name, problem="no agent steps in it (no model call, tool, person or agent recorded)")
     return Found(path, name, kept)
+
+
+NOT_A_TRACE: Final[str] = "not a trace"
+"""How every "not a trace" problem starts (the rest says what the file looked like)."""
+
+
+def not_a_trace(path: Path) -> str:
+    """Why a file is not read: the formats known, what the file looked like, and how to force one."""
+    try:
+        data = head(path)
+    except TraceError:
+        data = b""
+    objects = head_objects(data, limit=1)
+    if objects:
+        keys = ", ".join(repr(k)[:40] for k in list(objects[0])[:6])
+        looked = f"its first line is a JSON object with keys {keys}"
+    elif data.lstrip()[:1] in (b"{", b"["):
+        looked = "it starts as JSON, but not as any of them"
+    else:
+        looked = "it is not JSON"
+    return (f"{NOT_A_TRACE}: {looked}; tokrace reads {', '.join(FORMATS)} (force one with --format NAME)")
 
 
 def files(paths: Iterable[Path]) -> Iterator[Path]:

@@ -90,6 +90,9 @@ def load_document(path: Path) -> Any:
         raise TraceError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TraceError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise TraceError(f"{path}: nested too deeply to read (lists or objects inside one another over a "
+                         "thousand levels down)") from None
 
 
 def head(path: Path, size: int = HEAD_BYTES) -> bytes:

@@ -10,7 +10,7 @@ from pathlib import PurePath
 from typing import Any, Final
 
 from .analysis import TraceAnalysis
-from .compare import ORIGINAL, Column, Comparison, TraceRow, amount, duration_unit, money, percent
+from .compare import ORIGINAL, Column, Comparison, TraceRow, amount, duration_unit, money, percent, price_text
 
 CHECKLIST: Final[tuple[str, ...]] = (
     "total task time", "task time p50 / p90", "total cost", "TTFT p50 / p90", "tool wait", "retries per call",
@@ -91,7 +91,9 @@ def footnotes(cmp: Comparison) -> list[str]:
         calls = cmp.columns[0].calls
         notes.append(f"{cmp.kept_calls} of {calls} model calls record no output tokens: they keep their recorded "
                      "duration on every tier")
-    notes.append(f"original price: {cmp.original_price}; cached input priced apart")
+    notes.append(f"original price: {cmp.original_price}" + "".join(
+        f"; {where}: {price_text(p)}" for where, p in cmp.original_prices.items()))
+    notes += [f"{p.name} price: {price_text(p.price)}" for p in cmp.profiles]
     notes.append(f"speed-up = total task time as recorded ÷ on the tier; 95 % interval: bootstrap over the "
                  f"traces, seed {cmp.seed}")
     notes.append(f"human time past {cmp.idle_cap_s:g} s of idle is away time, not review (--idle-cap)")
@@ -124,11 +126,18 @@ def comparison_json(cmp: Comparison, version: str) -> dict[str, Any]:
         "traces": [_trace_json(r, cmp) for r in cmp.rows],
         "summary": {c.name: c.to_json() for c in cmp.columns},
         "verdict": cmp.verdict,
-        "tiers": [{"name": p.name, "ttft_s": p.ttft_s, "tok_s": p.tok_s, "prefill_tok_s": p.prefill_tok_s}
-                  for p in cmp.profiles],
+        "tiers": [{"name": p.name, "ttft_s": p.ttft_s, "tok_s": p.tok_s, "prefill_tok_s": p.prefill_tok_s,
+                   "price": _price_json(p.price)} for p in cmp.profiles],
         "original_price": cmp.original_price, "bootstrap_seed": cmp.seed, "idle_cap_s": cmp.idle_cap_s,
         "kept_calls": cmp.kept_calls,
     }
+
+
+def _price_json(price: Any) -> dict[str, float | None] | None:
+    if price is None:
+        return None
+    return {"input": price.input, "cached_input": price.cached_input, "cache_write": price.cache_write,
+            "output": price.output}
 
 
 def _md_escape(text: str) -> str:

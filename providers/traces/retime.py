@@ -8,7 +8,6 @@ time follows the longest path through the dependencies, so parallel chains and p
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -210,7 +209,7 @@ def retime(trace: Trace, duration: Callable[[Step], float | None], label: str = 
             start_shift[i] = max(steps[j].end + end_shift[j] for j in ready) - max(steps[j].end for j in ready)
         length = duration(step)
         end_shift[i] = start_shift[i] + (0.0 if length is None else length - step.duration)
-    out = [dataclasses.replace(s, start=s.start + start_shift[i], end=s.end + end_shift[i])
+    out = [s.moved(s.start + start_shift[i], s.end + end_shift[i])
            for i, s in enumerate(steps)]
     notes = list(trace.notes)
     if label:
@@ -226,7 +225,7 @@ def retime_on(trace: Trace, profile: TierProfile) -> Trace:
 
     def duration(step: Step) -> float | None:
         nonlocal kept
-        if step.kind != "model":
+        if step.kind != "model" or step.unfinished:
             return None
         length = profile.model_time(step)
         if length is None:
@@ -235,7 +234,7 @@ def retime_on(trace: Trace, profile: TierProfile) -> Trace:
 
     out = retime(trace, duration, label=f"re-timed on {profile.describe()}")
     for step in out.steps:
-        if step.kind == "model" and step.output_tokens is not None:
+        if step.kind == "model" and step.output_tokens is not None and not step.unfinished:
             step.ttft_s = profile.ttft_time(step)
             step.service_tier = profile.name
     if kept:

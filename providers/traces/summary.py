@@ -24,13 +24,20 @@ class SetSummary:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
         ("model", "tool", "human", "retry", "wait"), 0.0))
     away_s: float = 0.0
+    parallel_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("model", "tool", "human"), 0.0))
     calls: int = 0
     tool_calls: int = 0
     retries: int = 0
     human_steps: int = 0
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = None
+    """Summed over the traces that record them; ``None`` when none does."""
+    cached_input_tokens: int | None = None
+    output_tokens: int | None = None
+    notes: dict[str, int] = field(default_factory=dict)
+    """Each distinct note of the traces (what a format does not record, what was skipped) and how many traces
+    carry it; notes naming a file are kept whole."""
+    instant_s: float | None = 0.0
+    """The sum of the traces' ``e2e_s`` on an instant tier (the Amdahl bound's denominator)."""
 
     def add(self, a: TraceAnalysis) -> None:
         self.traces += 1
@@ -42,13 +49,23 @@ class SetSummary:
         for kind, value in a.breakdown.items():
             self.seconds[kind] = self.seconds.get(kind, 0.0) + value
         self.away_s += a.away_s
+        for kind, value in a.parallel_s.items():
+            self.parallel_s[kind] = self.parallel_s.get(kind, 0.0) + value
         self.calls += a.calls
         self.tool_calls += a.tool_calls
         self.retries += a.retries
         self.human_steps += a.human_steps
-        self.input_tokens += a.input_tokens
-        self.cached_input_tokens += a.cached_input_tokens
-        self.output_tokens += a.output_tokens
+        self.instant_s = None if self.instant_s is None or a.instant_e2e_s is None else \
+            self.instant_s + a.instant_e2e_s
+        self.input_tokens = _plus(self.input_tokens, a.input_tokens)
+        self.cached_input_tokens = _plus(self.cached_input_tokens, a.cached_input_tokens)
+        self.output_tokens = _plus(self.output_tokens, a.output_tokens)
+
+    def note(self, format: str, notes: Iterable[str]) -> None:
+        """Count a trace's notes, each under its format's name."""
+        for text in dict.fromkeys(notes):
+            key = f"{format}: {text}"
+            self.notes[key] = self.notes.get(key, 0) + 1
 
     @property
     def total_task_s(self) -> float:
@@ -61,8 +78,7 @@ class SetSummary:
     def to_json(self) -> dict[str, Any]:
         """The ``summary.original`` object of docs/design.md §12 (plus the set's totals of calls and tokens)."""
         total = self.total_task_s
-        model = self.seconds["model"]
-        rest = total - model
+        instant = self.instant_s
         return {
             "traces": self.traces,
             "total_task_s": _r(total),
@@ -76,9 +92,10 @@ class SetSummary:
             "human_review_s": _r(self.seconds["human"]),
             "human_share": _r(self.share("human")),
             "model_share": _r(self.share("model")),
-            "amdahl_max_speedup": _r(total / rest) if total > 0 and rest > 1e-9 else None,
+            "amdahl_max_speedup": _r(total / instant) if instant is not None and instant > 1e-9 else None,
             "away_s": _r(self.away_s),
             "breakdown": {k: _r(v) for k, v in self.seconds.items()},
+            "parallel_s": {k: _r(v) for k, v in self.parallel_s.items()},
             "calls": self.calls,
             "tool_calls": self.tool_calls,
             "retries": self.retries,
@@ -93,6 +110,10 @@ def summarise(analyses: Iterable[TraceAnalysis]) -> SetSummary:
     for a in analyses:
         out.add(a)
     return out
+
+
+def _plus(total: int | None, value: int | None) -> int | None:
+    return total if value is None else (total or 0) + value
 
 
 def _r(value: float | None) -> float | None:

@@ -2,17 +2,24 @@
 
 A trace is ``{"id", "models", "requests": [...]}`` (one JSON document, a list of them, or JSON Lines of them);
 each request record has ``t`` (seconds from the trace's start), ``model``, ``in`` / ``out`` tokens, ``api_time``
-(the request's duration), ``ttft`` on streaming requests, ``think_time`` (the gap before the next request),
-``stop``, and nested ``subagent`` records with requests of their own. A request is a model step from ``t`` to
-``t + api_time``; the think time after it is a tool step when the request stopped for a tool (``tool_use``), a
-``sub-agent`` tool step when it started one, else the person (``human``). Sub-agents run as chains of their own;
-their request times are taken as relative to the trace, or to the sub-agent's start when they begin before it.
-No wall clock, ids or tool names are recorded; no cached tokens.
+(the request's duration), ``ttft`` on streaming requests, ``think_time`` (the gap *before* this request, from the
+previous completed answer's end, in whole seconds) and ``stop``. A request is a model step from ``t`` to
+``t + api_time``; the gap before the next one is a tool step when the answer stopped for a tool (``tool_use``), a
+``sub-agent`` tool step when a sub-agent ran in it, else the person's (``human``). A request without
+``api_time`` (a streamed request that never finished) is still a model call: counted with its tokens, marked
+unfinished, an instant on the clock; the gap around it runs from the last completed answer.
+
+Sub-agents come as records of their own among the requests (``{"type": "subagent", "t", "duration_ms",
+"requests": [...]}``) or nested under the request that started them (``subagent``): each runs as a chain of its
+own from its ``t`` (its requests' times taken as relative to the trace, or to the sub-agent's start when they
+begin before it). The wall time is the last ``t`` plus its ``api_time`` (docs/traces.md). No wall clock, ids,
+tool names or cached tokens are recorded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,15 +28,22 @@ from .reader_tools import Chains, Lines, as_float, as_int, json_lines, load_docu
 
 NAME: Final[str] = "weka"
 TOOL_STOPS: Final[frozenset[str]] = frozenset({"tool_use", "tool_calls", "function_call"})
+ROUNDING_S: Final[float] = 1.0
+"""``think_time`` is written in whole seconds: a gap within this of it is all think time."""
+
+
+def _is_subagent(obj: Any) -> bool:
+    return isinstance(obj, dict) and obj.get("type") == "subagent" and isinstance(obj.get("requests"), list)
 
 
 def _is_record(obj: Any) -> bool:
-    return isinstance(obj, dict) and "t" in obj and ("api_time" in obj or "think_time" in obj)
+    return isinstance(obj, dict) and "t" in obj and (
+        "api_time" in obj or "think_time" in obj or ("in" in obj and "out" in obj) or _is_subagent(obj))
 
 
 def _is_trace(obj: Any) -> bool:
     requests = obj.get("requests") if isinstance(obj, dict) else None
-    return isinstance(requests, list) and (not requests or _is_record(requests[0]))
+    return isinstance(requests, list) and not _is_subagent(obj) and (not requests or _is_record(requests[0]))
 
 
 def sniff_text(data: bytes) -> bool:
@@ -66,69 +80,117 @@ def read(path: Path) -> Iterator[Trace]:
                     notes=lines.notes())
 
 
+@dataclass(slots=True)
+class _State:
+    skipped: int
+    reasons: dict[str, int] = field(default_factory=dict)
+    subagents: int = 0
+    relative: int = 0
+    unfinished: int = 0
+    unfinished_tokens: int = 0
+
+    def skip(self, why: str) -> None:
+        self.skipped += 1
+        self.reasons[why] = self.reasons.get(why, 0) + 1
+
+
 def _trace(path: Path, doc: dict[str, Any], n: int, skipped: int, notes: list[str]) -> Trace:
     chains = Chains()
-    state = {"skipped": skipped, "subagents": 0, "relative": 0}
-    _requests(chains, doc.get("requests") or [], MAIN_CHAIN, 0.0, state)
-    notes = [*notes, *(["sub-agent request times were relative to the sub-agent's start"] if state["relative"]
-                       else []), "no wall clock, tool names or cached tokens recorded; "
-                       "think time is a tool's when the request stopped for one, else the person's"]
+    state = _State(skipped)
+    _chain(chains, doc.get("requests") or [], MAIN_CHAIN, 0.0, state)
+    notes = [*notes, *(f"skipped {k} × {why}" for why, k in sorted(state.reasons.items()))]
+    if state.unfinished:
+        notes.append(f"{state.unfinished} request{'s' * (state.unfinished != 1)} never finished (no api_time): "
+                     f"counted with {state.unfinished_tokens} output tokens, an instant on the clock, not re-timed")
+    if state.relative:
+        notes.append("sub-agent request times were relative to the sub-agent's start")
+    notes.append("no wall clock, tool names or cached tokens recorded; the gap before a request is a tool's when "
+                 "the answer before it stopped for one, else the person's")
     session = str(doc.get("id") or (f"#{n}" if n else ""))
-    return Trace(file=str(path), format=NAME, session=session, steps=chains.finish(), skipped=state["skipped"],
+    return Trace(file=str(path), format=NAME, session=session, steps=chains.finish(), skipped=state.skipped,
                  notes=notes)
 
 
-def _requests(chains: Chains, records: list[Any], chain: str, offset: float, state: dict[str, int]) -> float:
-    """Add a chain's requests and the gaps between them; returns when the chain's last step ends."""
-    good: list[tuple[float, float, dict[str, Any]]] = []
+def _subagent(chains: Chains, sub: dict[str, Any], start: float, offset: float,
+              state: _State) -> tuple[float, float]:
+    """A sub-agent's chain from ``start`` (on the trace's clock); returns when it started and ended."""
+    state.subagents += 1
+    listed = sub.get("requests")
+    records: list[Any] = listed if isinstance(listed, list) else []
+    times = [as_float(r.get("t")) for r in records if isinstance(r, dict)]
+    earliest = min((x for x in times if x is not None), default=start - offset)
+    relative = earliest + offset + 1e-6 < start
+    state.relative += relative
+    last = _chain(chains, records, f"subagent-{state.subagents}", start if relative else offset, state)
+    duration = as_float(sub.get("duration_ms"))
+    return start, max(last, start + (duration / 1000.0 if duration and duration > 0 else 0.0))
+
+
+def _chain(chains: Chains, records: list[Any], chain: str, offset: float, state: _State) -> float:
+    """Add a chain's requests, its sub-agents and the gaps between its answers; returns when its last step ends."""
+    requests: list[tuple[float, float | None, dict[str, Any]]] = []
+    subs: list[tuple[float, float]] = []
     for rec in records:
-        t, api = (as_float(rec.get("t")), as_float(rec.get("api_time"))) if isinstance(rec, dict) else (None, None)
-        if t is None or api is None or api < 0:
-            state["skipped"] += 1
+        t = as_float(rec.get("t")) if isinstance(rec, dict) else None
+        if t is None or not isinstance(rec, dict):
+            state.skip("a record without a time (t)")
             continue
-        good.append((t + offset, api, rec))
-    good.sort(key=lambda g: g[0])
+        if _is_subagent(rec):
+            subs.append(_subagent(chains, rec, t + offset, offset, state))
+            continue
+        api = as_float(rec.get("api_time"))
+        if api is not None and api < 0:
+            state.skip("a request with a negative api_time")
+            continue
+        requests.append((t + offset, api, rec))
+    requests.sort(key=lambda r: r[0])
     end = offset
-    for i, (t, api, rec) in enumerate(good):
+    prev_end: float | None = None
+    prev_stop: Any = None
+    pending: float | None = None  # the latest unfinished request since the last completed answer
+    for t, api, rec in requests:
         model = rec.get("model") if isinstance(rec.get("model"), str) else None
+        fields: dict[str, Any] = {"input_tokens": as_int(rec.get("in")), "output_tokens": as_int(rec.get("out"))}
+        if api is None:
+            state.unfinished += 1
+            state.unfinished_tokens += fields["output_tokens"] or 0
+            chains.add("model", t, t, chain=chain, label=model or "", model=model, unfinished=True, **fields)
+            pending = t
+            end = max(end, t)
+            continue
+        if prev_end is not None:
+            _gap(chains, chain, prev_end, t, prev_stop, as_float(rec.get("think_time")), subs)
         ttft = as_float(rec.get("ttft"))
+        nested = rec.get("subagent")
         chains.add("model", t, t + api, chain=chain, label=model or "", model=model,
-                   input_tokens=as_int(rec.get("in")), output_tokens=as_int(rec.get("out")),
                    ttft_s=ttft if ttft is not None and 0 <= ttft <= api else None,
-                   failed=rec.get("stop") in ("error", "failed"))
+                   failed=rec.get("stop") in ("error", "failed"), **fields)
+        for sub in [nested] if isinstance(nested, dict) else nested if isinstance(nested, list) else []:
+            if isinstance(sub, dict):  # the older layout: under the request that started it, from its end
+                subs.append(_subagent(chains, sub, t + api, offset, state))
+            else:
+                state.skip("a sub-agent that is not an object")
+        prev_end, prev_stop, pending = t + api, rec.get("stop"), None
         end = max(end, t + api)
-        raw = rec.get("subagent")
-        subs: list[Any] = [raw] if isinstance(raw, dict) else raw if isinstance(raw, list) else []
-        sub_end = t + api
-        for sub in subs:
-            if not isinstance(sub, dict):
-                state["skipped"] += 1
-                continue
-            state["subagents"] += 1
-            listed = sub.get("requests")
-            sub_records: list[Any] = listed if isinstance(listed, list) else []
-            times = [as_float(r.get("t")) for r in sub_records if isinstance(r, dict)]
-            earliest = min((x for x in times if x is not None), default=t + api)
-            relative = earliest + 1e-6 < t + api - offset
-            state["relative"] += relative
-            last = _requests(chains, sub_records, f"subagent-{state['subagents']}",
-                             t + api if relative else offset, state)
-            duration = as_float(sub.get("duration_ms"))
-            sub_end = max(sub_end, last, t + api + (duration / 1000.0 if duration else 0.0))
-        nxt = good[i + 1][0] if i + 1 < len(good) else None
-        think = as_float(rec.get("think_time"))
-        gap_end = t + api + think if think is not None and think > 0 else nxt
-        if subs:
-            gap_end = max(gap_end or sub_end, sub_end)
-        if gap_end is None or gap_end <= t + api:
-            continue
-        if subs:
-            chains.add("tool", t + api, gap_end, chain=chain, label="sub-agent")
-        elif rec.get("stop") in TOOL_STOPS:
-            chains.add("tool", t + api, gap_end, chain=chain, includes_approval=True)  # no tool names recorded
-        elif nxt is not None and chain == MAIN_CHAIN:
-            chains.add("human", t + api, gap_end, chain=chain, label="person")
-        else:
-            continue
-        end = max(end, gap_end)
-    return end
+    if prev_end is not None and pending is not None and pending > prev_end:
+        _gap(chains, chain, prev_end, pending, prev_stop, None, subs)
+    return max([end, *(b for _, b in subs)])
+
+
+def _gap(chains: Chains, chain: str, start: float, end: float, stop: Any, think: float | None,
+         subs: list[tuple[float, float]]) -> None:
+    """The gap from an answer's end to the next request: a sub-agent's, a tool's, or the person's; when
+    ``think_time`` is well short of it, the part before the think time is left to ``wait``."""
+    if end <= start:
+        return
+    if any(start - 1e-6 <= a < end for a, _ in subs):
+        chains.add("tool", start, end, chain=chain, label="sub-agent")
+        return
+    if think is not None and 0 <= think < end - start - ROUNDING_S:
+        start = end - think
+    if end <= start:
+        return
+    if stop in TOOL_STOPS:
+        chains.add("tool", start, end, chain=chain, includes_approval=True)  # no tool names recorded
+    elif chain == MAIN_CHAIN:
+        chains.add("human", start, end, chain=chain, label="person")

@@ -51,11 +51,13 @@ def add_traces_parser(sub: Any) -> None:
     """The ``traces`` subcommand."""
     p = sub.add_parser(
         "traces", help="read your own agent traces and show where their time went",
-        description="Read agent traces (Claude Code sessions, Codex rollouts, OpenTelemetry GenAI exports, WEKA "
-                    "traces, tokrace recordings; the format is found from each file's content) and show where "
+        description="Read agent traces (Claude Code sessions, Codex rollouts, Gemini CLI chat recordings, "
+                    "OpenTelemetry GenAI exports and SDK console dumps, WEKA traces, tokrace recordings; the format "
+                    "is found from each file's content) and show where "
                     "their time went: model, tool, human, retry, wait, summing to each trace's wall time. Folders "
                     "are searched recursively. Exit 0 when at least one trace was read, 2 when none.",
-        epilog="Claude Code keeps sessions in ~/.claude/projects/, Codex in ~/.codex/sessions/.")
+        epilog="Claude Code keeps sessions in ~/.claude/projects/, Codex in ~/.codex/sessions/, Gemini CLI in "
+               "~/.gemini/tmp/<project hash>/chats/.")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="trace files or folders")
     p.add_argument("--json", metavar="FILE|-", dest="json_target", help="write the figures as JSON to FILE, or "
                    "to stdout with - (the tables are then left out)")
@@ -64,8 +66,9 @@ def add_traces_parser(sub: Any) -> None:
                         f"time (default {IDLE_CAP_S:.0f})")
     p.add_argument("--format", choices=FORMATS, metavar="NAME", dest="trace_format",
                    help=f"read every file as this format instead of detecting it ({', '.join(FORMATS)})")
-    p.add_argument("--original-price", type=price_arg, metavar="IN,OUT[,CACHED]", dest="original_price",
-                   help="USD per million input, output (and cached input) tokens, to price the traces")
+    p.add_argument("--original-price", type=price_arg, metavar="IN,OUT[,CACHED[,WRITE]]", dest="original_price",
+                   help="USD per million input, output (and cached input, cache-write) tokens, to price the "
+                        "traces (cached and cache-write tokens at the input price when not given)")
     from .traces_compare import add_compare_options
 
     add_compare_options(p)
@@ -122,13 +125,27 @@ def detail_table(trace: Trace, a: TraceAnalysis, approval: bool) -> Table:
     table.add_row("[bold]wall time[/]", f"[bold]{a.e2e_s:.1f}[/]", "100%")
     if a.away_s:
         table.add_row("[dim]away (past the idle cap, left out)[/]", f"[dim]{a.away_s:.1f}[/]", "")
+    beside = ", ".join(f"{k} {v:.1f}" for k, v in a.parallel_s.items() if v > 0.05)
+    if beside:
+        table.add_row("[dim]in parallel, beside the above[/]", f"[dim]{beside}[/]", "")
     ttft = "no TTFT recorded" if a.ttft_p50 is None else f"TTFT p50 {a.ttft_p50:.2f}s"
     table.caption = escape(
         f"{a.calls} model calls, {a.tool_calls} tool calls, {a.human_steps} human steps, {a.retries} retries; "
-        f"model share {_pct(a.model_share)}, at most {_x(a.amdahl_max_speedup)} faster with an infinitely fast "
+        f"tokens {tokens_text(a.input_tokens, a.cached_input_tokens, a.output_tokens)}; "
+        f"model share {_pct(a.model_share)}, at most {_x(a.amdahl_max_speedup)} faster with an instant "
         f"model; {ttft}" + "".join(f"\n{n}" for n in trace.notes))
     table.caption_justify = "left"
     return table
+
+
+def tokens_text(inp: int | None, cached: int | None, out: int | None) -> str:
+    """Token counts as the tables print them: "not recorded" where the format has none (never 0)."""
+    def one(n: int | None) -> str:
+        return "not recorded" if n is None else f"{n:,}"
+
+    if inp is None and out is None:
+        return "not recorded"
+    return f"{one(inp)} in ({one(cached)} cached), {one(out)} out"
 
 
 def _x(value: float | None) -> str:
@@ -153,11 +170,16 @@ def summary_table(s: SetSummary, cap: float) -> Table:
                                 f"({_pct(j['human_share'])}; gaps capped at {_fmt_s(cap)})"),
         ("model share", _pct(j["model_share"])),
         ("most a faster model could give (Amdahl)", _x(j["amdahl_max_speedup"])),
+        ("tokens", tokens_text(j["input_tokens"], j["cached_input_tokens"], j["output_tokens"])),
     ]
     for what, value in rows:
         table.add_row(what, value)
     if s.away_s:
         table.add_row("[dim]away, left out of the wall time[/]", f"[dim]{_fmt_s(s.away_s)}[/]")
+    if s.notes:
+        table.caption = escape("what the traces do not record, and what was skipped:\n" + "\n".join(
+            f"{note}" + (f" ({n} traces)" if n > 1 else "") for note, n in s.notes.items()))
+        table.caption_justify = "left"
     return table
 
 
@@ -190,6 +212,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
         for trace in found.traces:
             a = analyse(trace, args.idle_cap, args.original_price)
             summary.add(a)
+            summary.note(trace.format, trace.notes)
             traces_out.append(trace_json(trace, a))
             approvals.append(any(s.includes_approval for s in trace.steps if s.kind == "tool"))
             trace.steps = []  # the figures are kept, the steps let go: a folder never sits in memory
@@ -241,7 +264,7 @@ def replayable(path: Path, idle_cap: float | None) -> Iterator[tuple[Path, bool]
     found = read_file(path)
     if not found.traces:
         problem = found.problem or "no trace in it"
-        if problem == "not a trace":
+        if problem.startswith("not a trace"):
             raise TokraceError(f"{path}: neither a tokrace recording nor an agent trace tokrace reads")
         raise TokraceError(problem if problem.startswith(str(path)) else f"{path}: {problem}")
     traces = [t for t in found.traces if t.steps][:MAX_LANES]

@@ -18,16 +18,19 @@ PROGRESS_FROM: Final[int] = 10
 
 
 def price_arg(text: str) -> Price:
-    """``--original-price IN,OUT[,CACHED]``: USD per million tokens."""
+    """``--original-price IN,OUT[,CACHED[,CACHE_WRITE]]``: USD per million tokens."""
     parts = text.split(",")
     try:
         values = [float(p) for p in parts]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected INPUT,OUTPUT[,CACHED] in USD per million tokens, got {text!r}"
-                                         ) from None
-    if len(values) not in (2, 3) or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected INPUT,OUTPUT[,CACHED] in USD per million tokens, got {text!r}")
-    return Price(input=values[0], output=values[1], cached_input=values[2] if len(values) == 3 else None)
+        raise argparse.ArgumentTypeError(f"expected {PRICE_FORM} in USD per million tokens, got {text!r}") from None
+    if len(values) not in (2, 3, 4) or any(v < 0 or v != v or v == float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"expected {PRICE_FORM} in USD per million tokens, got {text!r}")
+    return Price(input=values[0], output=values[1], cached_input=values[2] if len(values) >= 3 else None,
+                 cache_write=values[3] if len(values) == 4 else None)
+
+
+PRICE_FORM = "INPUT,OUTPUT[,CACHED[,CACHE_WRITE]]"
 
 
 def file_json(found: Found) -> dict[str, Any]:

@@ -215,9 +215,9 @@ def add_replay_on_options(p: argparse.ArgumentParser) -> None:
     group.add_argument("--config", type=Path, metavar="FILE",
                        help="with --on: config file with the tiers (default: ./tokrace.toml, then the user "
                             "config dir; the demo tiers when there is none)")
-    group.add_argument("--original-price", type=price_arg, metavar="IN,OUT[,CACHED]", dest="original_price",
-                       help="with --on: the original's price in USD per million input, output (and cached input) "
-                            "tokens (default: a configured tier with the trace's model)")
+    group.add_argument("--original-price", type=price_arg, metavar="IN,OUT[,CACHED[,WRITE]]", dest="original_price",
+                       help="with --on: the original's price in USD per million input, output (and cached input, "
+                            "cache-write) tokens (default: a configured tier with the trace's model)")
 
 
 ORIGINAL_LANE: Final[str] = "original"

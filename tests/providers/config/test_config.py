@@ -148,7 +148,7 @@ def test_tier_names_must_be_unique(write_config: WriteConfig) -> None:
 def test_price_keys_and_values_are_checked(write_config: WriteConfig) -> None:
     base = '[[tiers]]\nname = "a"\nprovider = "synthetic"\n'
     assert error_for(write_config, base + "price = { input = 5, outptu = 30 }\n") == (
-        ", line 4: tiers[0].price.outptu: unknown key (expected one of: input, output, cached_input)")
+        ", line 4: tiers[0].price.outptu: unknown key (expected one of: input, output, cached_input, cache_write)")
     assert error_for(write_config, base + "price = { output = -1 }\n") == (
         ", line 4: tiers[0].price.output: expected a number of USD per million tokens, got -1")
 

@@ -34,7 +34,10 @@ def test_hand_computed_comparison_and_its_verdict() -> None:
     assert fast.speedup == pytest.approx(37 / 16.5)
     assert original.tool_wait_s == pytest.approx(10.0)
     assert cmp.verdict == ("On these 2 traces, fast would have saved 20.5 s of 37.0 s (55 %), for $0.0135 more; "
-                           "the model was 73 % of the time; no tier could save more than 73 %.")
+                           "the model was 73 % of the time; no tier could save more than 73 %. Input processing "
+                           "is not modelled on fast (no prefill_tok_s): its TTFT is the same whatever the input. "
+                           "No 95 % interval: 2 traces are too few (10 or more needed).")
+    assert fast.ci95 is None
 
 
 def test_the_verdict_uses_the_figures_the_table_prints() -> None:
@@ -71,7 +74,13 @@ def test_bootstrap_interval_contains_the_point_estimate_and_is_reproducible() ->
 
 
 def test_bootstrap_of_identical_traces_is_a_point() -> None:
-    assert bootstrap_ci([10.0, 10.0], [5.0, 5.0]) == (2.0, 2.0)
+    assert bootstrap_ci([10.0] * 10, [5.0] * 10) == (2.0, 2.0)
+
+
+def test_no_interval_on_fewer_than_ten_traces() -> None:
+    # a bootstrap over 3 values is the range of those values, not a 95 % interval
+    assert bootstrap_ci([10.0, 12.0, 30.0], [5.0, 8.0, 3.0]) is None
+    assert bootstrap_ci([10.0] * 9, [5.0] * 9) is None
     assert bootstrap_ci([], []) is None
 
 

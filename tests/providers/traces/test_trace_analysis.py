@@ -19,8 +19,8 @@ def trace(*steps: Step) -> Trace:
 
 def test_sequential_steps_and_an_unexplained_gap_give_a_breakdown_summing_to_e2e() -> None:
     t = trace(model("m1", 0, 2, input_tokens=100, cached_input_tokens=40, output_tokens=50),
-              Step("t1", "tool", 2, 5, label="bash"),
-              model("m2", 6, 7, input_tokens=200, output_tokens=20, reasoning_tokens=5))
+              Step("t1", "tool", 2, 5, label="bash", after=("m1",)),
+              model("m2", 6, 7, input_tokens=200, output_tokens=20, reasoning_tokens=5, after=("t1",)))
     a = analyse(t)
     assert a.e2e_s == 7.0
     assert a.breakdown == {"model": 3.0, "tool": 3.0, "human": 0.0, "retry": 0.0, "wait": 1.0}
@@ -28,7 +28,8 @@ def test_sequential_steps_and_an_unexplained_gap_give_a_breakdown_summing_to_e2e
     assert (a.calls, a.tool_calls, a.human_steps, a.retries) == (2, 1, 0, 0)
     assert (a.input_tokens, a.cached_input_tokens, a.output_tokens, a.reasoning_tokens) == (300, 40, 70, 5)
     assert a.model_share == pytest.approx(3 / 7)
-    assert a.amdahl_max_speedup == pytest.approx(7 / 4)
+    assert a.amdahl_max_speedup == pytest.approx(7 / 4)  # measured: on an instant tier the tool and the gap remain
+    assert a.instant_e2e_s == pytest.approx(4.0)
     assert a.ttft_p50 is None and a.cost_usd is None
 
 
@@ -45,12 +46,14 @@ def test_overlaps_go_to_the_kind_first_in_precedence() -> None:
 
 
 def test_parallel_model_calls_count_once_in_the_breakdown() -> None:
-    t = trace(model("a", 0, 4), model("b", 1, 5, chain="sub"), Step("t", "tool", 5, 6))
+    t = trace(model("a", 0, 4, output_tokens=9), model("b", 1, 5, chain="sub", output_tokens=9),
+              Step("t", "tool", 5, 6, after=("a", "b")))
     a = analyse(t)
     assert a.breakdown["model"] == 5.0
     assert a.e2e_s == 6.0
     assert a.model_share == pytest.approx(5 / 6)
-    assert a.amdahl_max_speedup == pytest.approx(6.0)
+    # measured, not 6 ÷ (6 − 5): on an instant tier b still starts at 1 s, then the tool runs 1 s: 2 s
+    assert a.instant_e2e_s == pytest.approx(2.0) and a.amdahl_max_speedup == pytest.approx(3.0)
 
 
 def test_a_person_away_for_an_hour_counts_only_up_to_the_idle_cap() -> None:
@@ -115,8 +118,10 @@ def test_an_empty_trace_has_no_time_and_no_shares() -> None:
 
 
 def test_a_trace_that_is_all_model_has_no_amdahl_bound() -> None:
-    a = analyse(trace(model("a", 0, 2), model("b", 2, 3)))
+    a = analyse(trace(model("a", 0, 2, output_tokens=5), model("b", 2, 3, output_tokens=5, after=("a",))))
     assert a.model_share == 1.0 and a.amdahl_max_speedup is None
+    # calls without token counts cannot be re-timed: the bound says no model can make them faster
+    assert analyse(trace(model("a", 0, 2), model("b", 2, 3, after=("a",)))).amdahl_max_speedup == 1.0
 
 
 def test_a_step_ending_before_it_starts_is_an_instant() -> None:
@@ -135,3 +140,13 @@ def test_to_json_has_the_stable_keys() -> None:
                 "output_tokens", "e2e_s", "away_s", "breakdown", "model_share", "amdahl_max_speedup", "ttft_s"):
         assert key in out
     assert out["ttft_s"] == {"p50": 0.25, "p90": 0.25}
+
+
+def test_work_beside_other_work_is_reported_apart_as_parallel_seconds() -> None:
+    # a sub-agent's model call (1–5 s) beside the main call (0–4 s); two tools side by side (5–6 s, 5–8 s)
+    t = trace(model("a", 0, 4, output_tokens=9), model("b", 1, 5, chain="sub", output_tokens=9),
+              Step("t1", "tool", 5, 6, after=("a", "b")), Step("t2", "tool", 5, 8, after=("a", "b")))
+    a = analyse(t)
+    assert a.breakdown["model"] == 5.0 and a.breakdown["tool"] == 3.0 and a.e2e_s == 8.0
+    assert a.parallel_s == {"model": 3.0, "tool": 1.0, "human": 0.0}
+    assert a.to_json()["parallel_s"] == {"model": 3.0, "tool": 1.0, "human": 0.0}
