@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -26,7 +25,7 @@ from tokrace.providers.traces.read import FORMATS, Found, files, read_file
 from tokrace.providers.traces.summary import SetSummary
 
 from .tables import console as table_console
-from .tables import print_table, write_text
+from .tables import err_console, print_table, write_text
 from .traces_common import file_json, price_arg, read_each
 
 MAX_LANES: Final[int] = 6
@@ -176,7 +175,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
     piped = "-" in (target, markdown, csv_target)
     paths = list(files(args.paths))
     out = table_console(file=sys.stderr if piped else sys.stdout)
-    err = Console(file=sys.stderr, highlight=False)
+    err = err_console()
     summary = SetSummary()
     traces_out: list[dict[str, Any]] = []
     files_out: list[dict[str, Any]] = []

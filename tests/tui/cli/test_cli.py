@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -369,3 +370,15 @@ def test_fast_forward_refuses_tiers_that_talk_to_real_servers() -> None:
     check_fast_forward([TierSpec(name="s", provider="synthetic"), TierSpec(name="r", provider="replay")])
     with pytest.raises(ConfigError, match="these talk to real servers: Live API"):
         check_fast_forward([TierSpec(name="s", provider="synthetic"), TierSpec(name="Live API", provider="openai")])
+
+
+def test_a_broken_tier_in_tiers_is_one_line_on_a_piped_stderr_however_long_its_path(tmp_path: Path) -> None:
+    folder = tmp_path / ("a-folder-with-a-long-name-" * 4)
+    folder.mkdir()
+    config = folder / "tokrace.toml"
+    config.write_text('[[tiers]]\nname = "good"\nprovider = "synthetic"\n\n'
+                      '[[tiers]]\nname = "bad"\nprovider = "synthetic"\ntok_s = "fast"\n')
+    done = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "tiers", "--config", str(config)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 2
+    assert done.stderr == f"tokrace: {config}, line 8: tiers[1].tok_s: expected a number, got 'fast'\n"
