@@ -252,6 +252,15 @@ async def test_q_quits_cleanly() -> None:
     assert app.return_code == 0
 
 
+async def test_ctrl_c_quits_at_once_with_exit_130() -> None:
+    app, clock = demo_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 1.0)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+    assert app.return_code == 130
+
+
 async def test_command_palette_offers_every_action() -> None:
     app, _clock = demo_app()
     async with app.run_test(size=(160, 45)) as pilot:
