@@ -44,6 +44,12 @@ class TierSpec:
     options: dict[str, Any] = field(default_factory=dict)
     """Provider-specific settings (a synthetic profile, a replay file...)."""
 
+    @property
+    def raced_on(self) -> str:
+        """The provider the lane raced on, as people read it: a replay names its recording's own provider."""
+        recorded = self.options.get("recorded_provider") if self.provider == "replay" else None
+        return f"{recorded} (replayed)" if isinstance(recorded, str) and recorded else self.provider
+
     @classmethod
     def from_public(cls, public: dict[str, Any]) -> TierSpec:
         """A tier rebuilt from its recorded (public) form, leniently: recordings are data, not config."""

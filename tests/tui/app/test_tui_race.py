@@ -365,6 +365,16 @@ async def test_replay_hides_the_prompt_bar_and_the_race_keys(tmp_path: Path) -> 
         assert app.focused is None
 
 
+async def test_a_replayed_lane_names_the_provider_it_raced_on(tmp_path: Path) -> None:
+    from tokrace.tui.app.widgets.lane import describe_tier
+
+    app, _base, _control = replay_app(await record_demo(tmp_path / "demo.jsonl"))
+    async with app.run_test(size=(160, 45)):
+        await app.runner.wait_started()
+        header = describe_tier(app.runner.live.lanes[0]).plain
+        assert "synthetic (replayed)" in header and "· replay" not in header
+
+
 async def test_a_drawing_failure_becomes_one_notification_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(self: LaneView, now: float, scale: float, slow: bool, text: bool = True) -> None:
         raise ValueError("cannot draw this")

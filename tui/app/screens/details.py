@@ -329,7 +329,7 @@ class DetailsScreen(ModalScreen[None]):
         turn_pages = sum(1 for p in pages if p is not None)
         title = Text()
         title.append(tier.name, style="bold")
-        title.append(f"  {tier.model or '(no model)'} · {tier.provider}")
+        title.append(f"  {tier.model or '(no model)'} · {tier.raced_on}")
         if tier.service_tier:
             title.append(f" · service tier {tier.service_tier}")
         if tier.base_url:

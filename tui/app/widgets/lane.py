@@ -47,7 +47,7 @@ def describe_tier(lane: LiveLane) -> Content:
     """Model, provider and the service tier asked for, in one line (literal text: never markup). Once the server
     says which tier it used, that comes first, beside the one asked for, highlighted when they differ."""
     tier = lane.tier
-    parts = [tier.model or "(no model)", tier.provider]
+    parts = [tier.model or "(no model)", tier.raced_on]
     got = lane.tier_got
     if got is None or not worth_saying(tier.service_tier, got):
         return Content(" · ".join([*parts, tier.service_tier] if tier.service_tier else parts))
