@@ -46,9 +46,9 @@ class TierSpec:
 
     @property
     def raced_on(self) -> str:
-        """The provider the lane raced on, as people read it: a replay names its recording's own provider."""
+        """The provider the lane raced on: a replay names its recording's own (the replay bar says it replays)."""
         recorded = self.options.get("recorded_provider") if self.provider == "replay" else None
-        return f"{recorded} (replayed)" if isinstance(recorded, str) and recorded else self.provider
+        return recorded if isinstance(recorded, str) and recorded else self.provider
 
     @classmethod
     def from_public(cls, public: dict[str, Any]) -> TierSpec:

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tokrace.providers.model.errors import TokraceError
+from tokrace.providers.model.units import duration, percent
 from tokrace.providers.traces.analysis import IDLE_CAP_S, TraceAnalysis, analyse
 from tokrace.providers.traces.model import Trace
 from tokrace.providers.traces.read import FORMATS, Found, files, read_file
@@ -77,17 +78,11 @@ def trace_json(trace: Trace, a: TraceAnalysis) -> dict[str, Any]:
 
 
 def _fmt_s(x: float | None) -> str:
-    if x is None:
-        return "—"
-    if x >= 3600:
-        return f"{x / 3600:.1f}h"
-    if x >= 120:
-        return f"{x / 60:.1f}m"
-    return f"{x:.1f}s"
+    return duration(x, 1)  # one format in the whole column: "103.9 s" beside "127.0 s", never "2.1m"
 
 
 def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.0f}%"
+    return percent(x)
 
 
 def traces_table(rows: list[tuple[Trace, TraceAnalysis]], width: int = 120) -> Table:
@@ -121,7 +116,7 @@ def detail_table(trace: Trace, a: TraceAnalysis, approval: bool) -> Table:
     table.add_row("[bold]wall time[/]", f"[bold]{a.e2e_s:.1f}[/]", "100%")
     if a.away_s:
         table.add_row("[dim]away (past the idle cap, left out)[/]", f"[dim]{a.away_s:.1f}[/]", "")
-    ttft = "no TTFT recorded" if a.ttft_p50 is None else f"TTFT p50 {a.ttft_p50:.2f}s"
+    ttft = "no TTFT recorded" if a.ttft_p50 is None else f"TTFT p50 {duration(a.ttft_p50)}"
     table.caption = escape(
         f"{a.calls} model calls, {a.tool_calls} tool calls, {a.human_steps} human steps, {a.retries} retries; "
         f"model share {_pct(a.model_share)}, at most {_x(a.amdahl_max_speedup)} faster with an infinitely fast "

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from pathlib import Path
 
 from tokrace.providers.config.demo import demo_tiers
 from tokrace.providers.loop.scenario_file import load_scenario
 from tokrace.providers.metrics.loop import LoopMetrics, loop_metrics
 from tokrace.providers.model.messages import TurnRequest
-from tokrace.providers.race.race import LaneRun, Race
+from tokrace.providers.race.race import LaneRun, Listener, Race
 from tokrace.providers.runs.session import run_session
 from tokrace.providers.timing.clock import FAST_FORWARD_GRID_S, VirtualClock
 
@@ -32,9 +34,10 @@ class LateClock:
         return await self.sleep_until(t)
 
 
-def race_on(late: float) -> list[LaneRun]:
+def race_on(late: float, listeners: Sequence[Listener] = ()) -> list[LaneRun]:
     base = VirtualClock()
-    race = Race(demo_tiers(), TurnRequest(prompt=""), LateClock(base, late), scenario=load_scenario("coding-loop"))
+    race = Race(demo_tiers(), TurnRequest(prompt=""), LateClock(base, late), listeners,
+                scenario=load_scenario("coding-loop"))
 
     async def go() -> list[LaneRun]:
         await race.prepare()
@@ -63,3 +66,29 @@ def test_fast_forward_gives_the_figures_of_the_exact_clock() -> None:
                                      scenario=load_scenario("coding-loop")))
     assert FAST_FORWARD_GRID_S > 0  # fast-forward hands each lane's events over a grid cell at a time
     assert figures(result.runs[0]) == figures(race_on(0.0))
+
+
+def test_a_loop_raced_late_replayed_and_read_back_from_otlp_has_one_breakdown(tmp_path: Path) -> None:
+    from tokrace.providers.export.otlp import to_otlp_json
+    from tokrace.providers.export.race_data import replay_recording
+    from tokrace.providers.recording import Recorder, read_recording
+    from tokrace.providers.traces.analysis import analyse
+    from tokrace.providers.traces.read import read_file
+
+    path = tmp_path / "loop.jsonl"
+    recorder = Recorder(path, "coding-loop", demo_tiers(), scenario="coding-loop")
+    raced = race_on(0.021, [recorder])
+    recorder.close()
+    source = asyncio.run(replay_recording(read_recording(path)))
+    otlp = tmp_path / "loop.otlp.json"
+    otlp.write_text(to_otlp_json(source), encoding="utf-8")
+    traces = read_file(otlp).traces
+    assert figures(source.result.runs[0]) == figures(raced)
+    for lane, trace in zip(raced, traces, strict=True):
+        m = loop_metrics(lane.events, lane.tier.price, lane.tier.model)
+        got = analyse(trace)
+        assert abs(got.e2e_s - (m.e2e_s or 0)) < 0.001
+        assert abs(got.breakdown["model"] - m.model_s) < 0.001
+        for kind in ("tool", "human"):
+            assert abs(got.breakdown[kind] - m.breakdown[kind]) < 0.001, kind
+        assert got.breakdown["wait"] < 0.001  # no unexplained gap: every step starts where the last one ended

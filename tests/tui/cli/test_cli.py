@@ -382,3 +382,17 @@ def test_a_broken_tier_in_tiers_is_one_line_on_a_piped_stderr_however_long_its_p
                           capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ, "COLUMNS": "80"})
     assert done.returncode == 2
     assert done.stderr == f"tokrace: {config}, line 8: tiers[1].tok_s: expected a number, got 'fast'\n"
+
+
+def test_a_lane_that_never_ran_has_no_e2e_and_no_token_count(capsys: pytest.CaptureFixture[str],
+                                                             write_config: WriteConfig,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_KEY_26", raising=False)
+    config = str(write_config('[[tiers]]\nname = "keyless"\nprovider = "openai"\nmodel = "m"\n'
+                              'api_key_env = "NO_SUCH_KEY_26"\n'))
+    code, out, _ = run(capsys, "bench", "--json", "-", "--no-record", "--config", config)
+    assert code == 1 and json.loads(out)["tiers"][0]["runs"][0]["e2e_s"] is None
+    code, out, _ = run(capsys, "bench", "--no-record", "--config", config)
+    row = next(line for line in out.splitlines() if "keyless" in line)
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells[2:7] == ["—"] * 5  # TTFT, decode, e2e, tokens, cost: not "0.00 s", not "~0"
