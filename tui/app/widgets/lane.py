@@ -29,6 +29,9 @@ BADGE_CHARS: Final[int] = 10
 """What the badge holds (12 cells, less a space each side): a tool's name shows beside the state when it fits."""
 
 SHORT_ROWS: Final[int] = 4
+BIG_ROWS: Final[int] = 16
+"""From this many rows a lane of the presenter's view has room for its figure in large type (six rows) beside a
+gauge of three; below (a small terminal), the gauge keeps the room and the badge carries the final time."""
 """A lane with fewer rows than this (head, text, gauge, figures) shows no text: the figures matter more."""
 
 MARKDOWN_MAX_CHARS: Final[int] = 60_000
@@ -149,17 +152,16 @@ class LaneView(Vertical):
         self.voice.display = False
         self.pace.display = False
         self.tail.display = not self.present
-        self.big.display = self.big_caption.display = self.present
 
     def on_resize(self) -> None:
         self.set_class(self.content_size.height < SHORT_ROWS, "-short")
+        self.set_class(self.content_size.height >= BIG_ROWS, "-roomy")
 
     def set_present(self, present: bool) -> None:
         """The presenter's view on or off: gauges and figures only, and the final time in the badge."""
         self.present = present
         self._state = ""  # redraw the badge
         self.gauge.lane_coloured = present
-        self.big.display = self.big_caption.display = present
         self.show_voice(self.voice_on)
 
     def set_pace(self, text: str) -> None:
