@@ -48,8 +48,11 @@ class TokraceApp(App[int]):
     TITLE = "tokrace"
     CSS = """
     ToastRack { display: none; }
+    Toast { display: none; }
     """
-    """No toast ever covers the lanes or the summary: the race screen shows every notice on its notice line."""
+    """No toast ever covers the lanes or the summary: the race screen shows every notice on its notice line. The
+    toasts themselves are never displayed: Textual's toast rack sets its own ``display`` when a notification comes,
+    which outranks any stylesheet (so the "Recorded" toast covered the timeline on a real terminal)."""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True, system=True)]
     """Ctrl+C quits at once, as SIGINT does (Textual's own asks to press another key, and keys typed after it
