@@ -73,7 +73,7 @@ async def test_a_broken_theme_is_noticed_without_covering_the_lanes() -> None:
 async def test_no_toast_is_ever_displayed_even_when_textual_shows_its_rack() -> None:
     # Reported: on a real terminal the "Recorded" toast covered the timeline for ~5 s: the toast rack sets its own
     # display when a notification comes, which no stylesheet rule on the rack outranks.
-    app, clock = app_on_virtual_time()
+    app, _clock = app_on_virtual_time()
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await app.runner.wait_started()
         app.notify("recorded to somewhere", title="Recorded")
