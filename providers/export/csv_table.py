@@ -50,9 +50,9 @@ def rows(source: ExportSource, turns: bool = False) -> tuple[list[str], list[dic
     header = [*KEY_COLUMNS, *(["turn"] if turns else []), *METRIC_COLUMNS,
               *(LOOP_COLUMNS if loop and not turns else ())]
     out: list[dict[str, Any]] = []
-    for tier, lane in zip(result.tiers, result.metrics, strict=True):
+    for index, (tier, lane) in enumerate(zip(result.tiers, result.metrics, strict=True)):
         for run, m in enumerate(lane):
-            keys = {"tier": tier.name, "provider": tier.provider, "model": tier.model,
+            keys = {"tier": tier.name, "provider": source.provider(index), "model": tier.model,
                     "run": source.first_run + run}
             if turns:
                 for i, turn in enumerate(getattr(m, "turns", None) or [m]):

@@ -17,6 +17,7 @@ from typing import Final
 from .. import __version__
 from ..metrics.turn import DEFINITIONS, SegmentSpan, TurnMetrics
 from ..model.events import SEGMENT_KINDS
+from ..model.kinds import THIN_KINDS, WORDS, colour_name
 from ..race.summary import summary_of_run
 from . import tables
 from .markdown import TABLE_TERMS, title
@@ -32,10 +33,7 @@ NEUTRAL: Final[dict[str, str]] = {
 }
 """Colours that read on white and under colour blindness (Okabe–Ito), used where the caller gives none."""
 
-SEGMENT_WORDS: Final[dict[str, str]] = {
-    "connect": "connecting", "wait": "waiting", "think": "thinking", "model": "streaming", "tool": "tool",
-    "human": "person", "retry": "retry back-off", "stall": "voice silent",
-}
+SEGMENT_WORDS: Final[dict[str, str]] = WORDS
 """What each segment kind is called in the legend and the hover titles."""
 
 PART_KINDS: Final[dict[str, str]] = {"model": "seg-model"}
@@ -111,7 +109,7 @@ def timeline_svg(source: ExportSource, run: int = 0) -> str:
         for row, span in packed:
             top = y + (0 if row == 0 else ROW_H + (row - 1) * SUB_H)
             h = (ROW_H if row == 0 else SUB_H) - 4
-            thin = span.kind in ("wait", "connect")
+            thin = span.kind in THIN_KINDS
             ry, rh = (top + h / 2 - 3, 6.0) if thin else (top + 2, float(h))
             w = max(x(span.end) - x(span.start), 0.8)
             label = f" {span.label}" if span.label else ""
@@ -200,7 +198,7 @@ def sentence_html(pieces: Sequence[tuple[str, str]]) -> str:
 
 def _css(colours: Mapping[str, str]) -> str:
     variables = ";".join(f"--{key}:{value}" for key, value in colours.items())
-    segments = "".join(f".seg-{kind}{{fill:var(--seg-{kind})}}" for kind in SEGMENT_KINDS)
+    segments = "".join(f".seg-{kind}{{fill:var(--{colour_name(kind)})}}" for kind in SEGMENT_KINDS)
     return f""":root{{{variables}}}
 *{{box-sizing:border-box}}
 html{{background:var(--background);color:var(--foreground)}}

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..metrics.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, bottlenecks, representative
+from ..metrics.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, WhatIf, bottlenecks, representative
 from ..metrics.turn import TurnMetrics, percentile
 from ..model.events import SEGMENT_KINDS
+from ..model.units import duration, percent
 from ..race.live import SOURCE_MARK
 from ..race.summary import RaceSummary
 from ..runs.session import SessionResult
@@ -78,7 +79,8 @@ def results_table(result: SessionResult, runs: int) -> Table:
         ok = [m for m in ms if m.ok]
         failed = [m for m in ms if not m.ok]
         pick: list[TurnMetrics] = ok or ms
-        count = p50([float(m.output_tokens) for m in pick])
+        # a lane that never ran (failed before any answer) has no token count to give, not a count of zero
+        count = p50([float(m.output_tokens) for m in pick if m.e2e_s is not None])
         source = pick[0].tokens_source if pick else "chunks"
         cost = p50([m.cost_usd for m in pick])
         reason = (failed[0].error or "") if failed else ""
@@ -111,6 +113,11 @@ def lane_bottlenecks(result: SessionResult, factor: float = WHAT_IF_FACTOR) -> l
     return bottlenecks(lanes, factor)
 
 
+def what_if_cell(what_if: WhatIf) -> str:
+    """A what-if in a table cell: "76.4 s −40%" (never "0.0 s −100%" for a model that is not infinitely fast)."""
+    return f"{duration(what_if.e2e_s, 1)} −{percent(what_if.sooner_pct / 100)}"
+
+
 def speedup(value: float | None) -> str:
     """A speed-up as the tables show it (``1.62×``)."""
     return "—" if value is None else f"{value:.2f}×"
@@ -131,7 +138,7 @@ def bottleneck_table(result: SessionResult, factor: float, scenario: str, runs: 
     for b in rows:
         parts = {name: (s, share) for name, s, share in b.parts}
         cells = [f"{parts[n][0]:.1f} s {parts[n][1]:.0%}" if n in parts else "—" for n in present]
-        what = f"{b.what_if.e2e_s:.1f} s −{b.what_if.sooner_pct:.0f}%"
+        what = what_if_cell(b.what_if)
         speedups = [f"{speedup(b.e2e_speedup)} | {speedup(b.token_speedup)}"] if compare else []
         table.rows.append(Row([b.name, f"{b.e2e_s:.1f} s", *cells, speedup(b.amdahl_max_speedup), what, *speedups],
                               dim=not b.ok))

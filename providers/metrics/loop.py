@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..model.events import SEGMENT_KINDS, Delta, Done, Error, Event, Extra, Request, Segment, is_loop_end, is_token
+from ..model.kinds import MODEL_KINDS as MODEL_KINDS  # re-exported: its users read it here
 from ..model.tiers import Price
 from .turn import STALL_THRESHOLD_S, SegmentSpan, TurnMetrics, percentile, turn_metrics, turn_segments
 
-MODEL_KINDS: Final[frozenset[str]] = frozenset({"wait", "think", "model"})
-"""Segment kinds of a model request that count as model time: all time spent waiting on the model API."""
-
-PRIORITY: Final[tuple[str, ...]] = ("model", "think", "wait", "connect", "retry", "tool", "human", "stall")
+PRIORITY: Final[tuple[str, ...]] = ("model", "think", "pending", "connect", "retry", "tool", "human", "wait",
+                                    "stall")
 """Which kind an instant belongs to when spans overlap (only parallel tool calls and voice stalls ever do)."""
 
 WHAT_IF_FACTOR: Final[float] = 14.0
@@ -46,9 +45,10 @@ class LoopMetrics(TurnMetrics):
     breakdown: dict[str, float] = field(default_factory=dict)
     """Seconds per segment kind, overlaps counted once: sums to ``e2e_s``."""
     model_s: float = 0.0
-    """Time spent waiting on the model API: the wait, think and model segments of its requests."""
+    """Time spent waiting on the model API: the pending, think and model segments of its requests."""
     model_parts: dict[str, float] = field(default_factory=dict)
-    """``model_s`` by kind (wait, think, model): a ``wait`` in ``breakdown`` may also be a scenario's wait step."""
+    """``model_s`` by kind (pending, think, model); a ``wait`` in ``breakdown`` is never the model's (a scenario's
+    wait step)."""
     model_share: float | None = None
     amdahl_max_speedup: float | None = None
     """e2e ÷ (e2e − model time): the most any faster model could give; ``None`` when the model is all."""
@@ -127,13 +127,13 @@ def breakdown(spans: Sequence[SegmentSpan], start: float, end: float) -> dict[st
 
 
 def model_time(spans: Iterable[SegmentSpan]) -> dict[str, float]:
-    """Seconds spent on the model by kind (wait, think, model), each instant counted once: the requests' own
+    """Seconds spent on the model by kind (pending, think, model), each instant counted once: the requests' own
     spans, and model spans of a sub-agent running beside them (an imported trace's). Where they overlap, the
     instant goes to the kind first in :data:`PRIORITY`; spans that never overlap (a scenario's turns) simply add
     up."""
     marks: list[tuple[float, int, str]] = []
     for s in spans:
-        if s.end > s.start and s.kind in MODEL_KINDS and (s.chain is None or s.kind != "wait"):
+        if s.end > s.start and s.kind in MODEL_KINDS:
             marks += [(s.start, 1, s.kind), (s.end, -1, s.kind)]
     marks.sort(key=lambda m: m[0])
     active = dict.fromkeys(MODEL_KINDS, 0)
@@ -177,6 +177,9 @@ def loop_metrics(events: Iterable[Event], price: Price | None = None, model: str
     elif split.end is None:
         m.error = "the loop never ended (no end of scenario event)"
     m.ok = m.error is None and bool(turns)
+    if not m.ok and not split.steps and all(t.e2e_s is None for t in turns):
+        m.e2e_s = None  # it failed before any answer or step: it never ran (see turn_metrics)
+        return m
     m.e2e_s = end - start
 
     m.output_tokens = sum(t.output_tokens for t in turns)
@@ -250,7 +253,7 @@ class Bottleneck:
     """(part, seconds, share of e2e), summing to e2e: ``model`` (all time waiting on the model API: its waits,
     thinking and streaming), then each other segment kind (tool, human, a scenario's plain waits...)."""
     model_parts: dict[str, float]
-    """The model's time by segment kind: ``wait`` (to the first token), ``think``, ``model`` (streaming)."""
+    """The model's time by segment kind: ``pending`` (to the first token, and stalls), ``think``, ``model``."""
     model_s: float
     model_share: float | None
     amdahl_max_speedup: float | None
@@ -266,12 +269,13 @@ def bottlenecks(lanes: Sequence[tuple[str, LoopMetrics]], factor: float = WHAT_I
     """Per lane: the breakdown, model share, Amdahl bound and what-if at ``factor``; across lanes, measured
     end-to-end speed-up next to token speed-up, both against the lane with the slowest token rate."""
     rated = [m for _, m in lanes if m.ok and m.decode_tok_s and m.e2e_s]
-    base = min(rated, key=lambda m: m.decode_tok_s or 0.0) if rated else None
+    # Against itself a lane's speed-up says nothing: with one lane finished (the others stopped), none is given.
+    base = min(rated, key=lambda m: m.decode_tok_s or 0.0) if len(rated) > 1 else None
     out = []
     for name, m in lanes:
         e2e = m.e2e_s or 0.0
         # The model's own kinds fold into "model"; what is left of a kind (a scenario's plain waits) stays.
-        rest = [(k, s - m.model_parts.get(k, 0.0)) for k, s in m.breakdown.items() if k not in ("think", "model")]
+        rest = [(k, s - m.model_parts.get(k, 0.0)) for k, s in m.breakdown.items() if k not in MODEL_KINDS]
         seconds = [("model", m.model_s), *((k, s) for k, s in rest if s > 1e-9)]
         parts = tuple((k, s, s / e2e if e2e > 0 else 0.0) for k, s in seconds)
         e2e_up = tok_up = None

@@ -45,7 +45,7 @@ DEFINITIONS: Final[dict[str, str]] = {
     "cost_usd": "usage × the tier's price per million tokens (cached input priced apart)",
     "turns": "a loop's model requests, each with its own metrics (a loop's TTFT is its first turn's)",
     "breakdown": "a loop's seconds per segment kind, overlapping parallel tool calls counted once; sums to e2e",
-    "model_share": "time waiting on the model API (wait, think, model of its requests) ÷ the loop's e2e",
+    "model_share": "time waiting on the model API (pending, think, model of its requests) ÷ the loop's e2e",
     "amdahl_max_speedup": "e2e ÷ (e2e − model time): the most any faster model could speed this loop up",
     "what_if": "a model N× faster: e2e − model time + model time ÷ N (tools, people and waits unchanged)",
 }
@@ -265,8 +265,8 @@ def stream_gaps(times: Sequence[float], threshold_s: float = STALL_THRESHOLD_S) 
 
 
 def cut_gaps(spans: Sequence[SegmentSpan], gaps: Sequence[tuple[float, float]]) -> list[SegmentSpan]:
-    """The think and model spans with each stall cut out as a ``wait`` (labelled stall): the model sent
-    nothing then, so it is drawn, and counted, as waiting."""
+    """The think and model spans with each stall cut out as ``pending`` (labelled stall): the model sent
+    nothing then, so it is drawn, and counted, as waiting for the model."""
     if not gaps:
         return list(spans)
     out: list[SegmentSpan] = []
@@ -279,7 +279,7 @@ def cut_gaps(spans: Sequence[SegmentSpan], gaps: Sequence[tuple[float, float]]) 
             if a >= at and b <= span.end and b > a:
                 if a > at:
                     out.append(SegmentSpan(span.kind, at, a, span.label))
-                out.append(SegmentSpan("wait", a, b, STALL_LABEL))
+                out.append(SegmentSpan("pending", a, b, STALL_LABEL))
                 at = b
         if span.end > at or at == span.start:
             out.append(SegmentSpan(span.kind, at, span.end, span.label))
@@ -287,7 +287,7 @@ def cut_gaps(spans: Sequence[SegmentSpan], gaps: Sequence[tuple[float, float]]) 
 
 
 def turn_segments(events: Iterable[Event]) -> list[SegmentSpan]:
-    """The timeline of one turn: connect, wait, think, model; plus any explicit segments (retry, tool...)."""
+    """The timeline of one turn: connect, pending, think, model; plus any explicit segments (retry, tool...)."""
     evs = as_sequence(events)
     req = next((e for e in evs if isinstance(e, Request)), None)
     return [] if req is None else _scan(evs, req.t).segments()
@@ -334,9 +334,9 @@ class _Scan:
         end = self.end.t if self.end is not None else self.latest
         first = self.first
         if first is None:
-            spans.append(SegmentSpan("wait", self.wait_from, end))
+            spans.append(SegmentSpan("pending", self.wait_from, end))
             return sorted(spans, key=lambda s: (s.start, s.end))
-        spans.append(SegmentSpan("wait", self.wait_from, first.t))
+        spans.append(SegmentSpan("pending", self.wait_from, first.t))
         streamed: list[SegmentSpan] = []
         if first.channel == "reasoning":
             streamed.append(SegmentSpan("think", first.t, self.answer if self.answer is not None else end))
@@ -437,7 +437,9 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         m.ok, m.error = False, "the turn ended without generating any token"
     m.finish_reason = end.finish_reason if isinstance(end, Done) else None
     end_t = end.t if end is not None else scan.last_event_t
-    m.e2e_s = None if end_t is None else end_t - t0
+    # A turn that failed before any answer (a missing key, a closed port) has no end-to-end time: it never ran.
+    never_ran = isinstance(end, Error) and scan.ttfb_s is None and first is None and not scan.called
+    m.e2e_s = None if end_t is None or never_ran else end_t - t0
     if first is not None:
         m.ttft_s = first.t - t0
     m.ttfa_s = None if scan.first_answer is None else scan.first_answer - t0

@@ -12,13 +12,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Final, Literal, TypeAlias, overload
 
+from .kinds import SEGMENT_KINDS as SEGMENT_KINDS  # the kinds of span drawn on the timeline, re-exported
+from .kinds import SegmentKind as SegmentKind
+
 Channel: TypeAlias = Literal["content", "reasoning", "tool_args"]
 """Which stream a delta belongs to: the visible answer, reasoning/thinking text, or tool-call arguments."""
-
-SegmentKind: TypeAlias = Literal["connect", "wait", "think", "model", "tool", "human", "retry", "stall"]
-"""The kinds of span drawn on the timeline."""
-
-SEGMENT_KINDS: Final[tuple[str, ...]] = ("connect", "wait", "think", "model", "tool", "human", "retry", "stall")
 
 
 @dataclass(frozen=True, slots=True)

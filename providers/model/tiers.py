@@ -46,6 +46,12 @@ class TierSpec:
     options: dict[str, Any] = field(default_factory=dict)
     """Provider-specific settings (a synthetic profile, a replay file...)."""
 
+    @property
+    def raced_on(self) -> str:
+        """The provider the lane raced on: a replay names its recording's own (the replay bar says it replays)."""
+        recorded = self.options.get("recorded_provider") if self.provider == "replay" else None
+        return recorded if isinstance(recorded, str) and recorded else self.provider
+
     @classmethod
     def from_public(cls, public: dict[str, Any]) -> TierSpec:
         """A tier rebuilt from its recorded (public) form, leniently: recordings are data, not config."""

@@ -63,6 +63,8 @@ class LiveLane:
         self.detail = ""
         """A word on the state: the tool's name, the error's message."""
         self.error: str | None = None
+        self.answered = False
+        """Anything but the request came back (headers, a step of a loop); tokens say so on their own."""
         self.finished = False
         """No more events will come: render the final answer."""
         self.version = 0
@@ -120,6 +122,7 @@ class LiveLane:
             self.turns.append(LiveTurn(start=t, wait_from=t))
             self._set_state("connecting")
         elif isinstance(event, Headers):
+            self.answered = True
             if event.service_tier:
                 self.tier_got = event.service_tier
             if self.state == "connecting":
@@ -132,6 +135,8 @@ class LiveLane:
             if turn is not None:
                 turn.usage = event
         elif isinstance(event, Segment):
+            if event.seg not in ("connect", "retry"):
+                self.answered = True
             self.explicit.append(SegmentSpan(event.seg, event.start, event.end, event.label, event.chain))
             if turn is not None and event.seg in ("connect", "retry"):
                 turn.wait_from = max(turn.wait_from, event.end)
@@ -391,6 +396,8 @@ class LiveLane:
     def e2e(self) -> float | None:
         """Lane start → its end (of the last turn, of the loop, or the error), once ended."""
         end, start = self.ended_at, self.started_at
+        if not self.answered and not self.tokens:
+            return None  # it failed before any answer (a missing key, a closed port): it has no end-to-end time
         return None if end is None or start is None else end - start
 
     @property

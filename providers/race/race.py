@@ -159,12 +159,12 @@ class Race:
             else:
                 await self.run_turn(index, provider, clock, self.lane_request(index))
         except asyncio.CancelledError:
-            self.emit(index, Error(t=clock.now(), error="stopped", message="stopped before the end"))
+            self.emit(index, Error(t=clock.elapsed(), error="stopped", message="stopped before the end"))
         except Exception as exc:  # a failing lane must never take the race down
             from ..model.masking import redact  # an unexpected message may quote a request's headers
 
             message = redact(f"{type(exc).__name__}: {exc}", secret_values([self.tiers[index]]))
-            self.emit(index, Error(t=clock.now(), error="internal", message=message))
+            self.emit(index, Error(t=clock.elapsed(), error="internal", message=message))
 
     def emit_many(self, lane: int, deltas: list[Delta] | DeltaRun) -> None:
         """:meth:`emit` for the deltas a lane has due at once (a synthetic lane's wake-up, as a :class:`DeltaRun`;
@@ -212,8 +212,10 @@ class Race:
                     seen_request = True
                 self.emit(index, event)
                 if isinstance(event, Error):
+                    clock.reach(event.t)
                     return False
                 if isinstance(event, Done) and not provider.plays_whole_lane:
+                    clock.reach(event.t)  # a planned lane's next step starts where this turn was planned to end
                     return True
         last = self.lanes[index].events[-1] if self.lanes[index].events else None
         if isinstance(last, Done) or (last is not None and is_loop_end(last)):

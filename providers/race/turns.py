@@ -60,15 +60,15 @@ class LiveTurn:
         return max(visible - self.first_tokens, 0), span
 
     def spans(self, open_end: float) -> list[SegmentSpan]:
-        """The model's own spans of the turn (wait, think, model), its stalls cut out; still open, it ends at
+        """The model's own spans of the turn (pending, think, model), its stalls cut out; still open, it ends at
         ``open_end``."""
         end = self.end if self.end is not None else open_end
         if self.first is None:
-            return [SegmentSpan("wait", self.wait_from, end)]
+            return [SegmentSpan("pending", self.wait_from, end)]
         streamed: list[SegmentSpan] = []
         if self.first_reasoning:
             think_end = self.answer if self.answer is not None else end
             streamed.append(SegmentSpan("think", self.first, think_end))
         if self.answer is not None:
             streamed.append(SegmentSpan("model", self.answer, end))
-        return [SegmentSpan("wait", self.wait_from, self.first), *cut_gaps(streamed, self.gaps)]
+        return [SegmentSpan("pending", self.wait_from, self.first), *cut_gaps(streamed, self.gaps)]

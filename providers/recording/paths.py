@@ -55,3 +55,16 @@ def list_recordings(directory: Path | None = None) -> list[RecordingInfo]:
         out.append(RecordingInfo(path, str(header.get("created", "")), str(header.get("prompt") or ""),
                                  [str(t.get("name")) for t in header.get("tiers", [])], duration))
     return out
+
+
+def shown_path(path: Path) -> str:
+    """A recording's path as a screen shows it, never the absolute path (a screen may be in front of an
+    audience): its name in the recordings folder, else relative to the current folder, else under ``~``."""
+    if path.parent == recordings_dir():
+        return f"{path.name} (in the recordings folder: tokrace recordings)"
+    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
+        try:
+            return prefix + str(path.relative_to(base))
+        except ValueError:
+            continue
+    return path.name

@@ -97,3 +97,8 @@ class ReplayControl:
         cap = f"  idle pauses played in ≤{self.idle_cap:g} s" if self.idle_cap is not None else ""
         stepped = "  stepped" if self.stepped else ""
         return f"{mark}  {speed}{stepped}{cap}  {position:.2f} s / {self.duration:.2f} s  ·  {self.path.name}"
+
+
+def replay_doing(control: ReplayControl) -> str:
+    """What the status line says a replay is doing: the replay bar's state in one word ("replaying", "paused")."""
+    return "replaying" if control.playing else "paused"

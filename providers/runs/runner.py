@@ -27,6 +27,7 @@ from ..model.tiers import TierSpec
 from ..race.live import LiveLane, LiveRace
 from ..race.race import Listener, Race, one_line, prepare_providers
 from ..recording import Recorder, RecordingError
+from ..recording.paths import shown_path
 from ..timing.clock import COARSE_WAKE_S, Clock
 from .record_paths import FLUSH_EVERY_S, RecordPlan
 
@@ -301,7 +302,7 @@ class RaceRunner:
             self._tell(f"{exc}; the recording stops here (what it holds replays)", "Recording stopped", "error")
             return
         self.recorded.append(recorder.path)
-        self._tell(f"recorded to {recorder.path}", "Recorded", "information")
+        self._tell(f"recorded to {shown_path(recorder.path)}", "Recorded", "information")
 
     def _tell(self, message: str, title: str, severity: Literal["information", "warning", "error"]) -> None:
         if self.notify is not None:

@@ -405,7 +405,10 @@ class LaneClock:
 
     ``coarse`` is for lanes that stamp their events at the times they planned (synthetic, replay): on a base
     clock that can (the real clock) they wake on a coarse grid rather than precisely (see
-    :meth:`RealClock.sleep_until_coarse`); their stamps, and so their figures, are the same."""
+    :meth:`RealClock.sleep_until_coarse`). Such a lane is *planned*: its ``now`` is the planned moment it has
+    reached (the last moment it slept until or :meth:`reach`-ed), never how late it woke, so every step of a
+    synthetic loop starts exactly where the one before it was planned to end, and the real clock, the virtual
+    clock and ``--fast-forward`` give the same figures (docs/design.md §6)."""
 
     def __init__(self, base: Clock, origin: float, coarse: bool = False) -> None:
         self.base = base
@@ -416,11 +419,23 @@ class LaneClock:
         """The virtual clock's grid for a lane that stamps its planned times (see :class:`VirtualClock`)."""
         coarse_wait: Callable[[float], Awaitable[float]] | None = getattr(base, "sleep_until_coarse", None)
         self._wait = coarse_wait if coarse and coarse_wait is not None else base.sleep_until
+        self._at = 0.0
+        """A planned lane's moment: how far along its plan it is (seconds since the lane began)."""
 
     def now(self) -> float:
-        return self.base.now() - self.origin
+        return self._at if self.coarse else self.base.now() - self.origin
+
+    def elapsed(self) -> float:
+        """Seconds since the lane began on the base clock, however far its plan has got (when it was stopped)."""
+        return max(self.base.now() - self.origin, self._at if self.coarse else 0.0)
+
+    def reach(self, t: float) -> None:
+        """A planned lane's plan has reached ``t`` (its turn's last event): the next step starts there."""
+        if self.coarse and t > self._at:
+            self._at = t
 
     async def sleep_until(self, t: float) -> float:
         woke = await self._wait(self.origin + t) - self.origin
+        self.reach(t)
         # Virtual time is exact by construction; don't let float rounding of the origin shift the stamps.
         return max(t, woke) if not self.virtual or woke > t + 1e-9 else t

@@ -29,6 +29,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from ..metrics.turn import SENTENCE_END, SENTENCE_TAIL, SegmentSpan
 from ..model.events import Delta, Done, Error, Event, Request, Segment
+from ..model.units import GLUE, duration
 
 DEFAULT_WPM: Final[float] = 165.0
 """A typical conversational speaking rate, in words per minute."""
@@ -461,11 +462,12 @@ def conversation_verdict(runs: Sequence[VoiceMetrics], gap_s: float = CONVERSATI
     label = "slowest first audio" if len(runs) > 1 or any(len(r.turns) > 1 for r in runs) else "first audio"
     stalls = max(runs, key=lambda r: (r.stalls, r.stall_s))
     problems = []
+    # A number is never split from its unit when the sentence wraps (a no-break space between them).
     if worst > gap_s:
-        problems.append(f"{label} {worst:.2f} s")
+        problems.append(f"{label} {duration(worst, glue=GLUE)}")
     if stalls.stalls:
         plural = "s" if stalls.stalls != 1 else ""
-        problems.append(f"{stalls.stalls} stall{plural}, {stalls.stall_s:.1f} s silent")
+        problems.append(f"{stalls.stalls} stall{plural}, {duration(stalls.stall_s, 1, glue=GLUE)} silent")
     if problems:
         return False, ", ".join(problems)
-    return True, f"{label} {worst:.2f} s, no stalls"
+    return True, f"{label} {duration(worst, glue=GLUE)}, no stalls"

@@ -145,6 +145,8 @@ class LiveVoice:
         """The speaking rate now (the keys change it)."""
         self.lanes: list[VoiceLane] = []
         self._race: object = None
+        self._changes: list[tuple[float, float]] = [(float("-inf"), self.wpm)]
+        """The rate from each moment of the followed race on (its start: the rate it began at)."""
 
     def follow(self, race: object, lanes: Sequence[Sequence[Event]]) -> bool:
         """Voice ``lanes`` (each lane's event list) of ``race``; a new race gets new voices at the current rate.
@@ -152,6 +154,7 @@ class LiveVoice:
         if race is self._race and len(lanes) == len(self.lanes):
             return False
         self._race = race
+        self._changes = [(float("-inf"), self.wpm)]
         settings = replace(self.settings, wpm=self.wpm)
         self.lanes = [VoiceLane(events, settings) for events in lanes]
         return True
@@ -172,9 +175,18 @@ class LiveVoice:
         wpm = min(max(self.wpm + step, WPM_MIN), WPM_MAX)
         if wpm != self.wpm:
             self.wpm = wpm
+            self._changes.append((at, wpm))
             for lane in self.lanes:
                 lane.set_wpm(wpm, at)
         return self.wpm
+
+    def rates_until(self, end: float) -> list[float]:
+        """The rates the race's voices spoke at up to ``end`` (its last answer), in order: what a verdict judged."""
+        rates: list[float] = []
+        for at, wpm in self._changes:
+            if at < end and (not rates or rates[-1] != wpm):
+                rates.append(wpm)
+        return rates
 
     def verdicts(self) -> list[tuple[bool, str]]:
         """Per lane: could it hold a conversation without a gap, and why (``voice.conversation_verdict``)."""

@@ -549,7 +549,7 @@ async def test_the_projector_theme_draws_every_lane_two_rows_tall() -> None:
             assert first.startswith(name) and "✓" in first and "█" in first
             assert second[:LABEL_WIDTH].strip() == "" and "▀" in second and "✓" not in second
             assert first.index("█") == second.index("▀")  # one bar, two rows tall
-        assert "0s" in lines[-1]
+        assert "0 s" in lines[-1]
 
 
 async def test_the_projector_theme_keeps_one_row_per_lane_on_an_80x24_terminal() -> None:

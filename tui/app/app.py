@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -21,6 +22,7 @@ from tokrace.providers.runs.replay_control import ReplayControl
 from tokrace.providers.runs.runner import ClockFactory, ProviderFactory, RaceRunner
 from tokrace.providers.timing.clock import Clock, RealClock
 
+from ..cli.signals import EXIT_INTERRUPTED
 from ..cli.signals import install as install_signals
 from .screens.race import RaceScreen
 from .theming import AppThemes
@@ -46,8 +48,15 @@ class TokraceApp(App[int]):
     TITLE = "tokrace"
     CSS = """
     ToastRack { display: none; }
+    Toast { display: none; }
     """
-    """No toast ever covers the lanes or the summary: the race screen shows every notice on its notice line."""
+    """No toast ever covers the lanes or the summary: the race screen shows every notice on its notice line. The
+    toasts themselves are never displayed: Textual's toast rack sets its own ``display`` when a notification comes,
+    which outranks any stylesheet (so the "Recorded" toast covered the timeline on a real terminal)."""
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True, system=True)]
+    """Ctrl+C quits at once, as SIGINT does (Textual's own asks to press another key, and keys typed after it
+    would reach the app): the race stops, the recording is written, the terminal is restored, exit 130."""
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, *, animate: bool = True,
                  freeze_gc: bool = True, themes: AppThemes | None = None, voice: LiveVoice | None = None,
@@ -77,6 +86,9 @@ class TokraceApp(App[int]):
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_COLOURS)
+
+    def action_interrupt(self) -> None:
+        self.exit(None, EXIT_INTERRUPTED)
 
     def on_mount(self) -> None:
         self.runner.notify = self._notify

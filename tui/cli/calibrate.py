@@ -58,7 +58,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         check_calibratable(tier)
     if config.source is None and not args.print_only:
         raise CalibrationError("no config file to write the profiles to; use --print, or --config FILE")
-    err = Console(stderr=True, highlight=False, soft_wrap=True)  # a message stays one line in a log
+    from .tables import err_console
+
+    err = err_console()
     results: list[Calibration] = []
     for tier in tiers:
         err.print(f"calibrating {tier.name} ({args.runs} run{'s' if args.runs != 1 else ''} after a warm-up)…")

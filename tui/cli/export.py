@@ -111,13 +111,18 @@ def parse_size(text: str) -> tuple[int, int]:
 
 def cmd_export(args: argparse.Namespace, screen: Screen) -> int:
     from tokrace.providers.export.race_data import default_output
-    from tokrace.providers.recording import read_recording
+    from tokrace.providers.recording import read_recording, recordings_dir
 
+    from .find_recording import find_recording
     from .traces import replayable
 
     _check_options(args)
     size = parse_size(args.size) if args.size is not None else None
-    target = args.output or str(default_output(args.file, FORMATS[args.to]))
+    given = args.file
+    args.file = find_recording(given, recordings_dir())  # a recording's name, as `tokrace replay NAME` takes
+    # a recording found by its name is exported to the current folder, not into the recordings folder
+    beside = args.file if args.file == given else Path(args.file.name)
+    target = args.output or str(default_output(beside, FORMATS[args.to]))
     if target != "-" and Path(target).resolve() == args.file.resolve():
         raise ExportError(f"{target}: that is FILE itself; name another output with -o")
     check_writable(target, f"{args.to} export")

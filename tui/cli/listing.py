@@ -39,7 +39,6 @@ def cmd_recordings(args: argparse.Namespace, screen: Screen) -> int:
 def cmd_tiers(args: argparse.Namespace, screen: Screen) -> int:
     import os
 
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -72,8 +71,7 @@ def cmd_tiers(args: argparse.Namespace, screen: Screen) -> int:
     tables.print_table(console, table)
     for broken in config.broken:  # the others still race (with --tiers); these are refused when selected
         # the error may echo a misplaced key back (a key given where a table belongs)
-        Console(stderr=True).print(f"tokrace: {redact(str(broken.error), ())}", style="red", markup=False,
-                                   highlight=False)
+        tables.err_console().print(f"tokrace: {redact(str(broken.error), ())}", style="red", markup=False)
     presets = Table(title="presets (use preset = \"name\" in a tier)", title_justify="left")
     for col in ("preset", "protocol", "base URL", "key variable"):
         presets.add_column(col, no_wrap=True)

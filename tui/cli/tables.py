@@ -32,12 +32,18 @@ def set_wide(wide: bool) -> None:
 
 
 def console(file: TextIO | None = None, stderr: bool = False) -> Console:
-    """A console for tables and sentences: the terminal's width in a terminal, unbounded when piped or wide."""
+    """A console for tables and sentences: the terminal's width in a terminal, unbounded when piped or wide. On
+    stderr a sentence is never wrapped: a message stays one line in a log, however long a path in it is."""
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
-    out = Console(file=stream, stderr=stderr)
+    out = Console(file=stream, stderr=stderr, soft_wrap=stderr)
     if _wide or not out.is_terminal:
-        return Console(file=stream, stderr=stderr, width=PIPED_WIDTH)
+        return Console(file=stream, stderr=stderr, width=PIPED_WIDTH, soft_wrap=stderr)
     return out
+
+
+def err_console() -> Console:
+    """The console for messages on stderr: plain (no highlighting), one line per message, never wrapped."""
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def column_needs(out: Console, table: Table) -> list[int]:

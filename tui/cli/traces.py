@@ -15,18 +15,18 @@ from pathlib import Path
 from typing import Any, Final
 
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from tokrace.providers.model.errors import TokraceError
+from tokrace.providers.model.units import duration, percent
 from tokrace.providers.traces.analysis import IDLE_CAP_S, TraceAnalysis, analyse
 from tokrace.providers.traces.model import Trace
 from tokrace.providers.traces.read import FORMATS, Found, files, read_file
 from tokrace.providers.traces.summary import SetSummary
 
 from .tables import console as table_console
-from .tables import print_table, write_text
+from .tables import err_console, print_table, write_text
 from .traces_common import file_json, price_arg, read_each
 
 MAX_LANES: Final[int] = 6
@@ -81,17 +81,11 @@ def trace_json(trace: Trace, a: TraceAnalysis) -> dict[str, Any]:
 
 
 def _fmt_s(x: float | None) -> str:
-    if x is None:
-        return "—"
-    if x >= 3600:
-        return f"{x / 3600:.1f}h"
-    if x >= 120:
-        return f"{x / 60:.1f}m"
-    return f"{x:.1f}s"
+    return duration(x, 1)  # one format in the whole column: "103.9 s" beside "127.0 s", never "2.1m"
 
 
 def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.0f}%"
+    return percent(x)
 
 
 def traces_table(rows: list[tuple[Trace, TraceAnalysis]], width: int = 120) -> Table:
@@ -128,7 +122,7 @@ def detail_table(trace: Trace, a: TraceAnalysis, approval: bool) -> Table:
     beside = ", ".join(f"{k} {v:.1f}" for k, v in a.parallel_s.items() if v > 0.05)
     if beside:
         table.add_row("[dim]in parallel, beside the above[/]", f"[dim]{beside}[/]", "")
-    ttft = "no TTFT recorded" if a.ttft_p50 is None else f"TTFT p50 {a.ttft_p50:.2f}s"
+    ttft = "no TTFT recorded" if a.ttft_p50 is None else f"TTFT p50 {duration(a.ttft_p50)}"
     table.caption = escape(
         f"{a.calls} model calls, {a.tool_calls} tool calls, {a.human_steps} human steps, {a.retries} retries; "
         f"tokens {tokens_text(a.input_tokens, a.cached_input_tokens, a.output_tokens)}; "
@@ -198,7 +192,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
     piped = "-" in (target, markdown, csv_target)
     paths = list(files(args.paths))
     out = table_console(file=sys.stderr if piped else sys.stdout)
-    err = Console(file=sys.stderr, highlight=False)
+    err = err_console()
     summary = SetSummary()
     traces_out: list[dict[str, Any]] = []
     files_out: list[dict[str, Any]] = []

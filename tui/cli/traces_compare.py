@@ -96,17 +96,17 @@ def build_comparison(traces: Sequence[Trace], args: argparse.Namespace, config: 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``tokrace traces PATH... --on TIERS``: read every file (one at a time, keeping only each trace's figures),
     re-time each trace on the tiers, and write the comparison. Exit 0 when a trace was read, 2 when none."""
-    from rich.console import Console
     from rich.markup import escape
 
     from tokrace.providers.config.load import load_config
     from tokrace.providers.traces.read import Found, files
 
+    from .tables import err_console
     from .traces_common import file_json, read_each
 
     check_compare_args(args)
     comparer = comparer_for(args, load_config(getattr(args, "config", None)), args.idle_cap)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)  # a message stays one line in a log
+    err = err_console()
     paths = list(files(args.paths))
     problems: list[Found] = []
     skipped: list[tuple[str, int]] = []

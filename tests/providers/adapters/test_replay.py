@@ -67,7 +67,8 @@ def test_replay_tiers_are_named_modelled_and_priced_like_the_originals(recorded:
     assert [(t.name, t.provider, t.model) for t in tiers] == [("standard", "replay", "gpt-5.6-sol"),
                                                              ("thinker", "replay", ""), ("flaky", "replay", "")]
     assert tiers[0].price == Price(input=5, output=30)
-    assert tiers[1].options == {"file": str(path), "lane": 1, "speed": 2.0, "idle_cap": 0.5}
+    assert tiers[1].options == {"file": str(path), "lane": 1, "speed": 2.0, "idle_cap": 0.5,
+                                "recorded_provider": "synthetic"}
 
 
 def test_a_speed_factor_changes_the_waiting_never_the_figures(recorded: tuple[Path, SessionResult]) -> None:

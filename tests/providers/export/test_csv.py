@@ -52,7 +52,9 @@ def test_rows_round_trip_to_the_values_of_json(tmp_path: Path) -> None:
     rows = read(to_csv(source_of(path)))
     assert list(rows[0])[:4] == ["tier", "provider", "model", "run"]
     assert list(rows[0])[4:] == list(METRIC_COLUMNS)
-    want = [(tier["name"], tier["provider"], tier["model"], i, expected(run))
+    # the JSON says ``replay`` (it replayed); the CSV names what the lanes raced on
+    assert {tier["provider"] for tier in report["tiers"]} == {"replay"}
+    want = [(tier["name"], "synthetic", tier["model"], i, expected(run))
             for tier in report["tiers"] for i, run in enumerate(tier["runs"])]
     got = [(row["tier"], row["provider"], row["model"], row["run"], {k: row[k] for k in METRIC_COLUMNS})
            for row in rows]
@@ -84,3 +86,9 @@ def test_one_run_of_several_keeps_its_number(tmp_path: Path) -> None:
     rows = read(to_csv(source_of(path, run=2)))
     assert {row["run"] for row in rows} == {2}
     assert len(rows) == 3
+
+
+def test_a_synthetic_race_names_its_own_provider_not_replay(tmp_path: Path) -> None:
+    path = record(tmp_path / "race.jsonl")
+    rows = read(to_csv(source_of(path)))
+    assert {row["provider"] for row in rows} == {"synthetic"}

@@ -82,20 +82,16 @@ def test_times_start_at_the_recording_and_a_failure_is_an_error_status(tmp_path:
     assert all(s["status"]["message"] for s in failed)
 
 
-TRACE_KIND = {"connect": "model", "think": "model", "model": "model", "tool": "tool", "human": "human",
-              "retry": "retry"}
+TRACE_KIND = {"connect": "model", "pending": "model", "think": "model", "model": "model", "tool": "tool",
+              "human": "human", "retry": "retry", "wait": "wait"}
 """A loop's segment kinds as the trace model's step kinds: the whole model call (connecting, waiting for the first
-token, thinking, streaming) is one model step; a wait is the model's when it is inside a call, else a plain wait."""
+token, thinking, streaming) is one model step; ``wait`` means the same in both (a plain wait, never the model's)."""
 
 
-def as_trace_breakdown(run: dict[str, Any], model_wait: float) -> dict[str, float]:
+def as_trace_breakdown(run: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     for kind, seconds in run["breakdown"].items():
-        if kind == "wait":
-            out["model"] = out.get("model", 0.0) + model_wait
-            out["wait"] = out.get("wait", 0.0) + seconds - model_wait
-        else:
-            out[TRACE_KIND[kind]] = out.get(TRACE_KIND[kind], 0.0) + seconds
+        out[TRACE_KIND[kind]] = out.get(TRACE_KIND[kind], 0.0) + seconds
     return {k: v for k, v in out.items() if v > 1e-6}
 
 
@@ -119,11 +115,10 @@ def test_the_trace_reader_reads_it_back_with_the_same_e2e_and_breakdown(tmp_path
             assert trace.skipped == 0
             got = analyse(trace)
             want = metrics.to_json()
-            model_wait = getattr(metrics, "model_parts", {}).get("wait", 0.0)
             if scenario is None:  # a single prompt is a loop of one turn: its time is all the model's
                 want["breakdown"] = {"model": want["e2e_s"]}
             else:
-                want["breakdown"] = as_trace_breakdown(want, model_wait)
+                want["breakdown"] = as_trace_breakdown(want)
             assert got.e2e_s == pytest.approx(want["e2e_s"], abs=1e-6)
             assert {k: v for k, v in got.breakdown.items() if v > 1e-6} == pytest.approx(want["breakdown"], abs=1e-5)
             assert got.calls == len(want.get("turns", [want]))

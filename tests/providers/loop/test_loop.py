@@ -92,7 +92,9 @@ def test_model_share_counts_the_waits_of_model_requests_but_not_a_scenarios_wait
     events = [*turn(0.0, 1.0, 2.0, 10), Segment(t=2.0, seg="wait", start=2.0, end=6.0, label="rollout"),
               *turn(6.0, 7.0, 8.0, 10), loop_end(8.0, "t", 2)]
     m = loop_metrics(events)
-    assert m.breakdown == {"wait": 6.0, "model": 2.0}
+    # one word, one meaning: the model's wait for its first token is "pending"; "wait" is the scenario's step alone
+    assert m.breakdown == {"pending": 2.0, "model": 2.0, "wait": 4.0}
+    assert m.model_parts == {"pending": 2.0, "model": 2.0}
     assert m.model_s == 4.0 and m.model_share == 0.5 and m.amdahl_max_speedup == 2.0
     parts = bottlenecks([("lane", m)])[0].parts
     assert [(k, s) for k, s, _ in parts] == [("model", 4.0), ("wait", 4.0)]
@@ -171,4 +173,19 @@ def test_bottlenecks_compare_every_lane_with_the_slowest_token_rate() -> None:
     assert [r.name for r in rows] == ["fast", "slow"]
     assert rows[0].token_speedup == pytest.approx(100.0) and rows[0].e2e_speedup == pytest.approx(21 / 11.1)
     assert rows[1].token_speedup == 1.0 and rows[1].what_if.factor == 10
-    assert rows[1].parts[0][:2] == ("model", 11.0) and rows[1].model_parts == {"wait": 1.0, "model": 10.0}
+    assert rows[1].parts[0][:2] == ("model", 11.0) and rows[1].model_parts == {"pending": 1.0, "model": 10.0}
+
+
+def test_with_one_lane_finished_no_speed_up_is_given_against_itself() -> None:
+    done = loop_metrics([*turn(0.0, 0.1, 1.1, 1001), loop_end(1.1, "t", 1)])
+    stopped = loop_metrics([*turn(0.0, 1.0, 3.0, 21), Error(t=3.0, error="stopped", message="stopped")])
+    rows = bottlenecks([("ultrafast", done), ("standard", stopped)])
+    assert [(r.e2e_speedup, r.token_speedup) for r in rows] == [(None, None), (None, None)]
+
+
+def test_a_what_if_never_reads_as_an_impossible_zero() -> None:
+    from tokrace.providers.export.tables import what_if_cell
+
+    only_model = loop_metrics([*turn(0.0, 0.2, 0.71, 400), loop_end(0.71, "t", 1)])
+    assert what_if_cell(only_model.what_if(1000)) == "1 ms −99.9%"
+    assert what_if_cell(only_model.what_if(14)) == "0.1 s −93%"

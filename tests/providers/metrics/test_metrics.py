@@ -53,7 +53,7 @@ def test_connect_is_the_end_of_the_connect_segment() -> None:
     events.insert(1, Segment(t=0.08, seg="connect", start=0.0, end=0.08, label="tls"))
     m = turn_metrics(events)
     assert m.connect_s == 0.08
-    assert [(s.kind, s.start, s.end) for s in m.segments] == [("connect", 0.0, 0.08), ("wait", 0.08, 0.4),
+    assert [(s.kind, s.start, s.end) for s in m.segments] == [("connect", 0.0, 0.08), ("pending", 0.08, 0.4),
                                                               ("model", 0.4, 0.4)]
 
 
@@ -114,7 +114,7 @@ def test_reasoning_before_the_answer_counts_for_ttft_but_not_ttfa() -> None:
     assert m.ttft_s == 0.2
     assert m.ttfa_s == 1.0
     assert m.ttfs_s == 1.1
-    assert [(s.kind, s.start, s.end) for s in m.segments] == [("wait", 0.0, 0.2), ("think", 0.2, 1.0),
+    assert [(s.kind, s.start, s.end) for s in m.segments] == [("pending", 0.0, 0.2), ("think", 0.2, 1.0),
                                                               ("model", 1.0, 1.2)]
 
 
@@ -271,3 +271,10 @@ def test_every_metric_in_the_json_has_a_one_line_definition() -> None:
     assert measured <= set(DEFINITIONS) | set(WIRE_DEFINITIONS)
     assert all("\n" not in line for line in [*DEFINITIONS.values(), *WIRE_DEFINITIONS.values()])
     assert metrics.STALL_THRESHOLD_S == 0.25
+
+
+def test_a_turn_that_failed_before_any_answer_has_no_e2e() -> None:
+    never = turn_metrics([Request(t=0.0), Error(t=1.34, error="connect", message="connection refused")])
+    assert never.e2e_s is None and never.error == "connection refused"
+    answered = turn_metrics([Request(t=0.0), Headers(t=0.5), Error(t=1.34, error="http", message="500")])
+    assert answered.e2e_s == 1.34

@@ -75,7 +75,7 @@ async def test_live_figures_agree_with_metrics_for_every_demo_lane() -> None:
 async def test_thinking_lane_draws_think_then_model_as_metrics_does() -> None:
     live, r = await race([tier(ttft_ms=200, tok_s=100, thinking_tokens=20, seed=4)], max_tokens=60)
     lane, events = live.lanes[0], r.lanes[0].events
-    assert [s.kind for s in lane.segments(99.0)] == ["wait", "think", "model"]
+    assert [s.kind for s in lane.segments(99.0)] == ["pending", "think", "model"]
     assert [(s.kind, s.start, s.end) for s in lane.segments(99.0)] == [
         (s.kind, s.start, s.end) for s in turn_segments(events)]
     assert lane.decode_rate() == pytest.approx(turn_metrics(events).decode_tok_s)
@@ -95,12 +95,12 @@ def test_badge_moves_connecting_waiting_thinking_streaming_done() -> None:
 def test_connect_segment_ends_connecting_and_moves_the_wait() -> None:
     lane = feed(LiveLane(tier()), [Request(t=0.0), Segment(t=0.08, seg="connect", start=0.0, end=0.08)])
     assert lane.state == "waiting"
-    assert [(s.kind, s.start, s.end) for s in lane.segments(0.5)] == [("connect", 0.0, 0.08), ("wait", 0.08, 0.5)]
+    assert [(s.kind, s.start, s.end) for s in lane.segments(0.5)] == [("connect", 0.0, 0.08), ("pending", 0.08, 0.5)]
 
 
 def test_an_open_turn_grows_to_now() -> None:
     lane = feed(LiveLane(tier()), [Request(t=0.0), Delta(t=0.4, text="a", tokens=1)])
-    assert [(s.kind, s.end) for s in lane.segments(1.25)] == [("wait", 0.4), ("model", 1.25)]
+    assert [(s.kind, s.end) for s in lane.segments(1.25)] == [("pending", 0.4), ("model", 1.25)]
     assert lane.elapsed(1.25) == 1.25
     assert lane.e2e is None
 
@@ -155,7 +155,7 @@ def test_two_turns_sum_their_usage_and_finish_after_the_second() -> None:
     assert lane.e2e == pytest.approx(2.52)
     assert lane.cost_so_far() == pytest.approx((9 * 30.0 + 30 * 5.0) / 1e6)
     kinds = [s.kind for s in lane.segments(9.0)]
-    assert kinds == ["wait", "model", "tool", "wait", "model"]
+    assert kinds == ["pending", "model", "tool", "pending", "model"]
     for turn_events, turn in zip(split_turns(turn1 + turn2), lane.turns, strict=True):
         assert turn_metrics(turn_events).output_tokens == turn.tokens()
 
@@ -300,7 +300,7 @@ async def test_loop_so_far_agrees_with_loop_metrics_for_every_demo_lane() -> Non
 
 def test_a_single_prompt_is_a_loop_of_one_turn_all_model() -> None:
     m = feed(LiveLane(tier()), stream(100, 5)).loop_so_far(9.0)
-    assert m.ok and m.breakdown == pytest.approx({"wait": 0.5, "model": 0.04})
+    assert m.ok and m.breakdown == pytest.approx({"pending": 0.5, "model": 0.04})
     assert (m.model_share, m.amdahl_max_speedup) == (pytest.approx(1.0), None)
 
 
@@ -321,8 +321,8 @@ def test_a_stall_in_the_stream_is_drawn_as_a_wait_live_and_final_alike() -> None
     events: list[Event] = [Request(t=0.0), Delta(t=0.2, text="a", tokens=1), Delta(t=0.25, text="b", tokens=1),
                            Delta(t=2.25, text="c", tokens=1), Delta(t=2.3, text="d", tokens=1), Done(t=2.3)]
     final = turn_segments(events)
-    assert [(s.kind, s.start, s.end) for s in final] == [("wait", 0.0, 0.2), ("model", 0.2, 0.25),
-                                                         ("wait", 0.25, 2.25), ("model", 2.25, 2.3)]
+    assert [(s.kind, s.start, s.end) for s in final] == [("pending", 0.0, 0.2), ("model", 0.2, 0.25),
+                                                         ("pending", 0.25, 2.25), ("model", 2.25, 2.3)]
     lane = feed(LiveLane(tier()), events)
     assert lane.segments(3.0) == final
     assert turn_metrics(events).stalls == 1
@@ -346,3 +346,16 @@ def test_a_stream_cut_after_an_early_usage_counts_what_streamed() -> None:
     m = turn_metrics(events)
     assert m.output_tokens == 3 and m.tokens_source != "usage" and m.input_tokens == 10
     assert feed(LiveLane(tier()), events).tokens == 3
+
+
+def test_a_lane_that_failed_before_any_answer_has_no_e2e() -> None:
+    from tokrace.providers.model.events import Error as Failed
+    from tokrace.providers.model.events import Request as Asked
+    from tokrace.providers.model.tiers import TierSpec as Tier
+    from tokrace.providers.race.live import LiveRace
+
+    live = LiveRace([Tier(name="keyless", provider="openai")])
+    lane = live.lanes[0]
+    lane.on_event(Asked(t=0.0))
+    lane.on_event(Failed(t=1.34, error="setup", message="no key"))
+    assert lane.ended_at == 1.34 and lane.e2e is None

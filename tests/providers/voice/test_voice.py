@@ -177,9 +177,10 @@ def test_a_tier_holds_a_conversation_only_when_it_starts_soon_and_never_stalls()
     late = VoiceMetrics(wpm=165, tts_delay_s=0.2, first_audio_s=1.5, first_audio_max_s=1.5)
     stalling = VoiceMetrics(wpm=165, tts_delay_s=0.2, first_audio_s=0.4, first_audio_max_s=0.4, stalls=2,
                             stall_s=3.25)
-    assert conversation_verdict([quick]) == (True, "first audio 0.40 s, no stalls")
-    assert conversation_verdict([quick, late]) == (False, "slowest first audio 1.50 s")  # over two runs
-    assert conversation_verdict([stalling]) == (False, "2 stalls, 3.2 s silent")
+    assert conversation_verdict([quick]) == (True, "first audio 0.40\u00a0s, no stalls")
+    # over two runs; a no-break space before the unit
+    assert conversation_verdict([quick, late]) == (False, "slowest first audio 1.50\u00a0s")
+    assert conversation_verdict([stalling]) == (False, "2 stalls, 3.2\u00a0s silent")
     assert conversation_verdict([VoiceMetrics(wpm=165, tts_delay_s=0.2)]) == (False, "never spoke")
 
 
@@ -260,8 +261,8 @@ def test_in_the_built_in_voice_chat_latency_not_throughput_decides() -> None:
     assert [len(v.turns) for v in voices] == [5, 5, 5]
     assert [v.stalls for v in voices] == [0, 0, 0]  # short answers never run dry, even at 54 tok/s
     assert [conversation_verdict([v]) for v in voices] == [
-        (False, "slowest first audio 1.78 s"), (False, "slowest first audio 1.09 s"),
-        (True, "slowest first audio 0.42 s, no stalls")]
+        (False, "slowest first audio 1.78\u00a0s"), (False, "slowest first audio 1.09\u00a0s"),
+        (True, "slowest first audio 0.42\u00a0s, no stalls")]
 
 
 # Hearing it: --speak.

@@ -130,7 +130,7 @@ async def test_details_list_the_wait_the_retries_the_tier_the_request_id_and_the
         assert "default → got default" in row("service tier")
         assert rid in row("request id")
         assert row("retries").split()[2] == "1" and "HTTP 429" in row("retries")
-        assert "connect" in row("wait (TTFT)") and "the server until the first token" in row("wait (TTFT)")
+        assert "connect" in row("to first token") and "the server until the first token" in row("to first token")
         assert "tokrace:" in row("Groq x_groq.usage: decode") and "tokrace:" in row("Groq x_groq.usage: to first")
         assert "queue_time" in row("Groq x_groq.usage") and "completion_time" in text
         assert "the provider's usage event (exact)" in row("output_tokens")  # where the count came from

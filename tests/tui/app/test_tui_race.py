@@ -252,6 +252,15 @@ async def test_q_quits_cleanly() -> None:
     assert app.return_code == 0
 
 
+async def test_ctrl_c_quits_at_once_with_exit_130() -> None:
+    app, clock = demo_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 1.0)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+    assert app.return_code == 130
+
+
 async def test_command_palette_offers_every_action() -> None:
     app, _clock = demo_app()
     async with app.run_test(size=(160, 45)) as pilot:
@@ -345,6 +354,20 @@ async def test_replay_plays_pauses_steps_changes_speed_and_restarts(tmp_path: Pa
         assert app.runner.races == 2 and control.speed == 2.0 and control.playing
 
 
+async def test_a_paused_replay_says_paused_on_the_status_line_too(tmp_path: Path) -> None:
+    app, base, control = replay_app(await record_demo(tmp_path / "demo.jsonl"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await app.runner.wait_started()
+        await base.advance_to(0.5)
+        app.screen.sample(force=True)
+        assert app.screen.summary.content.plain.startswith("replaying")  # type: ignore[attr-defined]
+        await pilot.press("space")
+        app.screen.sample(force=True)
+        await pilot.pause()
+        assert not control.playing
+        assert app.screen.summary.content.plain.startswith("paused")  # type: ignore[attr-defined]
+
+
 async def test_replay_hides_the_prompt_bar_and_the_race_keys(tmp_path: Path) -> None:
     app, _base, _control = replay_app(await record_demo(tmp_path / "demo.jsonl"))
     async with app.run_test(size=(160, 45)) as pilot:
@@ -354,6 +377,16 @@ async def test_replay_hides_the_prompt_bar_and_the_race_keys(tmp_path: Path) -> 
         assert "p" not in described
         await pilot.press("p")
         assert app.focused is None
+
+
+async def test_a_replayed_lane_names_the_provider_it_raced_on(tmp_path: Path) -> None:
+    from tokrace.tui.app.widgets.lane import describe_tier
+
+    app, _base, _control = replay_app(await record_demo(tmp_path / "demo.jsonl"))
+    async with app.run_test(size=(160, 45)):
+        await app.runner.wait_started()
+        header = describe_tier(app.runner.live.lanes[0]).plain
+        assert "· synthetic" in header and "· replay" not in header
 
 
 async def test_a_drawing_failure_becomes_one_notification_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:

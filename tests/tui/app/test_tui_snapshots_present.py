@@ -75,6 +75,44 @@ def test_present_finished_80x24(snap_compare: Compare) -> None:
     assert snap_compare(app, terminal_size=SMALL, run_before=moment(clock, 10.0))
 
 
+PROJECTOR = (100, 30)
+"""The smallest terminal the presenter's view is designed for (issue 26)."""
+
+
+def test_present_mid_race_projector_100x30(snap_compare: Compare) -> None:
+    """Each lane's live tok/s in large type in its colour, its gauge in its colour, the footer whole."""
+    app, clock = presenter_app(podium=False, present=True)
+    assert snap_compare(app, terminal_size=PROJECTOR, run_before=moment(clock, 2.0))
+
+
+def test_present_finished_projector_100x30(snap_compare: Compare) -> None:
+    app, clock = presenter_app(podium=False, present=True)
+    assert snap_compare(app, terminal_size=PROJECTOR, run_before=moment(clock, 10.0))
+
+
+def test_present_mid_race_wide(snap_compare: Compare) -> None:
+    app, clock = presenter_app(podium=False, present=True)
+    assert snap_compare(app, terminal_size=WIDE, run_before=moment(clock, 2.0))
+
+
+async def test_the_presenter_shows_each_lanes_figure_large_and_its_gauge_in_its_colour() -> None:
+    from tokrace.tui.app.screens.race import RaceScreen
+    from tokrace.tui.app.widgets.big_digits import big
+
+    app, clock = presenter_app(podium=False, present=True)
+    async with app.run_test(size=PROJECTOR) as pilot:
+        await at(pilot, clock, 10.0)
+        screen = app.screen
+        assert isinstance(screen, RaceScreen)
+        for view in screen.views:
+            assert view.big.display and view.big.value == f"{view.lane.e2e:.2f}"
+            assert view.gauge.lane_coloured
+            assert view.stats.region.width >= len(f"TTFT {view.lane.ttft:.2f} s · {view.lane.tokens} tok")
+            assert "…" not in str(view.stats.render())
+        assert screen.timeline.strong  # the axis and end marks in full contrast, never pale
+        assert big("0.71")[0].startswith("█████")
+
+
 def test_replay_sped_up_and_capped_wide(snap_compare: Compare, tmp_path: Path) -> None:
     """A replay at ×2 with idle pauses capped: the badge on every lane and in the replay bar."""
     import asyncio

@@ -260,7 +260,24 @@ async def test_a_2_tok_s_tier_stalls_and_a_60_tok_s_tier_does_not_as_the_engine_
         assert f"{engine[0].stalls} stall" in voice_bar(app, 0) and "0 stalls" in voice_bar(app, 1)
         verdict = text_of(screen(app).query_one("#voice-line", Static))
         assert "could hold a conversation without a gap" in verdict
-        assert "): fast · gaps: slow (first audio" in verdict and "stall" in verdict.split("gaps:")[1]
+        # a late first audio is not a gap mid-answer: "not", with the reason, as bench says it (issue 26 row 11)
+        assert "): fast · not: slow (first audio" in verdict and "stall" in verdict.split("not:")[1]
+        assert "gaps:" not in verdict and "at 165 wpm" in verdict
+
+
+async def test_the_verdict_names_the_rates_spoken_during_the_race_not_one_set_after() -> None:
+    app, clock = voice_app([synthetic_tier("fast", 60)], VoiceSettings(), max_tokens=30)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 0.2)
+        await pilot.press("right_square_bracket")  # 180 wpm during the race
+        await at(pilot, clock, 60.0)
+        assert app.runner.live.finished
+        for _ in range(12):
+            screen(app).voice.change_wpm(-15, 61.0)  # after the race: spoke nothing at these rates
+        screen(app)._verdict_for = None
+        await at(pilot, clock, 62.0)
+        verdict = text_of(screen(app).query_one("#voice-line", Static))
+        assert "at 165 then 180 wpm" in verdict and "60 wpm" not in verdict
 
 
 async def test_the_voice_lens_works_on_a_replay(tmp_path: Path) -> None:
@@ -406,5 +423,5 @@ async def test_a_loop_has_one_first_audio_and_the_lane_labels_a_turns_own() -> N
             assert f"turn {turns} 1st audio {last:.2f} s" in bar
             assert f"slowest 1st audio {m.first_audio_max_s:.2f} s" in bar
             assert not re.search(r"(?<!slowest )(?<!turn \d )1st audio", bar)  # every figure says which it is
-        named = re.findall(r"first audio (\d+\.\d\d) s", verdict)
-        assert named and all(re.search(rf"slowest first audio {n} s", verdict) for n in named)
+        named = re.findall(r"first audio (\d+\.\d\d)\s+s", verdict)  # a no-break space before the unit
+        assert named and all(re.search(rf"slowest first audio {n}\s+s", verdict) for n in named)

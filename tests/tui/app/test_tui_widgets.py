@@ -68,13 +68,13 @@ def test_tick_step_keeps_labels_apart_and_reads_seconds() -> None:
     assert tick_step(10, 140) == 1
     assert tick_step(10, 60) == 2
     assert tick_step(1.25, 140) == 0.1
-    assert (tick_label(3, 1), tick_label(0.5, 0.1), tick_label(600, 120)) == ("3s", "0.5s", "10m")
+    assert (tick_label(3, 1), tick_label(0.5, 0.1), tick_label(600, 120)) == ("3 s", "0.5 s", "600 s")
 
 
 def test_paint_gives_every_segment_at_least_one_cell_and_later_ones_win() -> None:
-    cells = paint([("connect", 0.0, 0.001), ("wait", 0.001, 1.0), ("model", 1.0, 2.0)], span=4.0, cells=8)
-    assert cells == ["wait", "wait", "model", "model", None, None, None, None]
-    assert paint([("connect", 0.0, 0.001), ("wait", 0.5, 1.0)], span=4.0, cells=8)[0] == "connect"
+    cells = paint([("connect", 0.0, 0.001), ("pending", 0.001, 1.0), ("model", 1.0, 2.0)], span=4.0, cells=8)
+    assert cells == ["pending", "pending", "model", "model", None, None, None, None]
+    assert paint([("connect", 0.0, 0.001), ("pending", 0.5, 1.0)], span=4.0, cells=8)[0] == "connect"
 
 
 def test_tool_calls_running_side_by_side_go_on_rows_of_their_own() -> None:
@@ -132,6 +132,32 @@ def test_the_status_line_names_the_lane_that_finished_first_not_the_one_with_mos
     assert "most tokens" not in text and "Cerebras finished first in 0.15 s" in text
 
 
+def test_the_status_line_says_a_tie_on_tokens_as_a_tie() -> None:
+    from tokrace.providers.race.live import LiveRace
+
+    tiers = [TierSpec(name=n, provider="synthetic") for n in ("A", "B", "C")]
+    race = LiveRace(tiers)
+    for live in race.lanes:
+        for event in [Request(t=0.0), *(Delta(t=0.2 + i / 100, text=" x", tokens=1) for i in range(40))]:
+            live.on_event(event)
+    text = racing_line(race, 1.0).plain
+    assert "most tokens" not in text and "level on tokens: A, B and C (40 each)" in text
+
+
+async def test_the_status_line_is_as_current_as_the_lanes() -> None:
+    from tui_harness import at, demo_app
+
+    app, clock = demo_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await at(pilot, clock, 0.3)
+        for t in (0.35, 0.4, 0.45):  # frames between the slow ones
+            await clock.advance_to(app.runner.race.origin + t)  # type: ignore[union-attr]
+            app.screen.sample()
+            await pilot.pause()
+            tokens = max(lane.tokens for lane in app.runner.live.lanes)
+            assert f"({tokens:,})" in app.screen.summary.content.plain  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("speedup", "words"), [(1.25, "1.25× sooner"), (1.0, "in the same time"),
                                                 (1.004, "in the same time"), (0.94, "later (1.06× the time)")])
 def test_a_speed_up_is_worded_for_what_it_is(speedup: float, words: str) -> None:
@@ -172,9 +198,14 @@ def test_details_list_every_metric_with_its_source() -> None:
                        TierSpec(name="t", provider="synthetic", price=Price(input=5.0, output=30.0)))
     assert [name for name, _, _ in rows] == [name for name in DEFINITIONS if name in TURN_METRICS]
     by_name = {name: (value, source) for name, value, source in rows}
-    assert by_name["ttft_s"] == ("0.300 s", "first delta with text, stamped when read")
+    assert by_name["ttft_s"] == ("0.300 s", "first delta with text, stamped at the profile's planned moment")
+    assert by_name["connect_s"] == ("—", "not applicable: a synthetic lane opens no socket")
     assert by_name["output_tokens"] == ("4", "the provider's usage event (exact)")
     assert by_name["cost_usd"][1] == "usage × $30/M out, $5/M in"
+    http = {name: (value, source) for name, value, source in metric_rows(
+        turn_metrics(events), TierSpec(name="t", provider="openai"))}
+    assert http["ttft_s"] == ("0.300 s", "first delta with text, stamped when read")
+    assert http["connect_s"][1] == "no connect event: reused connection or not reported"
 
 
 def test_details_name_the_tokenizer_that_counted() -> None:

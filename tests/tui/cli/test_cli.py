@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -369,3 +370,29 @@ def test_fast_forward_refuses_tiers_that_talk_to_real_servers() -> None:
     check_fast_forward([TierSpec(name="s", provider="synthetic"), TierSpec(name="r", provider="replay")])
     with pytest.raises(ConfigError, match="these talk to real servers: Live API"):
         check_fast_forward([TierSpec(name="s", provider="synthetic"), TierSpec(name="Live API", provider="openai")])
+
+
+def test_a_broken_tier_in_tiers_is_one_line_on_a_piped_stderr_however_long_its_path(tmp_path: Path) -> None:
+    folder = tmp_path / ("a-folder-with-a-long-name-" * 4)
+    folder.mkdir()
+    config = folder / "tokrace.toml"
+    config.write_text('[[tiers]]\nname = "good"\nprovider = "synthetic"\n\n'
+                      '[[tiers]]\nname = "bad"\nprovider = "synthetic"\ntok_s = "fast"\n')
+    done = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "tiers", "--config", str(config)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 2
+    assert done.stderr == f"tokrace: {config}, line 8: tiers[1].tok_s: expected a number, got 'fast'\n"
+
+
+def test_a_lane_that_never_ran_has_no_e2e_and_no_token_count(capsys: pytest.CaptureFixture[str],
+                                                             write_config: WriteConfig,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_KEY_26", raising=False)
+    config = str(write_config('[[tiers]]\nname = "keyless"\nprovider = "openai"\nmodel = "m"\n'
+                              'api_key_env = "NO_SUCH_KEY_26"\n'))
+    code, out, _ = run(capsys, "bench", "--json", "-", "--no-record", "--config", config)
+    assert code == 1 and json.loads(out)["tiers"][0]["runs"][0]["e2e_s"] is None
+    code, out, _ = run(capsys, "bench", "--no-record", "--config", config)
+    row = next(line for line in out.splitlines() if "keyless" in line)
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells[2:7] == ["—"] * 5  # TTFT, decode, e2e, tokens, cost: not "0.00 s", not "~0"

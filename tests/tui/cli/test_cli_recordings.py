@@ -82,3 +82,11 @@ def test_a_name_nothing_answers_to_is_refused_naming_the_newest(recorded: list[P
 def test_with_no_recordings_at_all_the_error_says_so(capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
     code, _, err = run(capsys, "replay", "talk", "--headless")
     assert code == 2 and "no recordings in" in err
+
+
+def test_export_finds_a_recording_by_its_name_as_replay_does(recorded: list[Path], in_tmp: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "export", "20261202", "--to", "csv")
+    assert code == 0, err
+    written = in_tmp / "20261202-0900-count-to-ten.csv"  # in the current folder, not the recordings folder
+    assert written.is_file() and "Sol ultrafast" in written.read_text(encoding="utf-8")

@@ -37,6 +37,7 @@ from tokrace.providers.metrics.turn import (
 from tokrace.providers.model.events import Event, Headers, Request, Segment, is_loop_end
 from tokrace.providers.model.masking import mask_url
 from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.model.units import duration, percent
 from tokrace.providers.race.live import LiveLane
 
 from ..widgets.lane import worth_saying
@@ -72,11 +73,18 @@ def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
     connect_label = next((f": {s.label}" for s in m.segments if s.kind == "connect" and s.label), "")
     if m.retries:  # the turn's start is the first attempt's: the failed attempts and their waits come first
         connect_label += f", after {m.retries} failed attempt{'s' if m.retries > 1 else ''} (see retries)"
+    # A synthetic lane (live or replayed) opens no socket: its events are stamped at its profile's planned moments.
+    planned = tier.provider == "synthetic" or tier.options.get("recorded_provider") == "synthetic"
+    stamped = "stamped at the profile's planned moment" if planned else "stamped when read"
+    if planned:
+        connect = ("—", "not applicable: a synthetic lane opens no socket")
+    else:
+        connect = (_s(m.connect_s), f"connect segment (HTTP trace){connect_label}" if has_connect
+                   else "no connect event: reused connection or not reported")
     values: dict[str, tuple[str, str]] = {
-        "connect_s": (_s(m.connect_s), f"connect segment (HTTP trace){connect_label}" if has_connect
-                      else "no connect event: reused connection or not reported"),
-        "ttfb_s": (_s(m.ttfb_s), "headers event, stamped when read"),
-        "ttft_s": (_s(m.ttft_s), "first delta with text, stamped when read"),
+        "connect_s": connect,
+        "ttfb_s": (_s(m.ttfb_s), f"headers event, {stamped}"),
+        "ttft_s": (_s(m.ttft_s), f"first delta with text, {stamped}"),
         "ttfa_s": (_s(m.ttfa_s), "first content delta"),
         "ttfs_s": (_s(m.ttfs_s), "content deltas: the first sentence end"),
         "e2e_s": (_s(m.e2e_s), "done or error event" if m.ok or m.error else "last event so far"),
@@ -104,10 +112,11 @@ def _loop_values(m: LoopMetrics) -> dict[str, tuple[str, str]]:
         "breakdown": (" · ".join(f"{kind} {seconds:.2f}" for kind, seconds in m.breakdown.items()) + " s",
                       "the loop's segments: turns, tools, people, waits"),
         "model_share": ("—" if m.model_share is None else f"{100 * m.model_share:.1f} %",
-                        f"{m.model_s:.2f} s of wait, think and model ÷ e2e"),
+                        f"{m.model_s:.2f} s of pending, think and model ÷ e2e"),
         "amdahl_max_speedup": ("—" if m.amdahl_max_speedup is None else f"{m.amdahl_max_speedup:.2f}×",
                                "e2e and the model time"),
-        "what_if": (f"{what_if.e2e_s:.2f} s", f"model {WHAT_IF_FACTOR:g}× faster: {what_if.sooner_pct:.0f} % sooner"),
+        "what_if": (duration(what_if.e2e_s), f"model {WHAT_IF_FACTOR:g}× faster (its TTFT and token rate alike): "
+                                             f"{percent(what_if.sooner_pct / 100)} sooner"),
     }
 
 
@@ -194,7 +203,7 @@ def _wait_row(m: TurnMetrics, events: Sequence[Event], retry_spans: Sequence[Seg
         on_wire = (connect.end - m.start) if connect is not None else retried
         server = "the server until the first token" if m.ttft_s is not None else "until the turn ended"
         parts.append(f"{server} {max(until - on_wire, 0.0):.3f} s")
-    name = "wait (TTFT)" if m.ttft_s is not None else "wait (no token)"
+    name = "to first token" if m.ttft_s is not None else "pending (no token)"
     return name, Text(_s(until)), Text(" + ".join(parts) if parts else "no request event")
 
 
@@ -329,7 +338,7 @@ class DetailsScreen(ModalScreen[None]):
         turn_pages = sum(1 for p in pages if p is not None)
         title = Text()
         title.append(tier.name, style="bold")
-        title.append(f"  {tier.model or '(no model)'} · {tier.provider}")
+        title.append(f"  {tier.model or '(no model)'} · {tier.raced_on}")
         if tier.service_tier:
             title.append(f" · service tier {tier.service_tier}")
         if tier.base_url:

@@ -13,18 +13,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..widgets.palette import SEGMENT_KINDS, palette
+from tokrace.providers.model.kinds import MEANINGS, THIN_KINDS
 
-SEGMENT_MEANINGS = {
-    "connect": "opening the connection (DNS, TCP, TLS) and sending",
-    "wait": "waiting for the first token",
-    "think": "reasoning tokens before the answer",
-    "model": "the answer streaming",
-    "tool": "a tool running (tests, a query, a search)",
-    "human": "a person reviewing or approving",
-    "retry": "backing off before a retry",
-    "stall": "the voice would fall silent",
-}
+from ..widgets.palette import SEGMENT_KINDS, palette
 
 
 class HelpScreen(ModalScreen[None]):
@@ -74,8 +65,8 @@ class HelpScreen(ModalScreen[None]):
         table.add_column(no_wrap=True, min_width=14)
         table.add_column()
         for kind in SEGMENT_KINDS:
-            glyph = "━━━━" if kind in ("connect", "wait") else "████"
-            table.add_row(Text(f"{glyph} {kind}", style=pal.segment(kind)), SEGMENT_MEANINGS[kind])
+            glyph = "━━━━" if kind in THIN_KINDS else "████"
+            table.add_row(Text(f"{glyph} {kind}", style=pal.segment(kind)), MEANINGS[kind])
         return table
 
     def _notes(self) -> Text:

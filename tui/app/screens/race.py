@@ -23,7 +23,7 @@ from textual.widgets import Input, Static
 from tokrace.providers.metrics.turn import SegmentSpan
 from tokrace.providers.race.live import LiveRace
 from tokrace.providers.race.summary import race_summary
-from tokrace.providers.runs.replay_control import ReplayControl
+from tokrace.providers.runs.replay_control import ReplayControl, replay_doing
 from tokrace.providers.runs.runner import RaceRunner
 from tokrace.providers.timing.clock import COARSE_WAKE_S, RealClock
 from tokrace.providers.voice.live import WPM_STEP, LiveVoice
@@ -180,6 +180,7 @@ class RaceScreen(Screen[None]):
     def on_mount(self) -> None:
         if self.present:
             self.add_class("-present")
+            self.timeline.strong = True
             for view in self.views:
                 view.set_present(True)
         self.timeline.bind(self._live.lanes)
@@ -283,7 +284,7 @@ class RaceScreen(Screen[None]):
         if slow or force:
             for view in self.views:
                 view.set_pace(pace)
-        if live.finished and runner.races and not runner.running:
+        if live.finished and runner.races:  # every lane has ended: the result, not "racing" beside it
             if self._summarised is not live or self._summary_pace != pace:
                 ended = self._summarised is not live
                 self._summarised, self._summary_pace = live, pace
@@ -295,11 +296,12 @@ class RaceScreen(Screen[None]):
                     gc.unfreeze()
                     gc.collect()
                     gc.freeze()
-        elif slow and runner.races:
-            doing = racing_line(live, now, "replaying" if self.replay else "racing")
+        elif runner.races:  # every frame, as the lanes: it names their figures, so it is never behind them
+            doing = racing_line(live, now, replay_doing(self.replay) if self.replay is not None else "racing")
             self.summary.update(with_pace(doing, pace, first=True), layout=False)
         if slow and self.replay is not None and self.replay_bar is not None:
-            self.replay_bar.show(self.replay.status(now, live.finished and not runner.running))
+            # every lane has ended: the replay is finished, whatever the runner still winds down (one state)
+            self.replay_bar.show(self.replay.status(now, live.finished))
         self._show_notice()
         self._report_problems()
 
@@ -348,7 +350,8 @@ class RaceScreen(Screen[None]):
             if self._verdict_for is not race:
                 self._verdict_for = race
                 names = [view.lane.tier.name for view in self.views]
-                self.voice_line.update(verdict_line(names, voice.verdicts(), voice.wpm))
+                end = max((lane.ended_at or 0.0 for lane in live.lanes), default=0.0)
+                self.voice_line.update(verdict_line(names, voice.verdicts(), voice.rates_until(end)))
         else:
             self._verdict_for = None
             spoken = self.views[self.speaker.lane].lane.tier.name if self.speaker is not None else None

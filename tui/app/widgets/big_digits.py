@@ -45,6 +45,12 @@ class BigDigits(Widget):
         super().__init__(id=id, classes=classes)
         self.value = value
 
+    def show(self, value: str) -> None:
+        """A new figure (its width may change)."""
+        if value != self.value:
+            self.value = value
+            self.refresh(layout=True)
+
     def render(self) -> Text:
         return Text("\n".join(big(self.value)), no_wrap=True, end="")
 

@@ -20,9 +20,12 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from tokrace.providers.export.tables import what_if_cell
 from tokrace.providers.metrics.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, bottlenecks, loop_metrics
 from tokrace.providers.model.events import SEGMENT_KINDS, Error, Event, is_loop_end
+from tokrace.providers.model.kinds import THIN_KINDS
 from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.model.units import duration, percent
 from tokrace.providers.race.live import LiveLane
 
 from .palette import palette
@@ -108,9 +111,22 @@ def _mark(lane: LiveLane) -> str:
 
 def baseline(rows: Sequence[Bottleneck]) -> str | None:
     """The lane the speed-ups are measured against, as :func:`tokrace.providers.metrics.loop.bottlenecks` chooses it:
-    the one that finished with the slowest token rate."""
+    of the lanes that finished, the one with the slowest token rate (none while fewer than two have)."""
     rated = [b for b in rows if b.ok and b.decode_tok_s and b.e2e_s]
-    return min(rated, key=lambda b: b.decode_tok_s or 0.0).name if rated else None
+    return min(rated, key=lambda b: b.decode_tok_s or 0.0).name if len(rated) > 1 else None
+
+
+SCALES: Final[str] = " (its time to first token and its token rate alike)"
+"""What the what-if scales: all of the model's time, so a raced tier with another TTFT takes longer or less."""
+
+
+def _took(b: Bottleneck) -> str:
+    return duration(b.what_if.e2e_s, 1)
+
+
+def _saved(b: Bottleneck) -> str:
+    return percent(b.what_if.sooner_pct / 100)
+
 
 
 class BottleneckView(VerticalScroll):
@@ -197,7 +213,7 @@ class BottleneckView(VerticalScroll):
             if bars:
                 cells.append(self._bar(b))
             cells += [f"{parts[p][0]:.1f} s {parts[p][1]:.0%}" if p in parts else "—" for p in present]
-            cells += [_x(b.amdahl_max_speedup), f"{b.what_if.e2e_s:.1f} s −{b.what_if.sooner_pct:.0f}%",
+            cells += [_x(b.amdahl_max_speedup), what_if_cell(b.what_if),
                       f"{_x(b.e2e_speedup)} | {_x(b.token_speedup)}"]
             table.add_row(*(cell if isinstance(cell, Text) else cell + GAP for cell in cells),
                           style="" if b.ok or not lane.finished else "dim")
@@ -219,7 +235,7 @@ class BottleneckView(VerticalScroll):
                 text.append("\n")
             text.append_text(self._lane_name(b.name, index)[:-1])
             text.append(f"{b.e2e_s:.1f} s{_mark(lane)}: {parts} · Amdahl {_x(b.amdahl_max_speedup)} · a model "
-                        f"{factor} faster: {b.what_if.e2e_s:.1f} s −{b.what_if.sooner_pct:.0f}%{vs}",
+                        f"{factor} faster: {what_if_cell(b.what_if)}{vs}",
                         style="" if b.ok or not lane.finished else "dim")
         return text
 
@@ -235,7 +251,7 @@ class BottleneckView(VerticalScroll):
             if cells <= 0:
                 continue
             left -= cells
-            bar.append(("━" if part in ("connect", "wait") else "█") * cells, style=pal.segment(part))
+            bar.append(("━" if part in THIN_KINDS else "█") * cells, style=pal.segment(part))
         return bar.append(GAP, style=pal.segment(parts[-1][0]) if parts else "")
 
     def _sentences(self, lanes: Sequence[LiveLane], noun: str, factor: str) -> Text:
@@ -243,15 +259,15 @@ class BottleneckView(VerticalScroll):
         text = Text()
         for b, lane in zip(self.rows, lanes, strict=True):
             if self.final and b.ok:
-                what_if = (f"a model {factor} faster would finish this {noun} in {b.what_if.e2e_s:.1f} s "
-                           f"({b.what_if.sooner_pct:.0f} % sooner)")
+                what_if = (f"a model {factor} faster{SCALES} would finish this {noun} in {_took(b)} "
+                           f"({_saved(b)} sooner)")
             elif self.final:  # stopped or failed: the figures are of the part that ran, not of a whole loop
                 ended = "was stopped" if lane.state == "stopped" else "failed"
-                what_if = (f"until it {ended}, a model {factor} faster would have taken {b.what_if.e2e_s:.1f} s "
-                           f"({b.what_if.sooner_pct:.0f} % less)")
+                what_if = (f"until it {ended}, a model {factor} faster{SCALES} would have taken {_took(b)} "
+                           f"({_saved(b)} less)")
             else:
-                what_if = (f"so far, a model {factor} faster would have taken {b.what_if.e2e_s:.1f} s "
-                           f"({b.what_if.sooner_pct:.0f} % less)")
+                what_if = (f"so far, a model {factor} faster{SCALES} would have taken {_took(b)} "
+                           f"({_saved(b)} less)")
             text.append("\n")
             text.append(b.name, style="bold")
             so_far = "" if self.final and b.ok else " so far"
@@ -267,9 +283,11 @@ class BottleneckView(VerticalScroll):
         if gap:
             text.append("\n\n")
             text.append(gap, style="bold")
+        base = baseline(self.rows) if self.final else None
+        against = (f"speed-ups against {base}, the finished lane with the slowest token rate" if base is not None
+                   else "speed-ups once two lanes have finished, against the slower-streaming one")
         text.append("\n\nmodel: all time waiting on the model API (to the first token, thinking, streaming); "
-                    "Amdahl: the most any faster model could give; speed-ups (once every lane has finished) "
-                    "against the lane with the slowest token rate", style="dim")
+                    f"Amdahl: the most any faster model could give; {against}", style="dim")
         return text
 
     def _gap(self, noun: str) -> str | None:

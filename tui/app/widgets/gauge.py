@@ -69,6 +69,9 @@ class Gauge(DirectLines):
         self.label = ""
         self.scale = 10.0
         self.history: list[float] = []
+        self.lane_coloured = False
+        """The bar in the lane's own colour, whatever its level (the presenter's view: a slow lane's sliver still
+        reads as that lane from the back of a room)."""
 
     def set(self, value: float, label: str, scale: float, history: list[float]) -> None:
         """New numbers to draw; repaints without layout."""
@@ -82,7 +85,7 @@ class Gauge(DirectLines):
         track = base + Style(dim=True)
         label = self.label.rjust(LABEL_WIDTH)[:LABEL_WIDTH]
         fraction = self.value / self.scale if self.scale > 0 else 0.0
-        colour = base + pal.gauge(fraction)
+        colour = base + (pal.lane(self.lane_index) if self.lane_coloured else pal.gauge(fraction))
         spark_style = base + pal.lane(self.lane_index)
         if height >= 3:  # tall: the bar on every row but the last (its label on the middle one), then the sparkline
             if y < height - 1:

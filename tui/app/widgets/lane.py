@@ -14,9 +14,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from tokrace.providers.model.units import duration
 from tokrace.providers.race.live import SOURCE_MARK, LiveLane
 
 from ..render import content_size
+from .big_digits import BigDigits
 from .frame_static import FrameStatic
 from .gauge import Gauge
 from .printable import printable
@@ -27,6 +29,9 @@ BADGE_CHARS: Final[int] = 10
 """What the badge holds (12 cells, less a space each side): a tool's name shows beside the state when it fits."""
 
 SHORT_ROWS: Final[int] = 4
+BIG_ROWS: Final[int] = 16
+"""From this many rows a lane of the presenter's view has room for its figure in large type (six rows) beside a
+gauge of three; below (a small terminal), the gauge keeps the room and the badge carries the final time."""
 """A lane with fewer rows than this (head, text, gauge, figures) shows no text: the figures matter more."""
 
 MARKDOWN_MAX_CHARS: Final[int] = 60_000
@@ -47,7 +52,7 @@ def describe_tier(lane: LiveLane) -> Content:
     """Model, provider and the service tier asked for, in one line (literal text: never markup). Once the server
     says which tier it used, that comes first, beside the one asked for, highlighted when they differ."""
     tier = lane.tier
-    parts = [tier.model or "(no model)", tier.provider]
+    parts = [tier.model or "(no model)", tier.raced_on]
     got = lane.tier_got
     if got is None or not worth_saying(tier.service_tier, got):
         return Content(" · ".join([*parts, tier.service_tier] if tier.service_tier else parts))
@@ -56,14 +61,20 @@ def describe_tier(lane: LiveLane) -> Content:
     return Content.assemble(f"{asked} → " if asked else "", (f"got {got}", style), " · " + " · ".join(parts))
 
 
-def figures(lane: LiveLane, now: float) -> str:
-    """TTFT, tokens (marked by source), elapsed (end to end once ended, as the summary) and cost so far."""
+def figures(lane: LiveLane, now: float, present: bool = False) -> str:
+    """TTFT, tokens (marked by source), elapsed (end to end once ended, as the summary) and cost so far; in the
+    presenter's view TTFT and tokens only (the time is the lane's big figure and its badge), so the line fits a
+    lane a third of a 100-column projector wide."""
     ttft = "—" if lane.ttft is None else f"{lane.ttft:.2f} s"
     tokens = f"{SOURCE_MARK[lane.tokens_source]}{lane.tokens:,}" if lane.tokens else "—"
     cost = lane.cost_so_far()
     money = "$—" if cost is None else f"${cost:.4f}"
     e2e = lane.e2e
-    return f"TTFT {ttft} · {tokens} tok · {lane.elapsed(now) if e2e is None else e2e:.2f} s · {money}"
+    # a lane that failed before any answer has no time to give
+    took = duration(lane.elapsed(now) if e2e is None and lane.ended_at is None else e2e)
+    if present:
+        return f"TTFT {ttft} · {tokens} tok"
+    return f"TTFT {ttft} · {tokens} tok · {took} · {money}"
 
 
 def gauge_reading(lane: LiveLane, now: float) -> tuple[float, str]:
@@ -105,6 +116,9 @@ class LaneView(Vertical):
         self._pace = ""
         self.error = Static("", classes="lane-error")
         self.gauge = Gauge(index, classes="gauge")
+        self.big = BigDigits("", classes="big")
+        """The presenter's figure in large type: the live tok/s while it streams, the final time once done."""
+        self.big_caption = Static("", classes="big-caption", markup=False)
         self.stats = FrameStatic("", classes="lane-stats")
         self._state = ""
         self._version = -1
@@ -127,6 +141,8 @@ class LaneView(Vertical):
             yield self.final_text
         yield self.voice
         yield self.error
+        yield self.big
+        yield self.big_caption
         yield self.gauge
         yield self.stats
 
@@ -139,11 +155,13 @@ class LaneView(Vertical):
 
     def on_resize(self) -> None:
         self.set_class(self.content_size.height < SHORT_ROWS, "-short")
+        self.set_class(self.content_size.height >= BIG_ROWS, "-roomy")
 
     def set_present(self, present: bool) -> None:
         """The presenter's view on or off: gauges and figures only, and the final time in the badge."""
         self.present = present
         self._state = ""  # redraw the badge
+        self.gauge.lane_coloured = present
         self.show_voice(self.voice_on)
 
     def set_pace(self, text: str) -> None:
@@ -204,7 +222,19 @@ class LaneView(Vertical):
         if slow:
             value, label = gauge_reading(lane, now)
             self.gauge.set(value, label, scale, lane.history_rates(now, max(content_size(self.gauge).width, 1)))
-            self.stats.update(figures(lane, now), layout=False)
+            self.stats.update(figures(lane, now, self.present), layout=False)
+            if self.present:
+                self._show_big(lane, value)
+
+    def _show_big(self, lane: LiveLane, rate: float) -> None:
+        """The presenter's figure: the final time once the lane is done, else its tok/s (— before any token)."""
+        if lane.ended_at is not None:
+            e2e = lane.e2e
+            self.big.show("" if e2e is None or not lane.ok else f"{e2e:.2f}")
+            self.big_caption.update("s end to end" if e2e is not None and lane.ok else "")
+        else:
+            self.big.show(f"{rate:.0f}" if lane.ttft is not None else "")
+            self.big_caption.update("tok/s" if lane.ttft is not None else "")
 
     def _show_final(self, lane: LiveLane) -> None:
         """Render the answer as Markdown, once, when nothing more will come."""

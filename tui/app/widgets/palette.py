@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Final
 from rich.style import Style
 from textual.color import Color, ColorParseError
 
+from tokrace.providers.model.kinds import SEGMENT_KINDS as SEGMENT_KINDS  # the one vocabulary, re-exported
+from tokrace.providers.model.kinds import colour_name
 from tokrace.themes.loader import DEFAULT_THEME, builtin_variables
 
 if TYPE_CHECKING:
@@ -21,7 +23,6 @@ APP_COLOURS: Final[dict[str, str]] = dict(builtin_variables(DEFAULT_THEME))
 """Every app variable with its default (the default theme's colours); a theme may override any of them."""
 
 LANES: Final[int] = 6
-SEGMENT_KINDS: Final[tuple[str, ...]] = ("connect", "wait", "think", "model", "tool", "human", "retry", "stall")
 
 
 class Palette:
@@ -37,7 +38,7 @@ class Palette:
             return Style(color=colour.rich_color)
 
         self.lanes = [style(f"lane-{i}") for i in range(LANES)]
-        self.segments = {kind: style(f"seg-{kind}") for kind in SEGMENT_KINDS}
+        self.segments = {kind: style(colour_name(kind)) for kind in SEGMENT_KINDS}
         self.gauges = {level: style(f"gauge-{level}") for level in ("low", "mid", "high")}
 
     def lane(self, index: int) -> Style:

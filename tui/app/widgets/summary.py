@@ -13,19 +13,30 @@ from tokrace.providers.race.summary import RaceSummary
 
 
 def racing_line(live: LiveRace, now: float, doing: str = "racing") -> Text:
-    """While racing: the time, and who leads: the first lane to finish once one has, else the most tokens so far."""
+    """While racing: the time, and who leads: the first lane to finish once one has, else the most tokens so far.
+    Lanes level with each other are named together as a tie, never one of them as the lead."""
     text = Text(f"{doing} · {now:.2f} s", style="bold")
     done = [(lane, lane.e2e) for lane in live.lanes if lane.ok and lane.e2e is not None]
     if done:
-        first, e2e = min(done, key=lambda pair: pair[1] or 0.0)
-        text.append(f" · {first.tier.name} finished first in {e2e or 0.0:.2f} s")
+        best = min(e2e or 0.0 for _, e2e in done)
+        first = [lane.tier.name for lane, e2e in done if f"{e2e:.2f}" == f"{best:.2f}"]
+        together = " together" if len(first) > 1 else ""
+        text.append(f" · {names(first)} finished first{together} in {best:.2f} s")
         return text
     started = [lane for lane in live.lanes if lane.turns]
-    if started:
-        leader = max(started, key=lambda lane: lane.tokens)
-        if leader.tokens:
-            text.append(f" · most tokens: {leader.tier.name} ({leader.tokens:,})")
+    most = max((lane.tokens for lane in started), default=0)
+    if most:
+        leaders = [lane.tier.name for lane in started if lane.tokens == most]
+        if len(leaders) > 1:
+            text.append(f" · level on tokens: {names(leaders)} ({most:,} each)")
+        else:
+            text.append(f" · most tokens: {leaders[0]} ({most:,})")
     return text
+
+
+def names(items: Sequence[str]) -> str:
+    """"A", "A and B", "A, B and C"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def summary_line(summary: RaceSummary) -> Text:

@@ -1,6 +1,6 @@
 """The shared timeline: a row per lane on one time axis with second ticks, segments coloured by kind.
 
-Waiting (connect, wait) is drawn thin, work (think, model, tool, human, retry) as solid blocks, so the two read
+Waiting (connect, pending, wait) is drawn thin, work (think, model, tool, human, retry) as solid blocks, so the two read
 apart even without colour. Tool calls that run at the same time get rows of their own under their lane's, so
 they show side by side in time. The axis is anchored at the race's start and grows with the longest lane (a loop
 runs on through its tools and people); zoom shows its first half, quarter...
@@ -25,6 +25,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from tokrace.providers.metrics.turn import SegmentSpan
+from tokrace.providers.model.kinds import THIN_KINDS
+from tokrace.providers.model.units import duration
 from tokrace.providers.race.live import LiveLane
 from tokrace.themes.loader import timeline_row_height
 
@@ -33,7 +35,7 @@ from .palette import palette
 
 LABEL_WIDTH: Final[int] = 16
 ZOOMS: Final[tuple[int, ...]] = (1, 2, 4, 8)
-THIN: Final[frozenset[str]] = frozenset({"connect", "wait"})
+THIN: Final[frozenset[str]] = THIN_KINDS
 SPANS: Final[tuple[float, ...]] = (1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 45, 60, 90, 120, 180, 240,
                                    300, 450, 600, 900, 1200, 1800, 2700, 3600)
 TICKS: Final[tuple[float, ...]] = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800)
@@ -80,11 +82,8 @@ def tick_step(span: float, cells: int) -> float:
 
 
 def tick_label(t: float, step: float) -> str:
-    if step < 1:
-        return f"{t:.1f}s"
-    if t >= 120 and step >= 60:
-        return f"{t / 60:.0f}m"
-    return f"{t:.0f}s"
+    """A tick in seconds, as every duration reads ("60 s", "120 s"; never "2m" beside "60s")."""
+    return duration(t, 1 if step < 1 else 0)
 
 
 def tracks(spans: Sequence[SegmentSpan], limit: int = MAX_TRACKS) -> list[list[SegmentSpan]]:
@@ -202,6 +201,8 @@ class Timeline(Widget):
         self.lanes: list[LiveLane] = []
         self.now = 0.0
         self.zoom = 1
+        self.strong = False
+        """The presenter's view: the axis and each lane's end mark in full contrast, never dim or pale."""
         self.overlay: Callable[[int, float], list[SegmentSpan]] | None = None
         """Extra spans drawn on top of a lane's own (the voice lens's stalls): (lane index, now) -> spans."""
         self.rows: list[Row] = []
@@ -286,7 +287,7 @@ class Timeline(Widget):
         longest = max((lane.elapsed(self.now) for lane in self.lanes), default=self.now)
         if self.lanes and all(lane.finished for lane in self.lanes) and longest > 0:
             cells = max(content_size(self).width - LABEL_WIDTH, 1)
-            mark = 1 + max(len(f"■ {lane.e2e or 0.0:.2f}s") for lane in self.lanes)  # the end mark and time
+            mark = 1 + max(len(f"■ {duration(lane.e2e or 0.0)}") for lane in self.lanes)  # the end mark and time
             room = cells / (cells - mark) if cells > 3 * mark else FINAL_ROOM
             return fitted_span(longest, room) / self.zoom
         return axis_span(longest) / self.zoom
@@ -349,8 +350,8 @@ class Timeline(Widget):
         mark = END_MARK.get(lane.state)
         e2e = lane.e2e
         end: tuple[int, str, bool] | None = None
-        if mark and e2e is not None and not row.track and not line and end_cell + 1 < cells:
-            text = f"{mark} {e2e:.2f}s"
+        if mark and not row.track and not line and end_cell + 1 < cells:
+            text = f"{mark} {duration(e2e)}"  # "—" for a lane that never ran
             if end_cell + 1 + len(text) > cells:
                 text = mark
             end = (LABEL_WIDTH + end_cell + 1, text, lane.state == "error")
@@ -372,7 +373,7 @@ class Timeline(Widget):
             segments.append(Segment(glyph * run, base + style))
         if look.end is not None:
             at, text, error = look.end
-            style = base + (_ERROR_MARK if error else pal.lane(look.lane))
+            style = base + (_ERROR_MARK if error else pal.lane(look.lane)) + Style(bold=self.strong)
             segments = _overwrite(segments, at, text, style)
         return Strip(segments)
 
@@ -388,7 +389,8 @@ class Timeline(Widget):
             t += step
         zoom = f"zoom ×{self.zoom}" if self.zoom > 1 else ""
         head = zoom.ljust(LABEL_WIDTH)[:LABEL_WIDTH]
-        return Strip([Segment(head, base + Style(bold=True)), Segment("".join(line), base + Style(dim=True))])
+        axis = Style(bold=True) if self.strong else Style(dim=True)
+        return Strip([Segment(head, base + Style(bold=True)), Segment("".join(line), base + axis)])
 
 
 def _overwrite(segments: list[Segment], at: int, text: str, style: Style) -> list[Segment]:

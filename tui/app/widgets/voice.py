@@ -35,7 +35,7 @@ STATE_LABEL: Final[dict[VoiceShown, str]] = {
     "mute": "nothing to say",
 }
 STATE_SEGMENT: Final[dict[VoiceShown, str]] = {
-    "waiting": "wait", "speaking": "model", "silent": "stall", "spoken": "think", "mute": "wait",
+    "waiting": "pending", "speaking": "model", "silent": "stall", "spoken": "think", "mute": "wait",
 }
 """The timeline colour each voice state borrows for its badge (silent is the stall colour, as on the timeline)."""
 
@@ -321,9 +321,11 @@ class VoicePanel(Vertical):
             self.bar.show(voice, wpm)
 
 
-def verdict_line(names: Sequence[str], verdicts: Sequence[tuple[bool, str]], wpm: float) -> Text:
-    """Which tiers could hold a conversation without a gap, and why the others could not (as bench says it)."""
-    rule = f"first audio within {CONVERSATION_GAP_S:g} s, never silent mid-answer, at {wpm:g} wpm"
+def verdict_line(names: Sequence[str], verdicts: Sequence[tuple[bool, str]], rates: Sequence[float]) -> Text:
+    """Which tiers could hold a conversation without a gap, and why the others could not (as bench says it), at
+    the rates the voices spoke at during the race (``rates``, in order: never one set after it)."""
+    spoken = " then ".join(f"{wpm:g}" for wpm in rates)
+    rule = f"first audio within {CONVERSATION_GAP_S:g} s, never silent mid-answer, at {spoken} wpm"
     holds = [name for name, (ok, _) in zip(names, verdicts, strict=True) if ok]
     gaps = [f"{name} ({why})" for name, (ok, why) in zip(names, verdicts, strict=True) if not ok]
     text = Text()
@@ -334,8 +336,8 @@ def verdict_line(names: Sequence[str], verdicts: Sequence[tuple[bool, str]], wpm
     text.append("could hold a conversation without a gap", style="bold")
     text.append(f" ({rule}): ")
     text.append(", ".join(holds), style="bold")
-    if gaps:
-        text.append(" · gaps: ", style="bold")
+    if gaps:  # a late first audio is not a gap mid-answer: "not", as bench says it, with the reason
+        text.append(" · not: ", style="bold")
         text.append(", ".join(gaps))
     return text
 

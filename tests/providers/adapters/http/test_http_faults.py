@@ -95,7 +95,7 @@ async def test_a_retry_that_succeeds_is_one_retry_segment_before_a_whole_answer(
     assert first.end == wait.start and second.start >= wait.end
     metrics = turn_metrics(events)
     assert metrics.ok and metrics.retries == 1 and metrics.connect_s == second.end - metrics.start
-    assert [s.kind for s in metrics.segments][:4] == ["connect", "retry", "connect", "wait"]
+    assert [s.kind for s in metrics.segments][:4] == ["connect", "retry", "connect", "pending"]
 
 
 async def test_max_retries_zero_reports_the_first_failure(server: ServeServer) -> None:
