@@ -61,14 +61,15 @@ def test_the_summary_has_the_six_figures(capsys: pytest.CaptureFixture[str]) -> 
     s = doc["summary"]["original"]
     assert code == 0 and s["traces"] == 2
     assert s["total_task_s"] == pytest.approx(620.0 + 624.0)
-    assert s["tool_wait_s"] == pytest.approx(16.0) and s["tool_share"] == pytest.approx(16 / 1244, abs=1e-6)
+    # on the critical path: WEKA's second sub-agent (3 s of model beside the first) is off it
+    assert s["tool_wait_s"] == pytest.approx(17.5) and s["tool_share"] == pytest.approx(17.5 / 1244, abs=1e-6)
     assert s["human_steps"] == 2 and s["human_review_s"] == pytest.approx(1200.0)
     assert s["retry_rate"] == 0.0
     assert s["ttft_s"] == {"p50": pytest.approx(1.0), "p90": pytest.approx(1.16)}  # only WEKA records TTFT
     codex_cost = ((5400 - 3900) * 5 + 3900 * 0.5 + 162 * 30) / 1e6
     weka_cost = (3030 * 5 + 198 * 30) / 1e6
     assert s["total_cost_usd"] == pytest.approx(codex_cost + weka_cost)
-    assert s["model_share"] == pytest.approx(28 / 1244, abs=1e-6)
+    assert s["model_share"] == pytest.approx(26.5 / 1244, abs=1e-6)
 
 
 def test_the_idle_cap_moves_time_between_human_and_away(capsys: pytest.CaptureFixture[str]) -> None:
