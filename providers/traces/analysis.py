@@ -1,10 +1,10 @@
-"""Where a trace's time went (docs/design.md §12): wall time, the breakdown by precedence, counts, tokens, model share,
-the Amdahl bound, TTFT and cost, as pure functions of a :class:`Trace`.
+"""Where a trace's time went (docs/design.md §12): wall time, the breakdown along the critical path, counts, tokens,
+model share, the Amdahl bound, TTFT and cost, as pure functions of a :class:`Trace`.
 
-Every instant between the trace's first start and its last end goes to exactly one kind, in the order
-model > tool > human > retry > wait (an instant no step covers is ``wait``), so the breakdown always sums to
-``e2e_s`` however much ran in parallel. A ``human`` step longer than the idle cap counts only up to the cap; an
-instant where nothing but that excess runs is ``away`` and is cut out of ``e2e_s``.
+Every instant between the trace's first start and its last end is on the critical path once (the chain of steps
+that ends last and so sets the wall time) and goes to the kind of the step there (a gap between steps on it is
+``wait``), so the breakdown always sums to ``e2e_s``; work off the path is ``parallel_s``. A ``human`` step on the
+path longer than the idle cap counts only up to the cap; the rest is ``away`` and is cut out of ``e2e_s``.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ class TraceAnalysis:
     e2e_s: float
     """First start to last end, less ``away_s``."""
     away_s: float
-    """Time a person was away: the part of ``human`` gaps beyond the idle cap where nothing else ran."""
+    """Time a person was away: the part beyond the idle cap of ``human`` steps on the critical path."""
     breakdown: dict[str, float]
-    """Seconds per kind (model, tool, human, retry, wait), each instant counted once: sums to ``e2e_s``."""
+    """Seconds per kind (model, tool, human, retry, wait) along the critical path: sums to ``e2e_s``."""
     calls: int
     """Model calls (model steps)."""
     tool_calls: int
@@ -73,7 +73,7 @@ class TraceAnalysis:
     models: tuple[str, ...]
     """The models called, in order of first use."""
     model_share: float | None
-    """Model time ÷ ``e2e_s`` (model time = instants where any model call runs); ``None`` for an empty trace."""
+    """Model time on the critical path ÷ ``e2e_s``; ``None`` for an empty trace."""
     amdahl_max_speedup: float | None
     """``e2e_s`` ÷ ``instant_e2e_s``: measured, the trace re-timed on an instant tier, so no tier beats it;
     ``None`` when the model is all of it (or the trace is empty)."""
@@ -88,8 +88,8 @@ class TraceAnalysis:
     """``e2e_s`` of the trace re-timed on an instant tier (TTFT 0, an infinite rate): what no model can beat.
     Model calls without an output token count keep their recorded time there too."""
     parallel_s: dict[str, float] = field(default_factory=dict)
-    """Seconds of work per kind (model, tool, human) beyond what the breakdown counts: steps that ran beside
-    other work (parallel sub-agents, parallel tools), off the wall time. Human seconds are capped."""
+    """Seconds of work per kind (model, tool, human) off the critical path: steps, or parts of steps, that ran
+    beside it (parallel sub-agents, parallel tools), not in the breakdown. Human seconds are capped."""
     ttfts: tuple[float, ...] = field(default=(), repr=False)
     """Every recorded TTFT (for percentiles over a set of traces)."""
 
@@ -287,9 +287,9 @@ def _add(out: list[Piece], kind: PieceKind, start: float, end: float) -> None:
 
 def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = None, *,
             bound: bool = True) -> TraceAnalysis:
-    """The figures of docs/design.md §12 for one trace: wall time less away time, the breakdown by precedence summing to
-    it, counts, tokens (cached input apart), model share, the Amdahl bound, TTFT where recorded, and cost at
-    ``price`` when one is given."""
+    """The figures of docs/design.md §12 for one trace: wall time less away time, the breakdown along the critical
+    path summing to it and the work off it, counts, tokens (cached input apart), model share, the Amdahl bound,
+    TTFT where recorded, and cost at ``price`` when one is given."""
     parts, on_path, boxes = _walk(trace, idle_cap_s)
     seconds = {kind: 0.0 for kind in _ORDER}
     for p in parts:

@@ -165,3 +165,16 @@ def test_json_to_a_file_keeps_the_tables_on_stdout(capsys: pytest.CaptureFixture
     code, out, _ = run(capsys, "traces", str(FIXTURES / "weka" / "w-1.json"), "--json", str(target))
     assert code == 0 and "summary over 1 trace" in out
     assert json.loads(target.read_text())["traces"][0]["format"] == "weka"
+
+
+def test_a_sub_agent_beside_the_person_is_off_the_critical_path(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(FIXTURES / "claude-code" / "session-background.jsonl")
+    code, doc, _ = traces_json(capsys, path, "--on", "Sol standard,Sol ultrafast")
+    t = doc["traces"][0]
+    assert code == 0 and t["e2e_s"] == pytest.approx(68.0)
+    assert t["breakdown"] == pytest.approx({"model": 7.0, "tool": 1.0, "human": 60.0, "retry": 0.0, "wait": 0.0})
+    assert t["parallel_s"] == pytest.approx({"model": 10.0, "tool": 0.0, "human": 0.0})
+    for name, on in t["on"].items():  # the person's minute is recorded time: the same on every tier
+        assert on["breakdown"]["human"] == pytest.approx(60.0), name
+    code, out, _ = run(capsys, "traces", path)
+    assert code == 0 and "off the critical path (in parallel)" in out and "model 10.0" in out
