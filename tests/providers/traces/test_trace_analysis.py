@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tokrace.providers.model.tiers import Price
@@ -188,3 +190,21 @@ def test_work_beside_other_work_is_reported_apart_as_parallel_seconds() -> None:
     assert a.breakdown["model"] == 5.0 and a.breakdown["tool"] == 3.0 and a.e2e_s == 8.0
     assert a.parallel_s == {"model": 3.0, "tool": 1.0, "human": 0.0}
     assert a.to_json()["parallel_s"] == {"model": 3.0, "tool": 1.0, "human": 0.0}
+
+
+def test_the_critical_path_covers_the_span_once_on_random_dags_with_cycles_and_overlaps() -> None:
+    for seed in range(300):
+        r = random.Random(seed)
+        n = r.randint(1, 25)
+        steps = []
+        for i in range(n):
+            start = r.uniform(0, 100)
+            length = r.choice([0.0, r.uniform(0, 30), r.uniform(0, 900)])
+            after = tuple(f"s{j}" for j in r.sample(range(n), r.randint(0, min(3, n))) if j != i)
+            steps.append(Step(f"s{i}", r.choice(["model", "tool", "human", "retry", "wait"]), start, start + length,
+                              after=after, chain=r.choice(["main", "main", "sub"]), label=r.choice(["", "sub-agent"])))
+        a = analyse(trace(*steps), idle_cap_s=60)
+        span = max(s.end for s in steps) - min(s.start for s in steps)
+        assert sum(a.breakdown.values()) == pytest.approx(a.e2e_s, abs=1e-6), seed
+        assert a.e2e_s + a.away_s == pytest.approx(span, abs=1e-6), seed
+        assert min(a.breakdown.values()) >= 0 and min(a.parallel_s.values()) >= 0, seed
