@@ -1,15 +1,17 @@
-"""Where a trace's time went (docs/design.md §12): wall time, the breakdown by precedence, counts, tokens, model share,
-the Amdahl bound, TTFT and cost, as pure functions of a :class:`Trace`.
+"""Where a trace's time went (docs/design.md §12): wall time, the breakdown along the critical path, counts, tokens,
+model share, the Amdahl bound, TTFT and cost, as pure functions of a :class:`Trace`.
 
-Every instant between the trace's first start and its last end goes to exactly one kind, in the order
-model > tool > human > retry > wait (an instant no step covers is ``wait``), so the breakdown always sums to
-``e2e_s`` however much ran in parallel. A ``human`` step longer than the idle cap counts only up to the cap; an
-instant where nothing but that excess runs is ``away`` and is cut out of ``e2e_s``.
+Every instant between the trace's first start and its last end is on the critical path once (the chain of steps
+that ends last and so sets the wall time) and goes to the kind of the step there (a gap between steps on it is
+``wait``), so the breakdown always sums to ``e2e_s``; work off the path is ``parallel_s``. A ``human`` step on the
+path longer than the idle cap counts only up to the cap; the rest is ``away`` and is cut out of ``e2e_s``.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, TypeAlias
@@ -27,6 +29,9 @@ PieceKind: TypeAlias = Literal["model", "tool", "human", "retry", "wait", "away"
 _RANK: Final[dict[str, int]] = {"model": 0, "tool": 1, "human": 2, "retry": 3, "away": 4, "wait": 5}
 """Precedence when steps overlap (lower wins). ``away`` sits under every real kind: only an instant where nothing
 else runs is away."""
+
+FALLBACK_SCAN: Final[int] = 64
+"""How many earlier steps the critical path looks at for a step its format links to nothing (bounded time)."""
 
 _ORDER: Final[tuple[PieceKind, ...]] = ("model", "tool", "human", "retry", "away", "wait")
 
@@ -47,9 +52,9 @@ class TraceAnalysis:
     e2e_s: float
     """First start to last end, less ``away_s``."""
     away_s: float
-    """Time a person was away: the part of ``human`` gaps beyond the idle cap where nothing else ran."""
+    """Time a person was away: the part beyond the idle cap of ``human`` steps on the critical path."""
     breakdown: dict[str, float]
-    """Seconds per kind (model, tool, human, retry, wait), each instant counted once: sums to ``e2e_s``."""
+    """Seconds per kind (model, tool, human, retry, wait) along the critical path: sums to ``e2e_s``."""
     calls: int
     """Model calls (model steps)."""
     tool_calls: int
@@ -68,7 +73,7 @@ class TraceAnalysis:
     models: tuple[str, ...]
     """The models called, in order of first use."""
     model_share: float | None
-    """Model time ÷ ``e2e_s`` (model time = instants where any model call runs); ``None`` for an empty trace."""
+    """Model time on the critical path ÷ ``e2e_s``; ``None`` for an empty trace."""
     amdahl_max_speedup: float | None
     """``e2e_s`` ÷ ``instant_e2e_s``: measured, the trace re-timed on an instant tier, so no tier beats it;
     ``None`` when the model is all of it (or the trace is empty)."""
@@ -83,8 +88,8 @@ class TraceAnalysis:
     """``e2e_s`` of the trace re-timed on an instant tier (TTFT 0, an infinite rate): what no model can beat.
     Model calls without an output token count keep their recorded time there too."""
     parallel_s: dict[str, float] = field(default_factory=dict)
-    """Seconds of work per kind (model, tool, human) beyond what the breakdown counts: steps that ran beside
-    other work (parallel sub-agents, parallel tools), off the wall time. Human seconds are capped."""
+    """Seconds of work per kind (model, tool, human) off the critical path: steps, or parts of steps, that ran
+    beside it (parallel sub-agents, parallel tools), not in the breakdown. Human seconds are capped."""
     ttfts: tuple[float, ...] = field(default=(), repr=False)
     """Every recorded TTFT (for percentiles over a set of traces)."""
 
@@ -136,7 +141,8 @@ def _spans(steps: Iterable[Step], idle_cap_s: float) -> list[tuple[float, float,
 def pieces(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> list[Piece]:
     """The trace's wall clock from its first start to its last end, each instant given to one kind by
     precedence (model > tool > human > retry > away > wait; uncovered time is ``wait``). A sweep over the
-    step boundaries: O(n log n) in the number of steps."""
+    step boundaries: O(n log n) in the number of steps. This is what a replay's bottleneck view counts over the
+    segments it plays; the trace's own breakdown is :func:`critical_path`."""
     spans = _spans(trace.steps, idle_cap_s)
     if not trace.steps:
         return []
@@ -164,6 +170,107 @@ def pieces(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> list[Piece]:
     return out
 
 
+def critical_path(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> list[Piece]:
+    """The trace's wall clock along its critical path (see :func:`_walk`)."""
+    return _walk(trace, idle_cap_s)[0]
+
+
+def _walk(trace: Trace, idle_cap_s: float) -> tuple[list[Piece], dict[int, float], set[int]]:
+    """The trace's wall clock from its first start to its last end along its critical path: the chain of steps,
+    each waiting for the next, that ends last and so sets the wall time (docs/design.md §12). Walked back from the
+    step that ends last: each step's stretch goes to its kind (a ``human`` step past the idle cap to ``away``),
+    then the walk goes to the step it waited for that ended last (the one that held it up). The gap between the
+    two is the head of the container it runs in (an agent's span: ``wait``; a sub-agent's tool step: ``tool``) or
+    ``wait``; a container is walked through the step it holds that ends last. A step the format gives nothing
+    to wait for follows the step running just before it (or that ended last before it). Work off the path is
+    :attr:`TraceAnalysis.parallel_s`. Also gives each step's seconds on the path (by index; a human step's capped
+    part) and the containers."""
+    from .retime import dependency_graph
+
+    steps = trace.steps
+    if not steps:
+        return [], {}, set()
+    first = min(s.start for s in steps)
+    last = max(max(s.end, s.start) for s in steps)
+    on_path: dict[int, float] = {}
+    waits, members = dependency_graph(steps)
+    visited: set[int] = set()
+    open_: list[int] = []  # the containers the walk is inside, outermost first
+    out: list[tuple[str, float, float]] = []  # backwards in time
+    t = last
+
+    def key(i: int) -> tuple[float, float, int]:  # the latest end wins; then the outermost, then by precedence
+        return (min(_end(steps[i]), t), steps[i].duration, -_RANK[steps[i].kind])
+
+    def gap(a: float, b: float) -> None:  # [a, b] on the path between steps: the open containers' heads and
+        # tails (a sub-agent's tool step before the agent span it holds), else wait
+        cuts = sorted({a, b, *(steps[c].start for c in open_ if a < steps[c].start < b)}, reverse=True)
+        for hi, lo in itertools.pairwise(cuts):
+            kinds = [steps[c].kind for c in open_ if steps[c].start <= lo]
+            out.append((min(kinds, key=_RANK.__getitem__) if kinds else "wait", lo, hi))
+
+    by_start = sorted(range(len(steps)), key=lambda i: steps[i].start)
+    starts = [steps[i].start for i in by_start]
+
+    def before(bound: float) -> int | None:  # nothing to wait for given: the step running at ``bound`` that
+        # started last, or that ended last before it, among the FALLBACK_SCAN steps started last (bounded time)
+        best: int | None = None
+        k = bisect.bisect_left(starts, bound)
+        for i in reversed(by_start[max(k - FALLBACK_SCAN, 0):k]):
+            if i in visited:
+                continue
+            if _end(steps[i]) >= bound:  # the latest to start of the steps running then
+                return i
+            if best is None or _end(steps[i]) > _end(steps[best]):
+                best = i
+        return best
+
+    node: int | None = max(range(len(steps)), key=key)
+    while node is not None and t > first:
+        visited.add(node)
+        step = steps[node]
+        end = min(_end(step), t)
+        gap(end, t)
+        t = end
+        while open_ and steps[open_[-1]].start >= t:
+            open_.pop()
+        if node in members:
+            open_.append(node)
+            inside = [j for j in members[node] if j not in visited]
+            node = max(inside, key=key) if inside else None
+            if node is None:
+                break
+            continue
+        start = max(min(step.start, t), first)
+        # what held it up: what it waited for that ended last, looking through a step that ended before what it
+        # waited for itself (an instant such as an unfinished call, or a link the format got out of order)
+        waited = [j for j in dict.fromkeys([*waits[node], *(k for j in waits[node] for k in waits[j])])
+                  if j not in visited]
+        nxt = max(waited, key=key) if waited else None
+        if nxt is not None and nxt not in members and _RANK[steps[nxt].kind] < _RANK[step.kind]:
+            start = max(start, min(_end(steps[nxt]), t))  # an overlap with it goes to the kind first in precedence
+        if step.kind == "human" and t - step.start > idle_cap_s:
+            cap = max(step.start + max(idle_cap_s, 0.0), start)
+            out.append(("away", cap, t))
+            t = cap
+        out.append((step.kind, start, t))
+        on_path[node] = t - start
+        t = start
+        while open_ and steps[open_[-1]].start >= t:
+            open_.pop()
+        node = nxt if nxt is not None or waits[node] else before(t)
+    gap(first, t)
+    result: list[Piece] = []
+    for kind, a, b in reversed(out):
+        if b > a:
+            _add(result, kind, a, b)  # type: ignore[arg-type]
+    return result, on_path, set(members)
+
+
+def _end(step: Step) -> float:
+    return max(step.end, step.start)
+
+
 def _top(active: dict[str, int]) -> PieceKind:
     for kind in _ORDER:
         if active[kind] > 0:
@@ -180,10 +287,10 @@ def _add(out: list[Piece], kind: PieceKind, start: float, end: float) -> None:
 
 def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = None, *,
             bound: bool = True) -> TraceAnalysis:
-    """The figures of docs/design.md §12 for one trace: wall time less away time, the breakdown by precedence summing to
-    it, counts, tokens (cached input apart), model share, the Amdahl bound, TTFT where recorded, and cost at
-    ``price`` when one is given."""
-    parts = pieces(trace, idle_cap_s)
+    """The figures of docs/design.md §12 for one trace: wall time less away time, the breakdown along the critical
+    path summing to it and the work off it, counts, tokens (cached input apart), model share, the Amdahl bound,
+    TTFT where recorded, and cost at ``price`` when one is given."""
+    parts, on_path, boxes = _walk(trace, idle_cap_s)
     seconds = {kind: 0.0 for kind in _ORDER}
     for p in parts:
         seconds[p.kind] += p.end - p.start
@@ -218,11 +325,11 @@ def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = 
             cost += step_cost
             priced = True
     instant = _instant_e2e(trace, idle_cap_s) if bound and e2e > 0 else None
-    work = dict.fromkeys(("model", "tool", "human"), 0.0)
-    for s in trace.steps:
-        if s.kind in work and s.end > s.start:
-            work[s.kind] += min(s.end - s.start, idle_cap_s) if s.kind == "human" else s.end - s.start
-    parallel = {k: max(v - breakdown[k], 0.0) for k, v in work.items()}
+    parallel = dict.fromkeys(("model", "tool", "human"), 0.0)
+    for i, s in enumerate(trace.steps):  # a container's time is its steps' (and its head and tail, on the path)
+        if s.kind in parallel and s.end > s.start and i not in boxes:
+            work = min(s.end - s.start, max(idle_cap_s, 0.0)) if s.kind == "human" else s.end - s.start
+            parallel[s.kind] += max(work - on_path.get(i, 0.0), 0.0)
     return TraceAnalysis(
         e2e_s=e2e, away_s=away, breakdown=breakdown, calls=counts["model"], tool_calls=counts["tool"],
         human_steps=counts["human"], retries=counts["retry"], failed_tools=failed_tools,
@@ -265,7 +372,7 @@ def without_away(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> Trace:
     """The same trace with its away time cut out and its clock starting at 0: every later instant moves back by
     the away time before it, and a long human step shrinks to the idle cap. Its analysis (at the same cap) has
     the same ``e2e_s`` and breakdown and no away time; it is what the screen replays."""
-    away = [p for p in pieces(trace, idle_cap_s) if p.kind == "away"]
+    away = [p for p in critical_path(trace, idle_cap_s) if p.kind == "away"]
     first = min((s.start for s in trace.steps), default=0.0)
 
     def shift(t: float) -> float:

@@ -150,13 +150,10 @@ def dependency_order(steps: Sequence[Step]) -> list[int]:
     return _order(len(steps), waits, lambda i: steps[i].start)
 
 
-def retime(trace: Trace, duration: Callable[[Step], float | None], label: str = "") -> Trace:
-    """The trace with each step lasting ``duration(step)`` (``None`` keeps the recorded duration), each step
-    starting as much later or sooner as the latest of the steps it waits for now ends (keeping its recorded gap
-    after them), and each container (an agent's span, a sub-agent's tool step) starting and ending as much later
-    or sooner as the first and last steps it holds (keeping its own head and tail). On the recorded durations
-    this gives back every start and end exactly."""
-    steps = trace.steps
+def dependency_graph(steps: Sequence[Step]) -> tuple[list[list[int]], dict[int, list[int]]]:
+    """What each step waits for, as re-timing and the critical path (docs/design.md §12) see it, and what each
+    container holds. A container (an agent's span, a sub-agent's tool step) waits only for the steps it holds; a
+    step it holds waits for what the container waits for wherever its reader chained it after the container."""
     n = len(steps)
     index = {step.id: i for i, step in enumerate(steps)}
     held = containers(steps)
@@ -191,7 +188,18 @@ def retime(trace: Trace, duration: Callable[[Step], float | None], label: str = 
                 out[j] = None
         return list(out)
 
-    waits = [effective(i) for i in range(n)]
+    return [effective(i) for i in range(n)], members
+
+
+def retime(trace: Trace, duration: Callable[[Step], float | None], label: str = "") -> Trace:
+    """The trace with each step lasting ``duration(step)`` (``None`` keeps the recorded duration), each step
+    starting as much later or sooner as the latest of the steps it waits for now ends (keeping its recorded gap
+    after them), and each container (an agent's span, a sub-agent's tool step) starting and ending as much later
+    or sooner as the first and last steps it holds (keeping its own head and tail). On the recorded durations
+    this gives back every start and end exactly."""
+    steps = trace.steps
+    n = len(steps)
+    waits, members = dependency_graph(steps)
     start_shift = [0.0] * n
     end_shift = [0.0] * n
     done = [False] * n

@@ -121,7 +121,7 @@ def detail_table(trace: Trace, a: TraceAnalysis, approval: bool) -> Table:
         table.add_row("[dim]away (past the idle cap, left out)[/]", f"[dim]{a.away_s:.1f}[/]", "")
     beside = ", ".join(f"{k} {v:.1f}" for k, v in a.parallel_s.items() if v > 0.05)
     if beside:
-        table.add_row("[dim]in parallel, beside the above[/]", f"[dim]{beside}[/]", "")
+        table.add_row("[dim]off the critical path (in parallel)[/]", f"[dim]{beside}[/]", "")
     ttft = "no TTFT recorded" if a.ttft_p50 is None else f"TTFT p50 {duration(a.ttft_p50)}"
     table.caption = escape(
         f"{a.calls} model calls, {a.tool_calls} tool calls, {a.human_steps} human steps, {a.retries} retries; "

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tokrace.providers.model.tiers import Price
-from tokrace.providers.traces.analysis import analyse, pieces, without_away
+from tokrace.providers.traces.analysis import analyse, critical_path, pieces, without_away
 from tokrace.providers.traces.model import Step, Trace
+from tokrace.providers.traces.retime import TierProfile, retime_on
 
 
 def model(id: str, start: float, end: float, **kw: object) -> Step:
@@ -33,16 +36,53 @@ def test_sequential_steps_and_an_unexplained_gap_give_a_breakdown_summing_to_e2e
     assert a.ttft_p50 is None and a.cost_usd is None
 
 
-def test_overlaps_go_to_the_kind_first_in_precedence() -> None:
-    # a sub-agent's model call (chain "sub") runs while the main chain waits on a tool and a person
+def test_the_breakdown_is_the_critical_path_not_what_ran_at_each_instant() -> None:
+    # a sub-agent (model 2-12 s, a tool 12-20 s) runs beside the person (2-32 s): the person sets the wall time
+    t = trace(model("m1", 0, 2, output_tokens=10),
+              Step("h", "human", 2, 32, after=("m1",), label="person"),
+              model("m2", 32, 34, output_tokens=10, after=("h",)),
+              model("s1", 2, 12, chain="sub", output_tokens=100, after=("m1",)),
+              Step("s2", "tool", 12, 20, chain="sub", after=("s1",)))
+    a = analyse(t)
+    assert a.e2e_s == 34.0
+    assert a.breakdown == {"model": 4.0, "tool": 0.0, "human": 30.0, "retry": 0.0, "wait": 0.0}
+    assert a.parallel_s == {"model": 10.0, "tool": 8.0, "human": 0.0}
+    assert [(p.kind, p.start, p.end) for p in critical_path(t)] == [("model", 0, 2), ("human", 2, 32),
+                                                                     ("model", 32, 34)]
+    # by precedence each instant would go to the sub-agent's model call or tool first: the person kept only 12 s
+    assert {p.kind: p.end - p.start for p in pieces(t) if p.kind == "human"} == {"human": 12.0}
+    for tier in (TierProfile("fast", 0.05, 2000.0), TierProfile("slow", 3.0, 10.0)):
+        on = analyse(retime_on(t, tier))  # the sub-agent stays beside the person (13 + 8 s on the slow tier)
+        assert on.breakdown["human"] == 30.0 and on.breakdown["tool"] == 0.0, tier.name
+
+
+def test_a_sub_agent_that_outlasts_the_person_takes_the_path() -> None:
+    t = trace(model("m1", 0, 2), Step("h", "human", 2, 12, after=("m1",)),
+              model("s1", 2, 30, chain="sub", after=("m1",)), model("m2", 30, 31, after=("h", "s1")))
+    a = analyse(t)
+    assert a.breakdown == {"model": 31.0, "tool": 0.0, "human": 0.0, "retry": 0.0, "wait": 0.0}
+    assert a.parallel_s == {"model": 0.0, "tool": 0.0, "human": 10.0}
+
+
+def test_an_overlap_of_two_steps_on_the_path_goes_to_the_kind_first_in_precedence() -> None:
+    # the call's last second overlaps the tool it asked for; a retry overlaps the tool; a gap is wait
+    t = trace(model("m1", 0, 5), Step("t", "tool", 4, 10, after=("m1",)), Step("r", "retry", 9, 12, after=("t",)),
+              model("m2", 14, 15, after=("r",)))
+    a = analyse(t)
+    assert a.breakdown == {"model": 6.0, "tool": 5.0, "human": 0.0, "retry": 2.0, "wait": 2.0}
+    assert a.parallel_s == {"model": 0.0, "tool": 1.0, "human": 0.0}  # the tool's second under the call
+
+
+def test_without_recorded_dependencies_the_path_follows_what_ran_just_before() -> None:
+    # no step says what it waits for: each follows the step running (or that ended last) before it starts
     t = trace(Step("tool", "tool", 0, 10, label="Task"),
               model("sub1", 2, 4, chain="sub"),
               Step("h", "human", 8, 12),
               Step("r", "retry", 11, 14),
               Step("w", "wait", 13, 16))
     a = analyse(t)
-    assert a.breakdown == {"model": 2.0, "tool": 8.0, "human": 2.0, "retry": 2.0, "wait": 2.0}
-    assert a.e2e_s == 16.0
+    assert a.breakdown == {"model": 0.0, "tool": 8.0, "human": 3.0, "retry": 2.0, "wait": 3.0}
+    assert a.e2e_s == 16.0 and a.parallel_s == {"model": 2.0, "tool": 2.0, "human": 1.0}
 
 
 def test_parallel_model_calls_count_once_in_the_breakdown() -> None:
@@ -66,12 +106,12 @@ def test_a_person_away_for_an_hour_counts_only_up_to_the_idle_cap() -> None:
     assert uncapped.away_s == 0.0 and uncapped.e2e_s == 3620.0
 
 
-def test_work_running_while_the_person_is_away_is_not_away() -> None:
+def test_work_beside_a_person_away_is_off_the_path_and_the_away_time_stays_away() -> None:
     t = trace(Step("h", "human", 0, 1000), Step("t", "tool", 700, 800, chain="sub"))
     a = analyse(t, idle_cap_s=600)
-    assert a.away_s == 300.0
-    assert a.breakdown["tool"] == 100.0 and a.breakdown["human"] == 600.0
-    assert a.e2e_s == 700.0
+    assert a.away_s == 400.0 and a.e2e_s == 600.0
+    assert a.breakdown["tool"] == 0.0 and a.breakdown["human"] == 600.0
+    assert a.parallel_s["tool"] == 100.0
 
 
 def test_without_away_keeps_the_figures_and_drops_the_away_time() -> None:
@@ -150,3 +190,21 @@ def test_work_beside_other_work_is_reported_apart_as_parallel_seconds() -> None:
     assert a.breakdown["model"] == 5.0 and a.breakdown["tool"] == 3.0 and a.e2e_s == 8.0
     assert a.parallel_s == {"model": 3.0, "tool": 1.0, "human": 0.0}
     assert a.to_json()["parallel_s"] == {"model": 3.0, "tool": 1.0, "human": 0.0}
+
+
+def test_the_critical_path_covers_the_span_once_on_random_dags_with_cycles_and_overlaps() -> None:
+    for seed in range(300):
+        r = random.Random(seed)
+        n = r.randint(1, 25)
+        steps = []
+        for i in range(n):
+            start = r.uniform(0, 100)
+            length = r.choice([0.0, r.uniform(0, 30), r.uniform(0, 900)])
+            after = tuple(f"s{j}" for j in r.sample(range(n), r.randint(0, min(3, n))) if j != i)
+            steps.append(Step(f"s{i}", r.choice(["model", "tool", "human", "retry", "wait"]), start, start + length,
+                              after=after, chain=r.choice(["main", "main", "sub"]), label=r.choice(["", "sub-agent"])))
+        a = analyse(trace(*steps), idle_cap_s=60)
+        span = max(s.end for s in steps) - min(s.start for s in steps)
+        assert sum(a.breakdown.values()) == pytest.approx(a.e2e_s, abs=1e-6), seed
+        assert a.e2e_s + a.away_s == pytest.approx(span, abs=1e-6), seed
+        assert min(a.breakdown.values()) >= 0 and min(a.parallel_s.values()) >= 0, seed

@@ -30,7 +30,9 @@ def test_sibling_subagent_records_are_chains_of_their_own_and_an_unfinished_requ
     # wall: the last t + its api_time; the gap the sub-agents ran in is a sub-agent tool step; the gap across the
     # unfinished request runs from the last completed answer (33 s) to the next request (133 s): the person's
     assert a.e2e_s == pytest.approx(135.0) and a.away_s == 0
-    assert a.breakdown == pytest.approx({"model": 20.0, "tool": 15.0, "human": 100.0, "retry": 0.0, "wait": 0.0})
+    # the critical path runs through sub-agent 1 (6-13 s); sub-agent 2's call (6-10 s) is off it
+    assert a.breakdown == pytest.approx({"model": 18.0, "tool": 17.0, "human": 100.0, "retry": 0.0, "wait": 0.0})
+    assert a.parallel_s == pytest.approx({"model": 4.0, "tool": 0.0, "human": 0.0})
     sub = [s for s in t.steps if s.label == "sub-agent"]
     assert [(s.start, s.end) for s in sub] == [(5.0, 27.0)]
 

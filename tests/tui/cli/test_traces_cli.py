@@ -61,14 +61,15 @@ def test_the_summary_has_the_six_figures(capsys: pytest.CaptureFixture[str]) -> 
     s = doc["summary"]["original"]
     assert code == 0 and s["traces"] == 2
     assert s["total_task_s"] == pytest.approx(620.0 + 624.0)
-    assert s["tool_wait_s"] == pytest.approx(16.0) and s["tool_share"] == pytest.approx(16 / 1244, abs=1e-6)
+    # on the critical path: WEKA's second sub-agent (3 s of model beside the first) is off it
+    assert s["tool_wait_s"] == pytest.approx(17.5) and s["tool_share"] == pytest.approx(17.5 / 1244, abs=1e-6)
     assert s["human_steps"] == 2 and s["human_review_s"] == pytest.approx(1200.0)
     assert s["retry_rate"] == 0.0
     assert s["ttft_s"] == {"p50": pytest.approx(1.0), "p90": pytest.approx(1.16)}  # only WEKA records TTFT
     codex_cost = ((5400 - 3900) * 5 + 3900 * 0.5 + 162 * 30) / 1e6
     weka_cost = (3030 * 5 + 198 * 30) / 1e6
     assert s["total_cost_usd"] == pytest.approx(codex_cost + weka_cost)
-    assert s["model_share"] == pytest.approx(28 / 1244, abs=1e-6)
+    assert s["model_share"] == pytest.approx(26.5 / 1244, abs=1e-6)
 
 
 def test_the_idle_cap_moves_time_between_human_and_away(capsys: pytest.CaptureFixture[str]) -> None:
@@ -164,3 +165,16 @@ def test_json_to_a_file_keeps_the_tables_on_stdout(capsys: pytest.CaptureFixture
     code, out, _ = run(capsys, "traces", str(FIXTURES / "weka" / "w-1.json"), "--json", str(target))
     assert code == 0 and "summary over 1 trace" in out
     assert json.loads(target.read_text())["traces"][0]["format"] == "weka"
+
+
+def test_a_sub_agent_beside_the_person_is_off_the_critical_path(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(FIXTURES / "claude-code" / "session-background.jsonl")
+    code, doc, _ = traces_json(capsys, path, "--on", "Sol standard,Sol ultrafast")
+    t = doc["traces"][0]
+    assert code == 0 and t["e2e_s"] == pytest.approx(68.0)
+    assert t["breakdown"] == pytest.approx({"model": 7.0, "tool": 1.0, "human": 60.0, "retry": 0.0, "wait": 0.0})
+    assert t["parallel_s"] == pytest.approx({"model": 10.0, "tool": 0.0, "human": 0.0})
+    for name, on in t["on"].items():  # the person's minute is recorded time: the same on every tier
+        assert on["breakdown"]["human"] == pytest.approx(60.0), name
+    code, out, _ = run(capsys, "traces", path)
+    assert code == 0 and "off the critical path (in parallel)" in out and "model 10.0" in out
