@@ -135,5 +135,5 @@ def read(path: Path) -> Iterator[Trace]:
                      "counted as instants")
     notes.append("no TTFT or retries recorded; tool times include any approval")
     yield Trace(file=str(path), format=NAME, session=s.session, steps=s.chains.finish(),
-                skipped=lines.skipped, notes=notes)
+                skipped=lines.skipped + s.chains.dropped, notes=s.chains.notes(notes))
 

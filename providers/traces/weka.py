@@ -74,8 +74,8 @@ def _trace(path: Path, doc: dict[str, Any], n: int, skipped: int, notes: list[st
                        else []), "no wall clock, tool names or cached tokens recorded; "
                        "think time is a tool's when the request stopped for one, else the person's"]
     session = str(doc.get("id") or (f"#{n}" if n else ""))
-    return Trace(file=str(path), format=NAME, session=session, steps=chains.finish(), skipped=state["skipped"],
-                 notes=notes)
+    return Trace(file=str(path), format=NAME, session=session, steps=chains.finish(),
+                 skipped=state["skipped"] + chains.dropped, notes=chains.notes(notes))
 
 
 def _requests(chains: Chains, records: list[Any], chain: str, offset: float, state: dict[str, int]) -> float:

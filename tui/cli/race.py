@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tokrace.providers.model.files import read_regular_text
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
 
@@ -77,7 +78,7 @@ def _request(args: argparse.Namespace, defaults_prompt: str, defaults_max: int) 
         prompt = args.prompt
     elif getattr(args, "prompt_file", None):
         try:
-            prompt = Path(args.prompt_file).read_text(encoding="utf-8").strip()
+            prompt = read_regular_text(args.prompt_file).strip()
         except OSError as exc:
             raise UsageError(f"{args.prompt_file}: cannot read the prompt ({exc.strerror})") from None
         if not prompt:
