@@ -248,8 +248,8 @@ def check_screen_args(argv: Sequence[str], screen: Screen) -> None:
         args = build_parser().parse_args(argv)  # argparse says what is wrong
     except SystemExit as exc:
         if exc.code:
-            print("tokrace web: every argument but --host, --port, --max-tabs and --public-url goes to the tokrace "
-                  "each tab runs (see tokrace --help)", file=sys.stderr)
+            print("tokrace web: every argument but --host, --port, --max-tabs, --allow-host and --public-url goes "
+                  "to the tokrace each tab runs (see tokrace --help)", file=sys.stderr)
         raise
     command = getattr(args, "command", None)
     if command not in SCREEN_COMMANDS:
