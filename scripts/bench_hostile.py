@@ -66,7 +66,8 @@ from tokrace.tui.main import main
 began = time.perf_counter()
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(["replay", sys.argv[1], "--headless", "--fast-forward"])
-print(f"exit {code}; {time.perf_counter() - began:.1f} s, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(f"exit {code}; {time.perf_counter() - began:.1f} s, peak {peak:.0f} MB")
 """
 
 BASELINE = """

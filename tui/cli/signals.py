@@ -25,15 +25,17 @@ SIGNALS: Final[tuple[tuple[signal.Signals, int], ...]] = (
 
 
 def insist(sig: signal.Signals, code: int, then: Callable[[], None]) -> Callable[[], None]:
-    """Make ``sig`` call ``then`` on the running loop, and a second ``sig`` end the process at once with ``code``:
+    """Make ``sig`` call ``then`` on the running loop, and a second ``sig`` end the process at once, as that signal
+    does (a shell reports ``code``):
     a signal always ends tokrace, even when the loop is stuck in a call that does not return (asyncio's own signal
     handlers only run once the loop comes back). Returns what puts the previous handler back."""
     loop = asyncio.get_running_loop()
     seen: list[int] = []
 
     def handler(signum: int, frame: object) -> None:
-        if seen:
-            os._exit(code)
+        if seen:  # the signal again, with its default action: the process ends as that signal ends it
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
         seen.append(signum)
         loop.call_soon_threadsafe(then)
 
