@@ -104,9 +104,15 @@ def count(text: str, model: str = "") -> tuple[int, str] | None:
         return None
     total, start = 0, 0
     while len(text) - start > PIECE_CHARS:
-        cut = word_break(text[start:start + PIECE_CHARS]) or WORD_CUT_CHARS
-        total += len(enc.encode_ordinary(text[start:start + cut]))
-        start += cut
+        window = text[start:start + PIECE_CHARS]
+        cut = _piece_break(window)
+        if cut:
+            total += len(enc.encode_ordinary(window[:cut]))
+            start += cut
+            continue
+        for at in range(0, PIECE_CHARS, WORD_CUT_CHARS):  # one word the whole window long: cut inside it
+            total += len(enc.encode_ordinary(window[at:at + WORD_CUT_CHARS]))
+        start += PIECE_CHARS
     return total + len(enc.encode_ordinary(text[start:] if start else text)), name
 
 
@@ -144,6 +150,11 @@ def word_break(text: str) -> int:
         if text[at - 1].isalnum():
             return at
     return 0
+
+
+_piece_break: Final = word_break
+""":func:`count`'s own reference to :func:`word_break`: cutting a long text into pieces is not one of the looks for
+a place to cut a stream that :class:`IncrementalCounter` keeps few."""
 
 
 WORDS_FROM: Final[int] = 256
