@@ -13,6 +13,8 @@ from typing import Any, Final
 
 from ..adapters import known_providers, provider_options
 from ..model.errors import ConfigError
+from ..model.files import read_regular_text
+from ..model.printable import has_controls, one_line
 from ..model.tiers import MAX_TOKENS_LIMIT, PRICE_KEYS, Price, TierSpec
 from .demo import DEMO_MAX_TOKENS, DEMO_PROMPT, demo_tiers
 from .validate import NUMBER, Locator, expected, fail, type_ok
@@ -138,11 +140,11 @@ def user_config_path() -> Path:
 def find_config(explicit: Path | None, cwd: Path | None = None) -> Path | None:
     """The config file to use: ``--config``, then ``./tokrace.toml``, then the user config dir; else ``None``."""
     if explicit is not None:
-        if not explicit.is_file():
+        if not explicit.exists():
             raise ConfigError(f"{explicit}: no such config file")
         return explicit
     local = (cwd or Path.cwd()) / "tokrace.toml"
-    if local.is_file():
+    if local.exists():  # a folder or a FIFO by that name is said so when it is read, never passed over
         return local
     user = user_config_path()
     return user if user.is_file() else None
@@ -154,7 +156,7 @@ def load_config(explicit: Path | None = None, cwd: Path | None = None) -> Config
     if path is None:
         return Config(source=None)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
         raise ConfigError(f"{path}: cannot read the config ({reason})") from None
@@ -248,6 +250,11 @@ def _parse_tier(raw: Any, i: int, path: Path, loc: Locator) -> TierSpec:
                         f"expected {expected(types)}, got {value!r}")
     if "name" not in raw:
         raise fail(path, loc.line_of("provider", "tiers", i), where, "missing key 'name' (shown on the lane)")
+    for key in ("name", "model", "service_tier", "api_key_env", "base_url"):
+        value = raw.get(key)
+        if isinstance(value, str) and has_controls(value):
+            raise fail(path, loc.line_of(key, "tiers", i), f"{where}.{key}",
+                       f"holds a control character ({one_line(value)!r}); a name is shown and sent as written")
     price = None
     if "price" in raw:
         for key, value in raw["price"].items():

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from ..metrics.turn import TurnMetrics
 from ..model.events import SEGMENT_KINDS
+from ..model.printable import csv_cell
 from .race_data import ExportSource
 
 METRIC_COLUMNS: Final[tuple[str, ...]] = (
@@ -24,14 +25,6 @@ LOOP_COLUMNS: Final[tuple[str, ...]] = ("turns", "model_share", "amdahl_max_spee
 """A loop's own metrics (only when some lane played one); ``breakdown_KIND`` is seconds of that kind."""
 
 KEY_COLUMNS: Final[tuple[str, ...]] = ("tier", "provider", "model", "run")
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _metrics(m: TurnMetrics) -> dict[str, Any]:
@@ -74,7 +67,7 @@ def to_csv(source: ExportSource, turns: bool = False) -> str:
     header, values = rows(source, turns)
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(header)
+    writer.writerow([csv_cell(name) for name in header])
     for row in values:
-        writer.writerow([_cell(row.get(name)) for name in header])
+        writer.writerow([csv_cell(row.get(name)) for name in header])
     return buffer.getvalue()

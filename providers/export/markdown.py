@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from ..metrics.turn import DEFINITIONS
+from ..model.printable import one_line
 from ..race.summary import summary_of_run
 from . import tables
 from .race_data import ExportSource
@@ -22,7 +23,7 @@ TABLE_TERMS: Final[dict[str, str]] = {"TTFT": "ttft_s", "decode tok/s": "decode_
 
 def text(value: str) -> str:
     """Plain text as Markdown that shows it as it is, on one line."""
-    return _SPECIAL.sub(r"\\\1", re.sub(r"\s+", " ", value))
+    return _SPECIAL.sub(r"\\\1", re.sub(r"\s+", " ", one_line(value)))
 
 
 def table(plain: tables.Table) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Final
 from ..metrics.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, WhatIf, bottlenecks, representative
 from ..metrics.turn import TurnMetrics, percentile
 from ..model.events import SEGMENT_KINDS
+from ..model.printable import one_line
 from ..model.units import duration, percent
 from ..race.live import SOURCE_MARK
 from ..race.summary import RaceSummary
@@ -44,6 +45,10 @@ class Row:
     """Runs of this tier that failed (the results table's last cell then says how many, and why)."""
     reason: str = ""
     """The first failure's message."""
+
+    def __post_init__(self) -> None:  # a name or a server's message is shown: one safe line, never a command
+        self.cells = [one_line(cell) for cell in self.cells]
+        self.reason = one_line(self.reason)
 
 
 @dataclass(slots=True)

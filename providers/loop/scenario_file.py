@@ -13,6 +13,7 @@ from typing import Any, Final
 from ..config.validate import NUMBER, Locator, expected, fail, type_ok
 from ..model.errors import ConfigError
 from ..model.events import MAX_SECONDS
+from ..model.files import read_regular_text
 from ..model.tiers import MAX_TOKENS_LIMIT
 from .scenario import (
     DEFAULT_MAX_TURNS,
@@ -83,7 +84,7 @@ def load_scenario(name_or_path: str) -> Scenario:
     path = Path(name_or_path)
     if path.is_file():
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular_text(path)
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read the scenario ({exc})") from None
         return parse_scenario(text, path, source=str(path))

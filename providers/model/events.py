@@ -9,11 +9,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Final, Literal, TypeAlias, overload
 
 from .kinds import SEGMENT_KINDS as SEGMENT_KINDS  # the kinds of span drawn on the timeline, re-exported
 from .kinds import SegmentKind as SegmentKind
+from .printable import one_line
 
 Channel: TypeAlias = Literal["content", "reasoning", "tool_args"]
 """Which stream a delta belongs to: the visible answer, reasoning/thinking text, or tool-call arguments."""
@@ -214,6 +215,12 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 
 MAX_SECONDS: Final[float] = 1e7
 """The largest time (in seconds, about 115 days) an event read from a file may carry."""
+TIME_TOLERANCE_S: Final[float] = 0.001
+"""How far a time read from a file may fall before the lane's start, or before the time it follows, and still be
+taken as rounding (a recording's times are stamps of one clock, in order)."""
+_RAW_TEXT: Final[frozenset[str]] = frozenset({"text", "arguments"})
+"""The fields kept exactly as read (the answer and a tool call's arguments: shown through :func:`.printable.printable`
+and written as JSON, never raw); every other string field of an event read from a file is made one safe line."""
 MAX_COUNT: Final[int] = 10**12
 """The largest count (tokens, a status, a turn) an event read from a file may carry."""
 
@@ -259,6 +266,8 @@ def _field_problem(name: str, value: Any) -> str | None:
         return None
     if not math.isfinite(value) or abs(value) > MAX_SECONDS:
         return f"{name} is {value!r}, not a time within {MAX_SECONDS:.0e} seconds"
+    if value < -TIME_TOLERANCE_S:
+        return f"{name} is {value!r}, a time before the lane started"
     return None
 
 
@@ -271,7 +280,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     if kind == "delta":  # nearly every line of a recording: checked inline, the same checks as below
         t, text, channel, tokens = data.get("t"), data.get("text"), data.get("channel", "content"), data.get("tokens")
         chunks = data.get("chunks", 1)
-        if (isinstance(t, float | int) and not isinstance(t, bool) and -MAX_SECONDS <= t <= MAX_SECONDS
+        if (isinstance(t, float | int) and not isinstance(t, bool) and -TIME_TOLERANCE_S <= t <= MAX_SECONDS
                 and isinstance(text, str) and isinstance(channel, str) and channel in _CHANNELS
                 and (tokens is None or (type(tokens) is int and 0 <= tokens <= MAX_COUNT))
                 and type(chunks) is int and (chunks == 1 or 1 <= chunks <= len(text))):
@@ -286,6 +295,11 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         problem = _field_problem(name, value)
         if problem is not None:
             raise EventFormatError(f"bad {kind} event: {problem:.120}")
+        if isinstance(value, str) and name not in _RAW_TEXT:
+            given[name] = one_line(value)  # a name or an id from a file is shown as it is: never a control sequence
+    start, end = given.get("start"), given.get("end")
+    if isinstance(start, int | float) and isinstance(end, int | float) and end < start - TIME_TOLERANCE_S:
+        raise EventFormatError(f"bad {kind} event: it ends ({end}) before it starts ({start})")
     try:
         event: Event = cls(**given)
     except TypeError as exc:
@@ -313,3 +327,19 @@ def loop_end(t: float, name: str, turns: int) -> Extra:
 def is_loop_end(event: Event) -> bool:
     """Whether an event marks the end of a scenario lane's loop."""
     return isinstance(event, Extra) and event.source == LOOP_SOURCE
+
+
+def with_safe_names(event: Event) -> Event:
+    """``event`` with every string field but the answer's text and a tool call's arguments made one safe line
+    (:func:`.printable.one_line`): what a server or a file names (a model, a tool, an id, an error) is shown as
+    it is, never obeyed by a terminal. The same event when nothing needed it."""
+    if isinstance(event, Delta | Extra):
+        return event
+    changed: dict[str, str] = {}
+    for name in _FIELDS.get(event.kind, ()):
+        value = getattr(event, name, None)
+        if isinstance(value, str) and name not in _RAW_TEXT and name != "kind":
+            safe = one_line(value)
+            if safe != value:
+                changed[name] = safe
+    return replace(event, **changed) if changed else event  # type: ignore[arg-type]

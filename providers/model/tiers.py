@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .masking import mask_url, redact
+from .printable import one_line
 
 MAX_TOKENS_LIMIT: Final[int] = 200_000
 """The most output tokens a turn may ask for (``max_tokens`` in a config, a scenario or ``--max-tokens``): above
@@ -56,9 +57,11 @@ class TierSpec:
     def from_public(cls, public: dict[str, Any]) -> TierSpec:
         """A tier rebuilt from its recorded (public) form, leniently: recordings are data, not config."""
         price = public.get("price")
-        return cls(
-            name=str(public.get("name", "lane")), provider=str(public.get("provider", "")),
-            model=str(public.get("model", "")), service_tier=public.get("service_tier"),
+        service_tier = public.get("service_tier")
+        return cls(  # names from a file are shown: one safe line each (docs/faults.md#text-from-outside)
+            name=one_line(str(public.get("name", "lane"))), provider=one_line(str(public.get("provider", ""))),
+            model=one_line(str(public.get("model", ""))),
+            service_tier=one_line(service_tier) if isinstance(service_tier, str) else None,
             price=Price(**{k: v for k, v in price.items() if k in PRICE_KEYS}) if isinstance(price, dict) else None,
             max_tokens=public.get("max_tokens"),
         )

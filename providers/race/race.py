@@ -15,7 +15,7 @@ from typing import Protocol
 from ..adapters import Provider, create_provider
 from ..model.errors import TokraceError
 from ..model.eventlog import EventLog
-from ..model.events import Delta, DeltaRun, Done, Error, Event, Request, is_loop_end
+from ..model.events import Delta, DeltaRun, Done, Error, Event, Request, is_loop_end, with_safe_names
 from ..model.masking import Masker
 from ..model.messages import TurnRequest
 from ..model.tiers import TierSpec
@@ -123,6 +123,7 @@ class Race:
         mask = self._masks[lane]
         if mask.active:
             event = mask(event)
+        event = with_safe_names(event)
         self.lanes[lane].events.append(event)
         for listener in self.listeners:
             listener(lane, event)

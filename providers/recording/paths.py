@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model.printable import one_line
 from .format import RecordingError
 from .reader import last_event_time, read_header
 
@@ -52,8 +53,9 @@ def list_recordings(directory: Path | None = None) -> list[RecordingInfo]:
         except RecordingError as exc:
             out.append(RecordingInfo(path, "", "", [], None, str(exc)))
             continue
-        out.append(RecordingInfo(path, str(header.get("created", "")), str(header.get("prompt") or ""),
-                                 [str(t.get("name")) for t in header.get("tiers", [])], duration))
+        out.append(RecordingInfo(path, one_line(str(header.get("created", ""))),
+                                 one_line(str(header.get("prompt") or "")),
+                                 [one_line(str(t.get("name"))) for t in header.get("tiers", [])], duration))
     return out
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from ..model.eventlog import EventLog
-from ..model.events import MAX_SECONDS, Event, EventFormatError, event_from_dict
+from ..model.events import MAX_SECONDS, TIME_TOLERANCE_S, Delta, Event, EventFormatError, event_from_dict
+from ..model.files import open_regular
+from ..model.printable import deep_without_controls
 from .format import FORMAT, VERSION, RecordingError
 
 
@@ -101,7 +103,7 @@ def _lines(path: Path, fh: IO[bytes]) -> Iterator[tuple[int, bytes]]:
 
 def _open(path: Path) -> IO[bytes]:
     try:
-        return path.open("rb")
+        return open_regular(path)
     except FileNotFoundError:
         raise RecordingError(f"{path}: no such file") from None
     except OSError as exc:
@@ -137,7 +139,7 @@ def _check_header(path: Path, first: bytes) -> dict[str, Any]:
         raise RecordingError(f"{path}: its header's tiers are not a list of tier objects; the file is damaged")
     if not isinstance(header.get("prompt") or "", str) or not isinstance(header.get("scenario") or "", str):
         raise RecordingError(f"{path}: its header's prompt or scenario is not text; the file is damaged")
-    return header
+    return deep_without_controls(header)  # type: ignore[return-value]  # its prompt and names are shown
 
 
 def read_recording(path: Path) -> Recording:
@@ -152,6 +154,9 @@ def read_recording(path: Path) -> Recording:
     cut_off = False
     lanes = MAX_LANES
     next_run = 0
+    last_t: dict[tuple[int, int], float] = {}
+    """The latest time of text in each lane's run so far: text is recorded in the order it came (other events,
+    such as a segment or a note on the reads, may be written after their time)."""
     with _open(path) as fh:
         for number, raw in _lines(path, fh):
             if rec is None:
@@ -173,11 +178,16 @@ def read_recording(path: Path) -> Recording:
                     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < limit:
                         raise EventFormatError(f"its {name} is {value!r:.20} (expected 0 to {limit - 1})")
                 event = event_from_dict(obj)
+                last = last_t.get((run, lane), 0.0)
+                if type(event) is Delta and event.t < last - TIME_TOLERANCE_S:
+                    raise EventFormatError(f"its time {event.t} is before the {last} of the text before it")
             except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, EventFormat
                 failed_last = f"line {number}: {_reason(exc)}"
                 cut_off = not raw.endswith(b"\n") or isinstance(exc, json.JSONDecodeError | UnicodeDecodeError)
                 continue
             next_run = max(next_run, run + 1)
+            if type(event) is Delta:
+                last_t[(run, lane)] = max(last_t.get((run, lane), 0.0), event.t)
             rec.events.setdefault((run, lane), EventLog()).append(event)
     if rec is None:
         _check_header(path, b"")

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, BinaryIO, Final
+from urllib.parse import urlencode
 
 from ..model.events import Delta, DeltaRun, Event, event_to_dict, finite_json
 from ..model.masking import MIN_HEADER_SECRET_LEN, MIN_SECRET_LEN, base64_forms, redact, shapes_free, url_secrets
@@ -22,8 +23,8 @@ from .format import FORMAT, VERSION, RecordingError
 
 def secret_values(tiers: Iterable[TierSpec]) -> list[str]:
     """The secret values tiers could send: each key (from its key variable), every header value, and the secret
-    query parameters of its ``base_url``, each also in its base64 forms (Basic auth); longest first, so a longer
-    secret is masked before a part of it."""
+    query parameters of its ``base_url`` and its ``query`` table, each also in its base64 forms (Basic auth);
+    longest first, so a longer secret is masked before a part of it."""
     from ..model.presets import DEFAULT_KEY_ENV
 
     values: set[str] = set()
@@ -37,6 +38,9 @@ def secret_values(tiers: Iterable[TierSpec]) -> list[str]:
         if isinstance(headers, dict):
             values.update(str(v) for v in headers.values() if len(str(v)) >= MIN_HEADER_SECRET_LEN)
         values.update(url_secrets(tier.base_url))
+        query = tier.options.get("query")
+        if isinstance(query, dict) and query:  # what the request's URL will carry (docs/configuration.md)
+            values.update(url_secrets("http://host/?" + urlencode({str(k): str(v) for k, v in query.items()})))
     values.update([form for value in list(values) for form in base64_forms(value)])
     return sorted(values, key=len, reverse=True)
 

@@ -21,6 +21,7 @@ from ..timing.clock import Clock, RealClock
 from ..timing.stamped_sockets import ArrivalProtocol, ArrivalReader, StampedListener
 from ..timing.stamps import SO_TIMESTAMPNS
 from .faults import FAULT_HEADER, Fault, ServeError
+from .request import Limits, Refused, parse_json, read_request
 from .served import Notes, Served
 from .sources import Source, max_tokens_of, turn_of
 from .wire import FLAVORS, AnthropicWire, ChatWire, Plan, ResponsesWire, Timing, Wire
@@ -41,7 +42,8 @@ class ServeServer:
 
     def __init__(self, source: Source, *, fault: Fault | None = None, speed: float = 1.0, usage: bool = True,
                  flavor: str = "openai", report_tier: str | None = None, max_tokens: int = 400,
-                 clock: Clock | None = None, on_served: Callable[[Served], None] | None = None) -> None:
+                 clock: Clock | None = None, on_served: Callable[[Served], None] | None = None,
+                 limits: Limits | None = None) -> None:
         if flavor not in FLAVORS:
             raise ServeError(f"unknown flavor {flavor!r} (known: {', '.join(FLAVORS)})")
         if speed <= 0:
@@ -55,6 +57,8 @@ class ServeServer:
         self.max_tokens = max_tokens
         self.clock: Clock = clock or RealClock()
         self.on_served = on_served
+        self.limits = limits or Limits()
+        """The bounds every request is read within (``--max-body`` and the rest)."""
         self.served: deque[Served] = deque(maxlen=10_000)
         """The latest requests served, newest last."""
         self._server: asyncio.Server | None = None
@@ -160,25 +164,16 @@ class ServeServer:
 
     async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Answer one request; False when the connection is to close."""
-        line = await reader.readline()
-        if not line.strip():
+        try:
+            request = await read_request(reader, self.limits)
+        except Refused as refused:  # a bound broken: said, and the connection closed (its rest is not read)
+            rid = f"{next(self._ids):06d}"
+            await self._json(writer, refused.status, ChatWire.error_body(refused.status, refused.message, rid), rid,
+                             {"connection": "close"})
             return False
-        method, target, _ = line.decode("latin-1").split(" ", 2)
-        headers: dict[str, str] = {}
-        while True:
-            raw = await reader.readline()
-            if raw in (b"\r\n", b"\n", b""):
-                break
-            name, _, value = raw.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            body = b""
-            while size := int((await reader.readline()).split(b";")[0].strip() or b"0", 16):
-                body += await reader.readexactly(size)
-                await reader.readexactly(2)
-            await reader.readline()
-        else:
-            body = await reader.readexactly(int(headers.get("content-length") or 0))
+        if request is None:
+            return False
+        method, target, headers, body = request.method, request.target, request.headers, request.body
         received = reader.arrived if isinstance(reader, ArrivalReader) and not self.clock.virtual \
             else self.clock.now()
         keep = headers.get("connection", "").lower() != "close"
@@ -194,9 +189,10 @@ class ServeServer:
                              "it answers POST /v1/chat/completions, /v1/responses and /v1/messages", rid), rid)
             return keep
         try:
-            payload = json.loads(body or b"{}")
-        except json.JSONDecodeError:
-            payload = None
+            payload = parse_json(body)
+        except Refused as refused:
+            await self._json(writer, refused.status, wire_type.error_body(refused.status, refused.message, rid), rid)
+            return keep
         if not isinstance(payload, dict) or payload.get("stream") is not True:
             why = "the body is not a JSON object" if not isinstance(payload, dict) else \
                 "tokrace serve only streams: send \"stream\": true"
@@ -377,6 +373,7 @@ def _chunk(data: bytes) -> bytes:
 _REASONS: Final[dict[int, str]] = {
     200: "OK", 400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 403: "Forbidden",
     404: "Not Found", 408: "Request Timeout", 409: "Conflict", 413: "Payload Too Large",
+    431: "Request Header Fields Too Large",
     422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
     503: "Service Unavailable", 504: "Gateway Timeout", 529: "Overloaded",
 }

@@ -258,5 +258,5 @@ def _build(path: Path, s: _Session) -> Trace:
     if unanswered:
         notes.append(f"{unanswered} tool call(s) without a result (the session ended first): counted as instants")
     notes.append("no TTFT recorded; tool times include any permission prompt")
-    return Trace(file=str(path), format=NAME, session=s.session, steps=chains.finish(), skipped=s.skipped,
-                 notes=notes)
+    return Trace(file=str(path), format=NAME, session=s.session, steps=chains.finish(),
+                 skipped=s.skipped + chains.dropped, notes=chains.notes(notes))

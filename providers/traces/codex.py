@@ -153,5 +153,5 @@ def read(path: Path) -> Iterator[Trace]:
                      "as tool calls, their time is the model's")
     notes.append("no TTFT or retries recorded; tool times include any approval")
     yield Trace(file=str(path), format=NAME, session=s.session, steps=s.chains.finish(),
-                skipped=lines.skipped, notes=notes)
+                skipped=lines.skipped + s.chains.dropped, notes=s.chains.notes(notes))
 

@@ -106,4 +106,4 @@ def read(path: Path) -> Iterator[Trace]:
     notes.append("no TTFT recorded; a response that calls no tool ends at its last recorded moment (its text's "
                  "start or last thought), the file's last response at lastUpdated")
     yield Trace(file=str(path), format=NAME, session=str(doc.get("sessionId") or ""), steps=chains.finish(),
-                skipped=skipped, notes=notes)
+                skipped=skipped + chains.dropped, notes=chains.notes(notes))

@@ -10,11 +10,14 @@ a note. Text between the objects (log lines) is skipped and counted. The file is
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from ..model.files import open_regular
+from ..model.printable import deep_without_controls
 from . import otlp
 from .model import Trace
 from .reader_tools import MAX_LINE, TraceError
@@ -87,7 +90,7 @@ def objects(path: Path, counts: dict[str, int]) -> Iterator[Any]:
     counted) up to the next line starting with ``{``; one value larger than the line limit ends the read."""
     decoder = json.JSONDecoder()
     try:
-        fh = path.open("r", encoding="utf-8", errors="replace")
+        fh = io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace")  # never a FIFO's block
     except OSError as exc:
         raise TraceError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     with fh:
@@ -122,7 +125,7 @@ def objects(path: Path, counts: dict[str, int]) -> Iterator[Any]:
                 at = nxt + 1
                 continue
             at = end
-            yield value
+            yield deep_without_controls(value)  # names and ids are shown: never a command
 
 
 def read(path: Path) -> Iterator[Trace]:

@@ -250,7 +250,7 @@ def _trace(path: Path, trace_id: str, spans: dict[str, _Span], skipped: int, not
     _retries(chains)
     notes = [*notes, "approvals and people are recorded only where a span says so (tokrace.step.kind)"]
     return Trace(file=str(path), format=NAME, session=session or trace_id, steps=chains.finish(),
-                 skipped=skipped, notes=notes)
+                 skipped=skipped + chains.dropped, notes=chains.notes(notes))
 
 
 def _model(chains: Chains, s: _Span, chain: str, ancestors: Any) -> None:

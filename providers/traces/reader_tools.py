@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from ..model.errors import TokraceError
+from ..model.files import open_regular
+from ..model.printable import deep_without_controls
 from .model import MAIN_CHAIN, Step, StepKind
 
 MAX_LINE: Final[int] = 64 * 1024 * 1024
@@ -42,7 +45,7 @@ class Lines:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         try:
-            fh = self.path.open("rb")
+            fh = open_regular(self.path)
         except OSError as exc:
             raise TraceError(f"{self.path}: cannot read it ({exc.strerror or exc})") from None
         with fh:
@@ -71,7 +74,7 @@ class Lines:
                 if not isinstance(obj, dict):
                     self.skip("a line that is not a JSON object")
                     continue
-                yield obj
+                yield deep_without_controls(obj)  # type: ignore[misc]  # names and ids are shown: never a command
 
     def notes(self) -> list[str]:
         return [f"skipped {n} × {why}" for why, n in sorted(self.reasons.items())]
@@ -84,8 +87,8 @@ def load_document(path: Path) -> Any:
         if size > MAX_DOCUMENT:
             raise TraceError(f"{path}: {size / 1e6:.0f} MB in one JSON document is more than this reader parses "
                              f"({MAX_DOCUMENT // 1_000_000} MB)")
-        with path.open("rb") as fh:
-            return json.load(fh)
+        with open_regular(path) as fh:
+            return deep_without_controls(json.load(fh))
     except OSError as exc:
         raise TraceError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -98,7 +101,7 @@ def load_document(path: Path) -> Any:
 def head(path: Path, size: int = HEAD_BYTES) -> bytes:
     """The first bytes of a file (for format detection)."""
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             return fh.read(size)
     except OSError as exc:
         raise TraceError(f"{path}: cannot read it ({exc.strerror or exc})") from None
@@ -108,7 +111,7 @@ def json_lines(path: Path) -> bool:
     """Whether a file is JSON Lines: its first non-empty line is a whole JSON object on its own (else it is one
     pretty-printed document). Reads only that line."""
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             for raw in iter(lambda: fh.readline(MAX_LINE), b""):
                 if raw.strip():
                     try:
@@ -134,7 +137,7 @@ def head_objects(data: bytes, limit: int = 20) -> list[dict[str, Any]]:
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue
         if isinstance(obj, dict):
-            out.append(obj)
+            out.append(deep_without_controls(obj))  # type: ignore[arg-type]
         if len(out) >= limit:
             break
     return out
@@ -159,6 +162,19 @@ def timestamp(value: Any) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
     return moment.timestamp()
+
+
+TIME_TOLERANCE_S: Final[float] = 0.001
+"""How far a step's end may fall before its start and still be taken as rounding."""
+
+
+def time_problem(start: float, end: float) -> str | None:
+    """Why a step cannot run from ``start`` to ``end`` (not finite, or ending before it starts), else ``None``."""
+    if not (math.isfinite(start) and math.isfinite(end)):
+        return "its time is not a finite number"
+    if end < start - TIME_TOLERANCE_S:
+        return f"it ends {start - end:.3f} s before it starts"
+    return None
 
 
 def as_int(value: Any) -> int | None:
@@ -208,9 +224,17 @@ class Chains:
     steps: list[Step] = field(default_factory=list)
     _ids: set[str] = field(default_factory=set)
     _given: set[str] = field(default_factory=set)
+    dropped: int = 0
+    """Steps refused for their times (one ending before it starts, or not a finite time)."""
+    first_drop: str = ""
 
     def add(self, kind: StepKind, start: float, end: float, *, chain: str = MAIN_CHAIN, label: str = "",
-            after: tuple[str, ...] | None = None, id: str | None = None, **fields: Any) -> Step:
+            after: tuple[str, ...] | None = None, id: str | None = None, **fields: Any) -> Step | None:
+        problem = time_problem(start, end)
+        if problem is not None:  # checked like every other number: a step that cannot be is skipped, and said
+            self.dropped += 1
+            self.first_drop = self.first_drop or f"{kind} {label or id or ''}".strip() + f": {problem}"
+            return None
         sid = id if id and id not in self._ids else f"{kind}-{len(self.steps) + 1}"
         step = Step(sid, kind, start, max(end, start), after=after or (), chain=chain, label=label, **fields)
         if after is not None:
@@ -218,6 +242,12 @@ class Chains:
         self.steps.append(step)
         self._ids.add(sid)
         return step
+
+    def notes(self, notes: list[str]) -> list[str]:
+        """``notes`` and, when steps were skipped for their times, how many and why."""
+        if not self.dropped:
+            return notes
+        return [*notes, f"skipped {self.dropped} step(s) whose times cannot be (first, {self.first_drop})"]
 
     def finish(self) -> list[Step]:
         steps = rebase(self.steps)

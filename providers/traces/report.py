@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import PurePath
 from typing import Any, Final
 
+from ..model.printable import csv_cell
 from .analysis import TraceAnalysis
 from .compare import ORIGINAL, Column, Comparison, TraceRow, amount, duration_unit, money, percent, price_text
 
@@ -176,22 +177,24 @@ def csv_text(cmp: Comparison) -> str:
     """The comparison as CSV, raw numbers in seconds, USD and fractions (the same figures the table rounds)."""
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
-    out.writerow(CSV_FIELDS)
+    out.writerow([csv_cell(f) for f in CSV_FIELDS])
     for c in cmp.columns:
         ci = c.ci95 or (None, None)
-        out.writerow(["all", c.name, c.traces, _num(c.total_task_s), _num(c.task_p50), _num(c.task_p90),
+        out.writerow([csv_cell(x) for x in [
+                      "all", c.name, c.traces, _num(c.total_task_s), _num(c.task_p50), _num(c.task_p90),
                       _num(c.total_cost_usd), _num(c.ttft_p50), _num(c.ttft_p90), _num(c.tool_wait_s),
                       _num(c.tool_share), _num(c.retry_rate), c.human_steps, _num(c.human_review_s),
                       _num(c.human_share), _num(c.model_share), _num(c.amdahl_max_speedup), _num(c.speedup),
-                      _num(ci[0]), _num(ci[1])])
+                      _num(ci[0]), _num(ci[1])]])
     for r in cmp.rows:
         for name, a in [(ORIGINAL, r.original), *((p.name, r.on[p.name]) for p in cmp.profiles)]:
             e2e = a.e2e_s
-            out.writerow([r.trace.file, name, 1, _num(e2e), "", "", _num(a.cost_usd), _num(a.ttft_p50),
+            out.writerow([csv_cell(x) for x in [
+                          r.trace.file, name, 1, _num(e2e), "", "", _num(a.cost_usd), _num(a.ttft_p50),
                           _num(a.ttft_p90), _num(a.breakdown["tool"]),
                           _num(a.breakdown["tool"] / e2e if e2e > 0 else None),
                           _num(a.retries / a.calls if a.calls else None), a.human_steps,
                           _num(a.breakdown["human"]), _num(a.breakdown["human"] / e2e if e2e > 0 else None),
                           _num(a.model_share), _num(a.amdahl_max_speedup),
-                          _num(r.speedup(name) if name != ORIGINAL else None), "", ""])
+                          _num(r.speedup(name) if name != ORIGINAL else None), "", ""]])
     return buf.getvalue()

@@ -107,8 +107,8 @@ def _trace(path: Path, doc: dict[str, Any], n: int, skipped: int, notes: list[st
     notes.append("no wall clock, tool names or cached tokens recorded; the gap before a request is a tool's when "
                  "the answer before it stopped for one, else the person's")
     session = str(doc.get("id") or (f"#{n}" if n else ""))
-    return Trace(file=str(path), format=NAME, session=session, steps=chains.finish(), skipped=state.skipped,
-                 notes=notes)
+    return Trace(file=str(path), format=NAME, session=session, steps=chains.finish(),
+                 skipped=state.skipped + chains.dropped, notes=chains.notes(notes))
 
 
 def _subagent(chains: Chains, sub: dict[str, Any], start: float, offset: float,

@@ -33,7 +33,7 @@ from . import tables
 from .loop_report import bottleneck_table, speedup_line
 from .progress import BenchProgress
 from .rich_tables import rich_table
-from .signals import Terminated
+from .signals import EXIT_TERMINATED, Terminated, insist
 from .tables import print_table
 
 
@@ -140,8 +140,9 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
             terminated.append(signal.SIGTERM)
             main.cancel()
 
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
+        forget: Callable[[], None] | None = None
+        with contextlib.suppress(ValueError):  # no signals off the main thread
+            forget = insist(signal.SIGTERM, EXIT_TERMINATED, terminate)
         try:
             done = await run_session(tiers, request, runs=runs, fast_forward=fast_forward,
                                      listeners=listeners, on_run_start=on_start, on_run_end=on_end,
@@ -151,6 +152,8 @@ def run_headless(tiers: list[TierSpec], request: TurnRequest, *, runs: int, fast
                 await speaker.drain()
             finished.append(done)
         finally:
+            if forget is not None:
+                forget()
             if speaker is not None:
                 await speaker.aclose()
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tokrace.providers.model.files import read_regular_text
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
 
@@ -77,7 +78,7 @@ def _request(args: argparse.Namespace, defaults_prompt: str, defaults_max: int) 
         prompt = args.prompt
     elif getattr(args, "prompt_file", None):
         try:
-            prompt = Path(args.prompt_file).read_text(encoding="utf-8").strip()
+            prompt = read_regular_text(args.prompt_file).strip()
         except OSError as exc:
             raise UsageError(f"{args.prompt_file}: cannot read the prompt ({exc.strerror})") from None
         if not prompt:
@@ -247,8 +248,8 @@ def check_screen_args(argv: Sequence[str], screen: Screen) -> None:
         args = build_parser().parse_args(argv)  # argparse says what is wrong
     except SystemExit as exc:
         if exc.code:
-            print("tokrace web: every argument but --host, --port, --max-tabs and --public-url goes to the tokrace "
-                  "each tab runs (see tokrace --help)", file=sys.stderr)
+            print("tokrace web: every argument but --host, --port, --max-tabs, --allow-host and --public-url goes "
+                  "to the tokrace each tab runs (see tokrace --help)", file=sys.stderr)
         raise
     command = getattr(args, "command", None)
     if command not in SCREEN_COMMANDS:

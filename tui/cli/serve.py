@@ -17,7 +17,9 @@ from tokrace.providers.serve import (
     FAULT_HEADER,
     FAULT_KINDS,
     FLAVORS,
+    MAX_BODY,
     Fault,
+    Limits,
     RecordingSource,
     Served,
     ServeError,
@@ -63,8 +65,20 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument("--flavor", choices=FLAVORS, default="openai",
                        help="which server a Chat stream imitates: its reasoning field and its own timing "
                             "(groq x_groq.usage, cerebras time_info, llamacpp timings)")
+    serve.add_argument("--max-body", type=_megabytes, default=MAX_BODY, metavar="MB",
+                       help="the largest request body taken, in MB (default 32); a larger one is answered 413")
     serve.add_argument("--report-tier", metavar="TIER",
                        help="the service tier to say was used (default: the one asked for)")
+
+
+def _megabytes(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of MB, got {text!r}") from None
+    if not 0 < value <= 4096:
+        raise argparse.ArgumentTypeError(f"expected above 0 and at most 4096 MB, got {text}")
+    return int(value * 1024 * 1024)
 
 
 @dataclass(slots=True)
@@ -83,6 +97,7 @@ class ServeOptions:
     usage: bool = True
     flavor: str = "openai"
     report_tier: str | None = None
+    max_body: int = MAX_BODY
 
 
 def build_server(opts: ServeOptions, on_served: Callable[[Served], None] | None = None) -> ServeServer:
@@ -96,7 +111,7 @@ def build_server(opts: ServeOptions, on_served: Callable[[Served], None] | None 
             raise ServeError(f"bad profile: {exc}") from None
     fault = Fault.parse(opts.fault) if opts.fault else None
     return ServeServer(source, fault=fault, speed=opts.speed, usage=opts.usage, flavor=opts.flavor,
-                       report_tier=opts.report_tier, on_served=on_served)
+                       report_tier=opts.report_tier, on_served=on_served, limits=Limits(max_body=opts.max_body))
 
 
 async def serve_forever(server: ServeServer, opts: ServeOptions, say: Callable[[str], None]) -> None:
@@ -126,7 +141,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     lane: int | str = int(args.lane) if args.lane.isdigit() else args.lane
     opts = ServeOptions(host=args.host, port=args.port, recording=args.recording, lane=lane, run=args.run,
                         profile=profile, model=args.model, speed=args.speed, fault=args.fault,
-                        usage=not args.no_usage, flavor=args.flavor, report_tier=args.report_tier)
+                        usage=not args.no_usage, flavor=args.flavor, report_tier=args.report_tier,
+                        max_body=args.max_body)
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

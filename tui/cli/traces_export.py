@@ -10,6 +10,8 @@ from typing import Any
 
 from rich.table import Table
 
+from tokrace.providers.model.printable import csv_cell
+
 from .export_files import check_exports, write_output
 from .rich_tables import markdown_table
 
@@ -35,10 +37,9 @@ def traces_csv(traces: Sequence[dict[str, Any]]) -> str:
         header += [key for key in row if key not in header]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(header)
+    writer.writerow([csv_cell(k) for k in header])
     for row in rows:
-        writer.writerow(["" if row.get(k) is None else str(row[k]).lower() if isinstance(row.get(k), bool)
-                         else str(row[k]) for k in header])
+        writer.writerow([csv_cell(row.get(k)) for k in header])
     return buffer.getvalue()
 
 

@@ -43,7 +43,8 @@ def add_web_parser(sub: Any, positive_int: Callable[[str], int]) -> None:
     """The ``web`` subcommand: its own options; every other argument is the tabs' ``tokrace`` arguments."""
     web = sub.add_parser(
         "web", help="serve the race screen to browsers: each tab runs its own tokrace",
-        usage="tokrace web [--host HOST] [--port PORT] [--max-tabs N] [--public-url URL] [tokrace arguments...]",
+        usage="tokrace web [--host HOST] [--port PORT] [--max-tabs N] [--allow-host NAME] [--public-url URL] "
+              "[tokrace arguments...]",
         description="Serve the race screen on http://HOST:PORT with textual-serve. Each browser tab runs its own "
                     "tokrace with the arguments that follow the web options, exactly as `tokrace ARGS` would "
                     "in a terminal: the configured race, `demo`, or `replay FILE`, with --config, --tiers, "
@@ -60,6 +61,10 @@ def add_web_parser(sub: Any, positive_int: Callable[[str], int]) -> None:
     web.add_argument("--max-tabs", type=positive_int, default=DEFAULT_MAX_TABS, metavar="N",
                      help=f"tabs open at once, each its own tokrace process (default {DEFAULT_MAX_TABS}); one more "
                           "is turned away until another closes")
+    web.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                     help="beyond loopback: a host name browsers may use to reach this server (again for more); "
+                          "default: this machine's names and the address listened on. Any other Host is refused, "
+                          "so a page that DNS-rebinds its name to this machine cannot drive it")
     web.add_argument("--public-url", metavar="URL", type=_public_url,
                      help="the address browsers use, when a reverse proxy serves tokrace under another one "
                           "(e.g. https://example.org/tokrace)")
@@ -104,8 +109,10 @@ def is_loopback(host: str) -> bool:
 def no_authentication_warning(host: str, port: int) -> str:
     """What ``tokrace web`` says on stderr when it listens beyond loopback."""
     return (f"tokrace web: warning: listening on {host}:{port} with no authentication; anyone who can reach it "
-            "can start races with the configured tiers and their API keys (and spend on them). Put it behind a "
-            "reverse proxy that authenticates, or use the default --host 127.0.0.1.")
+            "can start races with the configured tiers and their API keys (and spend on them). Only this "
+            "machine's names and --allow-host names are answered (a web page cannot DNS-rebind to it), but "
+            "any browser on the network can still open it. Put it behind a reverse proxy that authenticates, or "
+            "use the default --host 127.0.0.1.")
 
 
 def tab_arguments(extra: Sequence[str]) -> list[str]:
@@ -122,17 +129,34 @@ def serve_web(args: argparse.Namespace, check: Callable[[Sequence[str]], None]) 
 
     loopback = is_loopback(args.host)
     server = WebServer(screen_command(tokrace_args), host=args.host, port=args.port, public_url=args.public_url,
-                       hosts=allowed_hosts(args.public_url) if loopback else None, max_tabs=args.max_tabs)
+                       hosts=allowed_hosts(args.public_url, args.host, args.allow_host), max_tabs=args.max_tabs)
     with contextlib.suppress(KeyboardInterrupt):  # where signal handlers cannot be set, Ctrl-C raises instead
         asyncio.run(_serve(server, loopback, shlex.join(["tokrace", *tokrace_args])))
     print("tokrace web: stopped", file=sys.stderr)
     return 0
 
 
-def allowed_hosts(public_url: str | None) -> frozenset[str]:
-    """The host names a loopback server answers to: loopback's, and the public URL's behind a reverse proxy."""
+def allowed_hosts(public_url: str | None, host: str = DEFAULT_HOST, allow: Sequence[str] = ()) -> frozenset[str]:
+    """The host names the server answers to: loopback's, the public URL's behind a reverse proxy, and ``allow``
+    (``--allow-host``); beyond loopback also this machine's names and the address listened on (for a wildcard
+    address, this machine's addresses)."""
     public = urlsplit(public_url).hostname if public_url else None
-    return LOOPBACK_NAMES | ({public.lower()} if public else set())
+    names = {*LOOPBACK_NAMES, *(name.lower().strip("[]") for name in allow), *([public.lower()] if public else [])}
+    if not is_loopback(host):
+        names |= own_names(host)
+    return frozenset(names)
+
+
+def own_names(host: str) -> set[str]:
+    """This machine's names, and ``host`` (or, when it is a wildcard address, this machine's addresses)."""
+    names = {socket.gethostname().lower(), socket.getfqdn().lower()}
+    if host not in ("0.0.0.0", "::", ""):
+        names.add(host.lower().strip("[]"))
+        return names
+    with contextlib.suppress(OSError):
+        for info in socket.getaddrinfo(socket.gethostname(), None):
+            names.add(str(info[4][0]).lower())
+    return names
 
 
 async def _serve(server: WebServer, loopback: bool, tab: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Final
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -90,6 +91,12 @@ def check_base_url(tier: str, url: str) -> None:
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"tier {tier!r}: base_url must start with http:// or https:// (got {mask_url(url)!r})",
                           key="base_url")
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        what = "a query string" if parts.query or url.endswith("?") else "a fragment"
+        raise ConfigError(f"tier {tier!r}: base_url carries {what} ({mask_url(url)}); the request path is added after "
+                          "it, so it would be sent somewhere else: put parameters such as api-version in the tier's "
+                          "query table (query = { api-version = \"...\" })", key="base_url")
     if url_has_userinfo(url):
         raise ConfigError(f"tier {tier!r}: base_url carries a user name or key before the host "
                           f"({mask_url(url)}); keys never go in the URL: put the key in an environment variable "

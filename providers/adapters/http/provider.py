@@ -8,7 +8,7 @@ import os
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final, cast
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 
@@ -38,10 +38,12 @@ HTTP_OPTIONS: Final[dict[str, tuple[type, ...]]] = {
     "max_retries": (int,),
     "turn_timeout_s": (int, float),
     "exact_reads": (bool,),
+    "query": (dict,),
 }
 """Config keys every HTTP tier accepts: extra request headers (never keys), extra JSON body fields, timeouts
 (``read_timeout_s`` bounds the silence between two chunks, ``turn_timeout_s`` a whole turn), how many times
-to retry, and ``exact_reads`` (read every packet on its own even when packets come fast, see
+to retry, ``query`` (parameters added to every request's URL, such as Azure's ``api-version``: never in
+``base_url``), and ``exact_reads`` (read every packet on its own even when packets come fast, see
 :mod:`.stamped_stream`)."""
 
 CONNECT_TIMEOUT_S: Final[float] = 5.0
@@ -87,6 +89,12 @@ class HTTPProvider(Provider):
                 raise ConfigError(f"tier {tier.name!r}: headers.{name} would put a secret in the config; "
                                   "name the key's environment variable with api_key_env instead",
                                   key="headers")
+        self.query: dict[str, str] = {}
+        for name, value in dict(opts.get("query", {})).items():
+            if not isinstance(value, str | int | float) or isinstance(value, bool):
+                raise ConfigError(f"tier {tier.name!r}: query.{name} must be text or a number, got {value!r}",
+                                  key="query")
+            self.query[str(name)] = str(value)
         self.extra_body: dict[str, Any] = dict(opts.get("extra_body", {}))
         self.max_retries = int(opts.get("max_retries", DEFAULT_MAX_RETRIES))
         self.connect_timeout = float(opts.get("connect_timeout_s", CONNECT_TIMEOUT_S))
@@ -125,6 +133,11 @@ class HTTPProvider(Provider):
     def body(self, request: TurnRequest) -> dict[str, Any]:
         """The JSON body of a turn (``extra_body`` is merged over it)."""
 
+    def request_url(self) -> str:
+        """The URL a turn is POSTed to, with the tier's ``query`` parameters."""
+        url = self.endpoint()
+        return f"{url}?{urlencode(self.query)}" if self.query else url
+
     def auth_headers(self, key: str) -> dict[str, str]:
         """The headers that carry the key (and any the protocol always needs): a Bearer token, as OpenAI and
         every OpenAI-compatible server take it."""
@@ -157,7 +170,7 @@ class HTTPProvider(Provider):
                 headers={"user-agent": "tokrace", "accept": "text/event-stream"},
             )
             await first_use(self.base_url, backend if self._stamped else None)
-        self._url = httpx.URL(self.endpoint())  # parsed once, not on every request's way out
+        self._url = httpx.URL(self.request_url())  # parsed once, not on every request's way out
         if warm:
             await self._warm()
 
@@ -209,7 +222,7 @@ class HTTPProvider(Provider):
         return self._turn(request, clock, True)
 
     async def _turn(self, request: TurnRequest, clock: Clock, batched: bool) -> AsyncIterator[Event | list[Delta]]:
-        url = self.endpoint()
+        url = self.request_url()
         try:
             if self._client is None:
                 await self.prepare()

@@ -21,8 +21,10 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from tokrace.providers.metrics.turn import SegmentSpan
+from tokrace.providers.model.masking import redact
 from tokrace.providers.race.live import LiveRace
 from tokrace.providers.race.summary import race_summary
+from tokrace.providers.recording.writer import secret_values
 from tokrace.providers.runs.replay_control import ReplayControl, replay_doing
 from tokrace.providers.runs.runner import RaceRunner
 from tokrace.providers.timing.clock import COARSE_WAKE_S, RealClock
@@ -161,11 +163,12 @@ class RaceScreen(Screen[None]):
             prompt = PromptInput(self.runner.request.prompt, placeholder="the prompt to race: Enter races it",
                            id="prompt", select_on_focus=False)
             prompt.cursor_blink = self.animated
+            prompt.secrets = secret_values(self.runner.tiers)
             yield prompt
         else:
             assert self.replay_bar is not None
             yield self.replay_bar
-            yield Static(f"prompt: {self.runner.request.prompt}", id="replay-prompt", markup=False)
+            yield Static(f"prompt: {redact(self.runner.request.prompt, ())}", id="replay-prompt", markup=False)
             if self.replay is not None and self.replay.caption:
                 yield Static(self.replay.caption, id="replay-verdict", markup=False)
         with Container(id="lanes"):
