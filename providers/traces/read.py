@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ..model.files import not_regular
 from . import claude_code, codex, gemini_cli, otel_sdk, otlp, tokrace_recording, weka
 from .model import Trace
 from .reader_tools import TraceError, head, head_objects
@@ -63,8 +64,8 @@ class Found:
 def read_file(path: Path, format: str | None = None) -> Found:
     """Every trace in one file; never raises for a bad file (the problem says what was wrong)."""
     try:
-        if path.exists() and not path.is_file():  # a FIFO or a device would block or never end
-            return Found(path, format, problem=f"{path}: not a regular file (a pipe, socket or device): not read")
+        if path.exists() and (kind := not_regular(path.stat().st_mode)):  # a FIFO or a device would block
+            return Found(path, format, problem=f"{path}: cannot read it (it is {kind}, not a regular file)")
         if format is None and claude_code.parent_session(path) is not None:
             return Found(path, claude_code.NAME, problem=f"sub-agent of {claude_code.parent_session(path)}, "
                                                           "read with its session")

@@ -109,4 +109,4 @@ def test_a_fifo_is_refused_instead_of_blocking(tmp_path: Path) -> None:
 
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
-    assert (read_file(fifo).problem or "").endswith("not a regular file (a pipe, socket or device): not read")
+    assert (read_file(fifo).problem or "").endswith("cannot read it (it is a FIFO (named pipe), not a regular file)")
