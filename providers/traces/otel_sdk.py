@@ -20,7 +20,7 @@ from ..model.files import open_regular
 from ..model.printable import deep_without_controls
 from . import otlp
 from .model import Trace
-from .reader_tools import MAX_LINE, TraceError
+from .reader_tools import MAX_LINE, TraceError, iso_moment
 
 NAME: Final[str] = "otel-sdk"
 CHUNK: Final[int] = 1 << 20
@@ -33,16 +33,9 @@ def sniff_text(data: bytes) -> bool:
 
 def _nanos(value: Any) -> int | None:
     """Nanoseconds since the epoch from the SDK's ISO time (microseconds, ``Z``), without float rounding."""
-    if not isinstance(value, str) or not value:
+    moment = iso_moment(value)
+    if moment is None:
         return None
-    text = value.strip()
-    text = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
-    try:
-        moment = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
     delta = moment - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 

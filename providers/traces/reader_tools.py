@@ -150,6 +150,12 @@ def timestamp(value: Any) -> float | None:
         return None
     if isinstance(value, int | float):
         return float(value)
+    moment = iso_moment(value)
+    return None if moment is None else moment.timestamp()
+
+
+def iso_moment(value: Any) -> dt.datetime | None:
+    """The moment an ISO 8601 string names (``Z`` or an offset; naive means UTC); ``None`` when it is not one."""
     if not isinstance(value, str) or not value:
         return None
     text = value.strip()
@@ -159,9 +165,7 @@ def timestamp(value: Any) -> float | None:
         moment = dt.datetime.fromisoformat(text)
     except ValueError:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.timestamp()
+    return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment
 
 
 TIME_TOLERANCE_S: Final[float] = 0.001
