@@ -64,6 +64,7 @@ class _CoarseClock(RealClock):
 def _truth_server(conn: Connection) -> None:
     """The ground-truth server process: a seeded schedule per lane (by model name), truth sent back per request."""
     from tokrace.providers.adapters.synthetic import Profile
+    from tokrace.providers.model.tiers import MAX_TOKENS_LIMIT
     from tokrace.providers.serve import Served, ServeServer, SyntheticSource
     from tokrace.providers.serve.wire import Plan
 
@@ -90,7 +91,8 @@ def _truth_server(conn: Connection) -> None:
         # tokrace's reader threads by its packets: first tokens read 5 to 8 ms late, with a busy loop on that core).
         gc.disable()  # a collection pause would delay the server's own note of when a request arrived
         source = PerLane(Profile())
-        server = ServeServer(source, clock=_CoarseClock(), on_served=sent)
+        # answers as long as each lane asks (a served answer otherwise stops at the server's own 400 tokens)
+        server = ServeServer(source, clock=_CoarseClock(), on_served=sent, max_tokens=MAX_TOKENS_LIMIT)
         await server.start()
         conn.send(("port", server.port))
         loop = asyncio.get_running_loop()

@@ -40,6 +40,7 @@ def truth_server(conn: Connection, rate: float) -> None:
     import gc
 
     from tokrace.providers.adapters.synthetic import Profile
+    from tokrace.providers.model.tiers import MAX_TOKENS_LIMIT
     from tokrace.providers.serve import Served, ServeServer, SyntheticSource
 
     def sent(record: Served) -> None:
@@ -50,8 +51,9 @@ def truth_server(conn: Connection, rate: float) -> None:
         if len(cores) > 1:
             os.sched_setaffinity(0, {cores[-1]})
         gc.disable()
+        # answers as long as each run asks (a served answer otherwise stops at the server's own 400 tokens)
         server = ServeServer(SyntheticSource(Profile(ttft_ms=TTFT_MS, tok_s=rate, jitter=0.0, seed=1)),
-                             on_served=sent)
+                             on_served=sent, max_tokens=MAX_TOKENS_LIMIT)
         await server.start()
         conn.send(("port", server.port))
         stop = asyncio.Event()
