@@ -193,6 +193,7 @@ def _walk(trace: Trace, idle_cap_s: float) -> tuple[list[Piece], dict[int, float
     first = min(s.start for s in steps)
     last = max(max(s.end, s.start) for s in steps)
     on_path: dict[int, float] = {}
+    stretch: dict[int, tuple[float, float]] = {}  # each step's stretch on the path
     waits, members = dependency_graph(steps)
     visited: set[int] = set()
     open_: list[int] = []  # the containers the walk is inside, outermost first
@@ -255,16 +256,78 @@ def _walk(trace: Trace, idle_cap_s: float) -> tuple[list[Piece], dict[int, float
             t = cap
         out.append((step.kind, start, t))
         on_path[node] = t - start
+        stretch[node] = (start, t)
         t = start
         while open_ and steps[open_[-1]].start >= t:
             open_.pop()
         node = nxt if nxt is not None or waits[node] else before(t)
     gap(first, t)
+    return _with_people(reversed(out), steps, on_path, stretch, idle_cap_s), on_path, set(members)
+
+
+def _people(steps: Sequence[Step], idle_cap_s: float) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Where a person's recorded time lies, wherever its steps sit: the union of every ``human`` step's first
+    ``idle_cap_s`` seconds, and the union of the rest (away), less the first."""
+    capped: list[tuple[float, float]] = []
+    beyond: list[tuple[float, float]] = []
+    for s in steps:
+        if s.kind != "human" or s.end <= s.start:
+            continue
+        cap = s.start + max(idle_cap_s, 0.0)
+        capped.append((s.start, min(cap, s.end)))
+        beyond.append((min(cap, s.end), s.end))
+    human = merge_intervals(capped)
+    return human, _minus(merge_intervals(beyond), human)
+
+
+def _minus(spans: Sequence[tuple[float, float]], cut: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted disjoint ``spans`` less sorted disjoint ``cut``: two pointers, linear time."""
+    out: list[tuple[float, float]] = []
+    j = 0
+    for a, b in spans:
+        while j < len(cut) and cut[j][1] <= a:
+            j += 1
+        k = j
+        while a < b and k < len(cut) and cut[k][0] < b:
+            if cut[k][0] > a:
+                out.append((a, cut[k][0]))
+            a = max(a, cut[k][1])
+            k += 1
+        if a < b:
+            out.append((a, b))
+    return out
+
+
+def _near(cut: Sequence[tuple[float, float]], starts: Sequence[float], a: float,
+          b: float) -> Sequence[tuple[float, float]]:
+    """The intervals of sorted disjoint ``cut`` (``starts``: their starts) that may meet ``[a, b]``."""
+    return cut[max(bisect.bisect_right(starts, a) - 1, 0):bisect.bisect_left(starts, b)]
+
+
+def _with_people(path: Iterable[tuple[str, float, float]], steps: Sequence[Step], on_path: dict[int, float],
+                 stretch: dict[int, tuple[float, float]], idle_cap_s: float) -> list[Piece]:
+    """The path's stretches (in time order) with a person's recorded time laid over them wherever it sits
+    (docs/design.md §12): every instant of a ``human`` step is ``human`` (up to the idle cap) or ``away`` (past
+    it), whatever the path runs through then, so recorded human time is the same on every tier; what a slower
+    parallel branch adds beyond a person's steps keeps the branch's kinds. A step's seconds on the path
+    (``on_path``) lose what the person's time covers."""
+    human, away = _people(steps, idle_cap_s)
+    person = merge_intervals([*human, *away])
+    starts = [a for a, _ in person]
+    marks: list[tuple[float, float, str]] = [(a, b, "human") for a, b in human] + [(a, b, "away") for a, b in away]
+    for i, (a, b) in stretch.items():
+        if steps[i].kind != "human" and person:
+            kept = _minus([(a, b)], _near(person, starts, a, b))
+            on_path[i] = sum(hi - lo for lo, hi in kept)
+    for kind, a, b in path:
+        if b > a and kind not in ("human", "away"):
+            marks.extend((lo, hi, kind) for lo, hi in _minus([(a, b)], _near(person, starts, a, b)))
+    marks.sort(key=lambda m: (m[0], m[1]))
     result: list[Piece] = []
-    for kind, a, b in reversed(out):
+    for a, b, kind in marks:
         if b > a:
             _add(result, kind, a, b)  # type: ignore[arg-type]
-    return result, on_path, set(members)
+    return result
 
 
 def _end(step: Step) -> float:
@@ -326,10 +389,13 @@ def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = 
             priced = True
     instant = _instant_e2e(trace, idle_cap_s) if bound and e2e > 0 else None
     parallel = dict.fromkeys(("model", "tool", "human"), 0.0)
+    people = 0.0
     for i, s in enumerate(trace.steps):  # a container's time is its steps' (and its head and tail, on the path)
-        if s.kind in parallel and s.end > s.start and i not in boxes:
-            work = min(s.end - s.start, max(idle_cap_s, 0.0)) if s.kind == "human" else s.end - s.start
-            parallel[s.kind] += max(work - on_path.get(i, 0.0), 0.0)
+        if s.kind == "human" and s.end > s.start:
+            people += min(s.end - s.start, max(idle_cap_s, 0.0))
+        elif s.kind in parallel and s.end > s.start and i not in boxes:
+            parallel[s.kind] += max(s.end - s.start - on_path.get(i, 0.0), 0.0)
+    parallel["human"] = max(people - breakdown["human"], 0.0)  # only where two people's steps overlap
     return TraceAnalysis(
         e2e_s=e2e, away_s=away, breakdown=breakdown, calls=counts["model"], tool_calls=counts["tool"],
         human_steps=counts["human"], retries=counts["retry"], failed_tools=failed_tools,
