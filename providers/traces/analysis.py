@@ -438,20 +438,31 @@ def without_away(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> Trace:
     """The same trace with its away time cut out and its clock starting at 0: every later instant moves back by
     the away time before it, and a long human step shrinks to the idle cap. Its analysis (at the same cap) has
     the same ``e2e_s`` and breakdown and no away time; it is what the screen replays."""
-    away = [p for p in critical_path(trace, idle_cap_s) if p.kind == "away"]
+    return played(trace, idle_cap_s)[0]
+
+
+def played(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> tuple[Trace, list[Piece]]:
+    """The trace as the screen replays it (:func:`without_away`) and its critical path on that clock: the
+    original's path with the away time cut out, so a replayed lane's breakdown is the analysis' exactly."""
+    path = critical_path(trace, idle_cap_s)
+    away = [p for p in path if p.kind == "away"]
+    ends = [p.end for p in away]
+    cut_before = list(itertools.accumulate((p.end - p.start for p in away), initial=0.0))
     first = min((s.start for s in trace.steps), default=0.0)
 
-    def shift(t: float) -> float:
-        cut = 0.0
-        for p in away:
-            if p.end <= t:
-                cut += p.end - p.start
-            elif p.start < t:
-                cut += t - p.start
+    def shift(t: float) -> float:  # less the away time before t (binary search over the away stretches)
+        k = bisect.bisect_right(ends, t)
+        cut = cut_before[k]
+        if k < len(away) and away[k].start < t:
+            cut += t - away[k].start
         return t - cut - first
 
     steps = [replace(s, start=shift(s.start), end=shift(max(s.end, s.start))) for s in trace.steps]
-    return replace(trace, steps=steps, notes=list(trace.notes))
+    moved: list[Piece] = []
+    for p in path:
+        if p.kind != "away":
+            _add(moved, p.kind, shift(p.start), shift(p.end))
+    return replace(trace, steps=steps, notes=list(trace.notes)), moved
 
 
 def ordered(steps: Sequence[Step]) -> list[Step]:
