@@ -3,8 +3,9 @@ model share, the Amdahl bound, TTFT and cost, as pure functions of a :class:`Tra
 
 Every instant between the trace's first start and its last end is on the critical path once (the chain of steps
 that ends last and so sets the wall time) and goes to the kind of the step there (a gap between steps on it is
-``wait``), so the breakdown always sums to ``e2e_s``; work off the path is ``parallel_s``. A ``human`` step on the
-path longer than the idle cap counts only up to the cap; the rest is ``away`` and is cut out of ``e2e_s``.
+``wait``), so the breakdown always sums to ``e2e_s``; work off the path is ``parallel_s``. A person's time is laid
+over the path wherever it sits: every instant of a ``human`` step is ``human`` up to the idle cap and ``away``
+past it (cut out of ``e2e_s``), so recorded human time is the same on every tier.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class TraceAnalysis:
     e2e_s: float
     """First start to last end, less ``away_s``."""
     away_s: float
-    """Time a person was away: the part beyond the idle cap of ``human`` steps on the critical path."""
+    """Time a person was away: the part beyond the idle cap of every ``human`` step (wherever it sits: recorded
+    time, the same on every tier)."""
     breakdown: dict[str, float]
     """Seconds per kind (model, tool, human, retry, wait) along the critical path: sums to ``e2e_s``."""
     calls: int
