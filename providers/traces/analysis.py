@@ -410,6 +410,13 @@ def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = 
         ttft_recorded=len(ttfts), cost_usd=cost if priced else None, ttfts=tuple(ttfts))
 
 
+def amdahl_bound(trace: Trace, e2e_s: float, idle_cap_s: float = IDLE_CAP_S) -> float | None:
+    """:attr:`TraceAnalysis.amdahl_max_speedup` of a trace whose ``e2e_s`` is known: ``e2e_s`` ÷ its ``e2e_s`` on
+    an instant tier; ``None`` when the model is all of it (or the trace takes no time)."""
+    instant = _instant_e2e(trace, idle_cap_s) if e2e_s > 0 else None
+    return e2e_s / instant if instant is not None and instant > 1e-9 else None
+
+
 def _instant_e2e(trace: Trace, idle_cap_s: float) -> float:
     """The trace's ``e2e_s`` re-timed on an instant tier (TTFT 0, infinite rate): the Amdahl bound's denominator."""
     from .retime import TierProfile, retime_on

@@ -17,7 +17,7 @@ from typing import Final
 from ..model.events import Delta, Done, Event, Request, Segment, Usage, loop_end, path_piece
 from ..model.tiers import TierSpec
 from ..recording import Recorder
-from .analysis import IDLE_CAP_S, Piece, analyse, pieces, played
+from .analysis import IDLE_CAP_S, Piece, amdahl_bound, pieces, played
 from .model import MAIN_CHAIN, Step, Trace
 
 MAX_DELTAS: Final[int] = 120
@@ -113,7 +113,7 @@ def trace_events(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> list[Event]:
     end = max((p.end for p in parts), default=0.0)
     events.sort(key=lambda e: e.t)  # stable: a turn's own events keep their order
     head = [path_piece(path[0].start, p.kind, p.start, p.end) for p in path]  # all at the lane's start (0)
-    bound = analyse(trace, idle_cap_s).amdahl_max_speedup
+    bound = amdahl_bound(trace, sum(p.end - p.start for p in path), idle_cap_s)
     return [*head, *events, loop_end(end, f"{trace.format} trace", n, amdahl_max_speedup=bound)]
 
 
