@@ -286,6 +286,11 @@ class BottleneckView(VerticalScroll):
         base = baseline(self.rows) if self.final else None
         against = (f"speed-ups against {base}, the finished lane with the slowest token rate" if base is not None
                    else "speed-ups once two lanes have finished, against the slower-streaming one")
+        if any(lane.path for lane in lanes):  # a trace's lane: its parts are tokrace traces' breakdown
+            text.append("\n\nparts: along the trace's critical path (the steps that set its wall time), as tokrace "
+                        "traces counts them; work beside it (a parallel sub-agent) is not counted; Amdahl: measured, "
+                        f"the trace re-timed on an instant model; {against}", style="dim")
+            return text
         text.append("\n\nmodel: all time waiting on the model API (to the first token, thinking, streaming); "
                     f"Amdahl: the most any faster model could give; {against}", style="dim")
         return text
