@@ -54,3 +54,9 @@ def test_trace_bottleneck_view_of_a_sub_agent_beside_the_person_80x24(snap_compa
     # beside them is parallel work), not 51 s as counting what plays would give
     app, moment = trace_app(tmp_path, TRACE_FIXTURES / "claude-code" / "session-background.jsonl")
     assert snap_compare(app, terminal_size=SMALL, run_before=moment(100.0, ("b",)))
+
+
+def test_trace_bottleneck_view_mid_way_says_the_bound_is_so_far_80x24(snap_compare: Compare, tmp_path: Path) -> None:
+    # 20 s in: the path so far, and a bound from the time so far (the measured one comes with the trace's end)
+    app, moment = trace_app(tmp_path, TRACE_FIXTURES / "claude-code" / "session-background.jsonl")
+    assert snap_compare(app, terminal_size=SMALL, run_before=moment(20.0, ("b",)))
