@@ -12,7 +12,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..model.events import SEGMENT_KINDS, Delta, Done, Error, Event, Extra, Request, Segment, is_loop_end, is_token
+from ..model.events import (
+    SEGMENT_KINDS,
+    Delta,
+    Done,
+    Error,
+    Event,
+    Extra,
+    Request,
+    Segment,
+    is_loop_end,
+    is_token,
+    path_span,
+)
 from ..model.kinds import MODEL_KINDS as MODEL_KINDS  # re-exported: its users read it here
 from ..model.tiers import Price
 from .turn import STALL_THRESHOLD_S, SegmentSpan, TurnMetrics, percentile, turn_metrics, turn_segments
@@ -126,6 +138,50 @@ def breakdown(spans: Sequence[SegmentSpan], start: float, end: float) -> dict[st
     return {k: totals[k] for k in sorted(totals, key=lambda k: order.get(k, len(order)))}
 
 
+def path_breakdown(path: Sequence[tuple[str, float, float]], start: float, end: float) -> dict[str, float]:
+    """Seconds per kind along a trace lane's critical path (its ``critical path`` events: disjoint stretches in
+    time order), over ``[start, end]``: the trace analysis' breakdown (docs/design.md §12). An instant the path
+    does not cover (a recording cut short) goes to the kind before it, as in :func:`breakdown`. Linear in the
+    stretches, so the live view can count it every frame."""
+    totals: dict[str, float] = {}
+    t = start
+    previous: str | None = None
+    for kind, a, b in path:
+        a, b = max(a, t), min(b, end)
+        if b <= a:
+            continue
+        gap = a - t
+        if gap > 0:
+            into = previous or kind
+            totals[into] = totals.get(into, 0.0) + gap
+        totals[kind] = totals.get(kind, 0.0) + (b - a)
+        t, previous = b, kind
+    if end > t and previous is not None:
+        totals[previous] += end - t
+    order = {k: i for i, k in enumerate(SEGMENT_KINDS)}
+    return {k: totals[k] for k in sorted(totals, key=lambda k: order.get(k, len(order)))}
+
+
+def apply_path(m: LoopMetrics, path: Sequence[tuple[str, float, float]], start: float, end: float,
+               amdahl: object = ()) -> None:
+    """Give a trace lane's loop the breakdown, model time and share of its critical path, and the trace's
+    measured Amdahl bound once its end says it (``amdahl``: that figure, or ``()`` while not known)."""
+    m.breakdown = path_breakdown(path, start, end)
+    model_s = m.breakdown.get("model", 0.0)
+    m.model_parts = {"model": model_s} if model_s > 0 else {}
+    m.model_s = model_s
+    e2e = end - start
+    if e2e > 0:
+        m.model_share = model_s / e2e
+        if isinstance(amdahl, int | float) and not isinstance(amdahl, bool) and amdahl >= 1.0:
+            m.amdahl_max_speedup = float(amdahl)
+        elif amdahl is None:  # the trace's own word: the model is all of it
+            m.amdahl_max_speedup = None
+        else:
+            rest = e2e - model_s
+            m.amdahl_max_speedup = e2e / rest if rest > 1e-9 else None
+
+
 def model_time(spans: Iterable[SegmentSpan]) -> dict[str, float]:
     """Seconds spent on the model by kind (pending, think, model), each instant counted once: the requests' own
     spans, and model spans of a sub-agent running beside them (an imported trace's). Where they overlap, the
@@ -217,6 +273,10 @@ def loop_metrics(events: Iterable[Event], price: Price | None = None, model: str
     step_spans = [SegmentSpan(s.seg, s.start, min(s.end, end), s.label, s.chain) for s in split.steps
                   if s.start < end]
     m.segments = sorted(turn_spans + step_spans, key=lambda s: (s.start, s.end))
+    path = [p for p in map(path_span, evs) if p is not None]
+    if path:  # a trace's lane: where the time went along its critical path, as ``tokrace traces`` says
+        apply_path(m, path, start, end, split.end.data.get("amdahl_max_speedup", ()) if split.end else ())
+        return m
     m.breakdown = breakdown(m.segments, start, end)
     m.model_parts = model_time([*turn_spans, *(s for s in step_spans if s.chain is not None)])
     m.model_s = sum(m.model_parts.values())

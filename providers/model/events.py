@@ -319,9 +319,37 @@ LOOP_SOURCE: Final[str] = "scenario"
 """The ``source`` of the ``Extra`` event a scenario lane ends with (``data``: the scenario, its turns)."""
 
 
-def loop_end(t: float, name: str, turns: int) -> Extra:
-    """The event a scenario lane ends with when its loop finished."""
-    return Extra(t=t, source=LOOP_SOURCE, data={"scenario": name, "turns": turns})
+def loop_end(t: float, name: str, turns: int, **figures: Any) -> Extra:
+    """The event a scenario lane ends with when its loop finished (a trace's lane adds its measured
+    ``amdahl_max_speedup``)."""
+    return Extra(t=t, source=LOOP_SOURCE, data={"scenario": name, "turns": turns, **figures})
+
+
+PATH_SOURCE: Final[str] = "critical path"
+"""The ``source`` of the ``Extra`` events that carry a trace lane's critical path (docs/design.md §12), one per
+stretch (``data``: ``seg``, ``start``, ``end``), all at the lane's start: the lane's breakdown follows them."""
+
+PATH_KINDS: Final[frozenset[str]] = frozenset({"model", "tool", "human", "retry", "wait"})
+
+
+def path_piece(t: float, seg: str, start: float, end: float) -> Extra:
+    """One stretch of a trace lane's critical path, given to ``seg``."""
+    return Extra(t=t, source=PATH_SOURCE, data={"seg": seg, "start": start, "end": end})
+
+
+def path_span(event: Event) -> tuple[str, float, float] | None:
+    """(kind, start, end) of a critical-path event; ``None`` for any other event, or one whose data is not a
+    well-formed stretch (a recording is input like any other)."""
+    if not isinstance(event, Extra) or event.source != PATH_SOURCE:
+        return None
+    seg, start, end = (event.data.get(k) for k in ("seg", "start", "end"))
+    if seg not in PATH_KINDS or isinstance(start, bool) or isinstance(end, bool):
+        return None
+    if not isinstance(start, int | float) or not isinstance(end, int | float):
+        return None
+    if not math.isfinite(start) or not math.isfinite(end) or end < start:
+        return None
+    return str(seg), float(start), float(end)
 
 
 def is_loop_end(event: Event) -> bool:

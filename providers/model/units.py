@@ -42,3 +42,9 @@ def money(usd: float | None, digits: int = 4) -> str:
     if usd is None or not math.isfinite(usd):
         return NOT_KNOWN
     return f"${usd:.{digits}f}"
+
+
+def counted(n: int, word: str, plural: str = "") -> str:
+    """``n`` and its noun, singular for one ("1 model call", "2 human steps"); ``plural`` where it is not
+    ``word`` + "s"."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, TypeAlias, cast
 
-from ..metrics.loop import LoopMetrics, breakdown, model_time
+from ..metrics.loop import LoopMetrics, apply_path, breakdown, model_time
 from ..metrics.turn import STALL_THRESHOLD_S, SegmentSpan, cost, is_stall_gap, usage_counts
 from ..model.events import (
     Delta,
@@ -23,6 +23,7 @@ from ..model.events import (
     ToolCall,
     Usage,
     is_loop_end,
+    path_span,
 )
 from ..model.tiers import TierSpec
 from . import rate as gauge
@@ -75,6 +76,10 @@ class LiveLane:
         self.turns: list[LiveTurn] = []
         self.explicit: list[SegmentSpan] = []
         """Segments the events named (connect, tool, human, retry, stall)."""
+        self.path: list[tuple[str, float, float]] = []
+        """A trace lane's critical path (its ``critical path`` events): where its breakdown goes."""
+        self.amdahl: object = ()
+        """A trace lane's measured Amdahl bound, once its loop's end said it (``()`` until then)."""
         self.last_t = 0.0
         self.first_t: float | None = None
         """When the lane's first event came: its start (a loop may start with a tool or a person)."""
@@ -127,6 +132,8 @@ class LiveLane:
                 self.tier_got = event.service_tier
             if self.state == "connecting":
                 self._set_state("waiting")
+        elif (piece := path_span(event)) is not None:
+            self.path.append(piece)
         elif isinstance(event, Extra) and event.source == "service_tier":
             got = event.data.get("got")
             if isinstance(got, str) and got:
@@ -171,6 +178,7 @@ class LiveLane:
             self._end(t)
         elif is_loop_end(event):  # a scenario's loop is over
             self.loop_end = t
+            self.amdahl = event.data.get("amdahl_max_speedup", ()) if isinstance(event, Extra) else ()
             self._set_state("done")
             self._end(t)
 
@@ -468,6 +476,9 @@ class LiveLane:
         m = LoopMetrics(ok=self.ok, start=start, error=self.error, ttft_s=self.ttft,
                         output_tokens=self.tokens, decode_tok_s=self.decode_rate(), e2e_s=end - start)
         m.segments = self.segments(now)
+        if self.path:  # a trace's lane: along its critical path, as ``tokrace traces`` counts it
+            apply_path(m, self.path, start, end, self.amdahl)
+            return m
         m.breakdown = breakdown(m.segments, start, end)
         m.model_parts = model_time([*self._turn_spans(now), *(s for s in m.segments if s.chain is not None)])
         m.model_s = sum(m.model_parts.values())

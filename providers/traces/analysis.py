@@ -3,8 +3,9 @@ model share, the Amdahl bound, TTFT and cost, as pure functions of a :class:`Tra
 
 Every instant between the trace's first start and its last end is on the critical path once (the chain of steps
 that ends last and so sets the wall time) and goes to the kind of the step there (a gap between steps on it is
-``wait``), so the breakdown always sums to ``e2e_s``; work off the path is ``parallel_s``. A ``human`` step on the
-path longer than the idle cap counts only up to the cap; the rest is ``away`` and is cut out of ``e2e_s``.
+``wait``), so the breakdown always sums to ``e2e_s``; work off the path is ``parallel_s``. A person's time is laid
+over the path wherever it sits: every instant of a ``human`` step is ``human`` up to the idle cap and ``away``
+past it (cut out of ``e2e_s``), so recorded human time is the same on every tier.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class TraceAnalysis:
     e2e_s: float
     """First start to last end, less ``away_s``."""
     away_s: float
-    """Time a person was away: the part beyond the idle cap of ``human`` steps on the critical path."""
+    """Time a person was away: the part beyond the idle cap of every ``human`` step (wherever it sits: recorded
+    time, the same on every tier)."""
     breakdown: dict[str, float]
     """Seconds per kind (model, tool, human, retry, wait) along the critical path: sums to ``e2e_s``."""
     calls: int
@@ -193,6 +195,7 @@ def _walk(trace: Trace, idle_cap_s: float) -> tuple[list[Piece], dict[int, float
     first = min(s.start for s in steps)
     last = max(max(s.end, s.start) for s in steps)
     on_path: dict[int, float] = {}
+    stretch: dict[int, tuple[float, float]] = {}  # each step's stretch on the path
     waits, members = dependency_graph(steps)
     visited: set[int] = set()
     open_: list[int] = []  # the containers the walk is inside, outermost first
@@ -255,16 +258,78 @@ def _walk(trace: Trace, idle_cap_s: float) -> tuple[list[Piece], dict[int, float
             t = cap
         out.append((step.kind, start, t))
         on_path[node] = t - start
+        stretch[node] = (start, t)
         t = start
         while open_ and steps[open_[-1]].start >= t:
             open_.pop()
         node = nxt if nxt is not None or waits[node] else before(t)
     gap(first, t)
+    return _with_people(reversed(out), steps, on_path, stretch, idle_cap_s), on_path, set(members)
+
+
+def _people(steps: Sequence[Step], idle_cap_s: float) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Where a person's recorded time lies, wherever its steps sit: the union of every ``human`` step's first
+    ``idle_cap_s`` seconds, and the union of the rest (away), less the first."""
+    capped: list[tuple[float, float]] = []
+    beyond: list[tuple[float, float]] = []
+    for s in steps:
+        if s.kind != "human" or s.end <= s.start:
+            continue
+        cap = s.start + max(idle_cap_s, 0.0)
+        capped.append((s.start, min(cap, s.end)))
+        beyond.append((min(cap, s.end), s.end))
+    human = merge_intervals(capped)
+    return human, _minus(merge_intervals(beyond), human)
+
+
+def _minus(spans: Sequence[tuple[float, float]], cut: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted disjoint ``spans`` less sorted disjoint ``cut``: two pointers, linear time."""
+    out: list[tuple[float, float]] = []
+    j = 0
+    for a, b in spans:
+        while j < len(cut) and cut[j][1] <= a:
+            j += 1
+        k = j
+        while a < b and k < len(cut) and cut[k][0] < b:
+            if cut[k][0] > a:
+                out.append((a, cut[k][0]))
+            a = max(a, cut[k][1])
+            k += 1
+        if a < b:
+            out.append((a, b))
+    return out
+
+
+def _near(cut: Sequence[tuple[float, float]], starts: Sequence[float], a: float,
+          b: float) -> Sequence[tuple[float, float]]:
+    """The intervals of sorted disjoint ``cut`` (``starts``: their starts) that may meet ``[a, b]``."""
+    return cut[max(bisect.bisect_right(starts, a) - 1, 0):bisect.bisect_left(starts, b)]
+
+
+def _with_people(path: Iterable[tuple[str, float, float]], steps: Sequence[Step], on_path: dict[int, float],
+                 stretch: dict[int, tuple[float, float]], idle_cap_s: float) -> list[Piece]:
+    """The path's stretches (in time order) with a person's recorded time laid over them wherever it sits
+    (docs/design.md §12): every instant of a ``human`` step is ``human`` (up to the idle cap) or ``away`` (past
+    it), whatever the path runs through then, so recorded human time is the same on every tier; what a slower
+    parallel branch adds beyond a person's steps keeps the branch's kinds. A step's seconds on the path
+    (``on_path``) lose what the person's time covers."""
+    human, away = _people(steps, idle_cap_s)
+    person = merge_intervals([*human, *away])
+    starts = [a for a, _ in person]
+    marks: list[tuple[float, float, str]] = [(a, b, "human") for a, b in human] + [(a, b, "away") for a, b in away]
+    for i, (a, b) in stretch.items():
+        if steps[i].kind != "human" and person:
+            kept = _minus([(a, b)], _near(person, starts, a, b))
+            on_path[i] = sum(hi - lo for lo, hi in kept)
+    for kind, a, b in path:
+        if b > a and kind not in ("human", "away"):
+            marks.extend((lo, hi, kind) for lo, hi in _minus([(a, b)], _near(person, starts, a, b)))
+    marks.sort(key=lambda m: (m[0], m[1]))
     result: list[Piece] = []
-    for kind, a, b in reversed(out):
+    for a, b, kind in marks:
         if b > a:
             _add(result, kind, a, b)  # type: ignore[arg-type]
-    return result, on_path, set(members)
+    return result
 
 
 def _end(step: Step) -> float:
@@ -326,10 +391,13 @@ def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = 
             priced = True
     instant = _instant_e2e(trace, idle_cap_s) if bound and e2e > 0 else None
     parallel = dict.fromkeys(("model", "tool", "human"), 0.0)
+    people = 0.0
     for i, s in enumerate(trace.steps):  # a container's time is its steps' (and its head and tail, on the path)
-        if s.kind in parallel and s.end > s.start and i not in boxes:
-            work = min(s.end - s.start, max(idle_cap_s, 0.0)) if s.kind == "human" else s.end - s.start
-            parallel[s.kind] += max(work - on_path.get(i, 0.0), 0.0)
+        if s.kind == "human" and s.end > s.start:
+            people += min(s.end - s.start, max(idle_cap_s, 0.0))
+        elif s.kind in parallel and s.end > s.start and i not in boxes:
+            parallel[s.kind] += max(s.end - s.start - on_path.get(i, 0.0), 0.0)
+    parallel["human"] = max(people - breakdown["human"], 0.0)  # only where two people's steps overlap
     return TraceAnalysis(
         e2e_s=e2e, away_s=away, breakdown=breakdown, calls=counts["model"], tool_calls=counts["tool"],
         human_steps=counts["human"], retries=counts["retry"], failed_tools=failed_tools,
@@ -340,6 +408,13 @@ def analyse(trace: Trace, idle_cap_s: float = IDLE_CAP_S, price: Price | None = 
         instant_e2e_s=instant, parallel_s=parallel,
         ttft_p50=percentile(ttfts, 50) if ttfts else None, ttft_p90=percentile(ttfts, 90) if ttfts else None,
         ttft_recorded=len(ttfts), cost_usd=cost if priced else None, ttfts=tuple(ttfts))
+
+
+def amdahl_bound(trace: Trace, e2e_s: float, idle_cap_s: float = IDLE_CAP_S) -> float | None:
+    """:attr:`TraceAnalysis.amdahl_max_speedup` of a trace whose ``e2e_s`` is known: ``e2e_s`` ÷ its ``e2e_s`` on
+    an instant tier; ``None`` when the model is all of it (or the trace takes no time)."""
+    instant = _instant_e2e(trace, idle_cap_s) if e2e_s > 0 else None
+    return e2e_s / instant if instant is not None and instant > 1e-9 else None
 
 
 def _instant_e2e(trace: Trace, idle_cap_s: float) -> float:
@@ -372,20 +447,31 @@ def without_away(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> Trace:
     """The same trace with its away time cut out and its clock starting at 0: every later instant moves back by
     the away time before it, and a long human step shrinks to the idle cap. Its analysis (at the same cap) has
     the same ``e2e_s`` and breakdown and no away time; it is what the screen replays."""
-    away = [p for p in critical_path(trace, idle_cap_s) if p.kind == "away"]
+    return played(trace, idle_cap_s)[0]
+
+
+def played(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> tuple[Trace, list[Piece]]:
+    """The trace as the screen replays it (:func:`without_away`) and its critical path on that clock: the
+    original's path with the away time cut out, so a replayed lane's breakdown is the analysis' exactly."""
+    path = critical_path(trace, idle_cap_s)
+    away = [p for p in path if p.kind == "away"]
+    ends = [p.end for p in away]
+    cut_before = list(itertools.accumulate((p.end - p.start for p in away), initial=0.0))
     first = min((s.start for s in trace.steps), default=0.0)
 
-    def shift(t: float) -> float:
-        cut = 0.0
-        for p in away:
-            if p.end <= t:
-                cut += p.end - p.start
-            elif p.start < t:
-                cut += t - p.start
+    def shift(t: float) -> float:  # less the away time before t (binary search over the away stretches)
+        k = bisect.bisect_right(ends, t)
+        cut = cut_before[k]
+        if k < len(away) and away[k].start < t:
+            cut += t - away[k].start
         return t - cut - first
 
     steps = [replace(s, start=shift(s.start), end=shift(max(s.end, s.start))) for s in trace.steps]
-    return replace(trace, steps=steps, notes=list(trace.notes))
+    moved: list[Piece] = []
+    for p in path:
+        if p.kind != "away":
+            _add(moved, p.kind, shift(p.start), shift(p.end))
+    return replace(trace, steps=steps, notes=list(trace.notes)), moved
 
 
 def ordered(steps: Sequence[Step]) -> list[Step]:

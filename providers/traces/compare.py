@@ -112,6 +112,8 @@ class Comparison:
     """Model calls with no output token count: they keep their recorded duration on every tier."""
     original_prices: dict[str, Price] = field(default_factory=dict)
     """The prices the original was costed at, by where they came from (``--original-price`` or a model)."""
+    unread: list[tuple[str, str]] = field(default_factory=list)
+    """The files that gave no trace, with why (not a trace, unreadable): every output lists them."""
 
 
 def _r(value: float | None) -> float | None:
@@ -157,7 +159,7 @@ def _column(name: str, analyses: Sequence[TraceAnalysis], ttfts: Sequence[float]
     model_s = sum(a.breakdown["model"] for a in analyses)
     tool_s = sum(a.breakdown["tool"] for a in analyses)
     human_s = sum(a.breakdown["human"] for a in analyses)
-    instant = [a.instant_e2e_s for a in analyses]
+    instant = [0.0 if a.e2e_s <= 0 else a.instant_e2e_s for a in analyses]  # an empty trace takes no time
     instant_total = sum(x for x in instant if x is not None) if all(x is not None for x in instant) else None
     priced_all = all(c is not None or a.calls == 0 for c, a in zip(costs, analyses, strict=True))
     return Column(
@@ -210,6 +212,8 @@ class Comparer:
         self.seed = seed
         self.rows: list[TraceRow] = []
         self.kept_calls = 0
+        self.cached_tokens = 0
+        self.write_tokens = 0
         self._costs: dict[str, list[float | None]] = {ORIGINAL: [], **{p.name: [] for p in self.profiles}}
         self._ttfts: dict[str, list[float]] = {ORIGINAL: [], **{p.name: [] for p in self.profiles}}
         self._price_of = original_pricer(original_price, self.tier_prices)
@@ -227,6 +231,8 @@ class Comparer:
             self._costs[profile.name].append(None if profile.price is None else on.cost_usd)
             self._ttfts[profile.name].extend(_ttfts(moved))
         self.kept_calls += sum(1 for s in trace.steps if s.kind == "model" and s.output_tokens is None)
+        self.cached_tokens += sum(s.cached_input_tokens or 0 for s in trace.steps if s.kind == "model")
+        self.write_tokens += sum(s.cache_write_tokens or 0 for s in trace.steps if s.kind == "model")
         self.rows.append(row)
         return row
 
@@ -250,8 +256,9 @@ class Comparer:
             source = "the configured tier with the same model"
         else:
             source = "none (give --original-price IN,OUT[,CACHED[,WRITE]])"
+        kinds = PricedKinds(self.cached_tokens, self.write_tokens, tuple(prices.values()))
         return Comparison(rows=rows, profiles=self.profiles, columns=columns,
-                          verdict=verdict(columns, self.kept_calls, self.profiles), original_price=source,
+                          verdict=verdict(columns, self.kept_calls, self.profiles, kinds), original_price=source,
                           seed=self.seed, idle_cap_s=self.idle_cap_s,
                           kept_calls=self.kept_calls, original_prices=prices)
 
@@ -314,13 +321,40 @@ def _tokens_missing(kept: int, calls: int) -> str:
         "token counts"
 
 
-def verdict(columns: Sequence[Column], kept_calls: int = 0, profiles: Sequence[TierProfile] = ()) -> str:
+@dataclass(frozen=True, slots=True)
+class PricedKinds:
+    """What the verdict needs to say which price each token kind got: the set's cached-input and cache-write
+    tokens, and the prices the original was costed at."""
+
+    cached_tokens: int = 0
+    write_tokens: int = 0
+    original_prices: tuple[Price, ...] = ()
+
+
+def _input_priced(kinds: PricedKinds, sides: Sequence[tuple[str, Sequence[Price]]]) -> list[str]:
+    """Caveats for token kinds a side's price leaves at the input price (cached input, cache writes), where the
+    set has such tokens: the money compared is then not what the provider would bill."""
+    out = []
+    for what, count, field_name, be in (("cached input", kinds.cached_tokens, "cached_input", "is"),
+                                        ("cache writes", kinds.write_tokens, "cache_write", "are")):
+        names = [name for name, prices in sides if prices and count
+                 and any(getattr(p, field_name) is None and p.input is not None for p in prices)]
+        if names:
+            verb = "sets" if len(names) == 1 else "set"
+            out.append(f"{what[0].upper()}{what[1:]} ({count:,} tokens) {be} priced at the input price for "
+                       f"{' and '.join(names)}, which {verb} no {what[:-1] if what.endswith('s') else what} price.")
+    return out
+
+
+def verdict(columns: Sequence[Column], kept_calls: int = 0, profiles: Sequence[TierProfile] = (),
+            kinds: PricedKinds = PricedKinds()) -> str:
     """The sentence that leads the table: "On these N traces, <tier> would have saved X h of Y h (Z %), for $A
     more; the model was M % of the time; no tier could save more than B %." The tier is the one that saves
     the most; every number is one the table prints (X and Y from the total task times, A from the total
     costs, M the original's model share, B from its Amdahl bound, measured on an instant tier). Caveats
-    follow where they apply: calls without token counts (never blamed on a price), tiers whose TTFT ignores
-    the input (no ``prefill_tok_s``), and too few traces for an interval. A set whose calls record no tokens
+    follow where they apply: cached input or cache writes priced at the input price on a side of the money
+    compared (``kinds``), calls without token counts (never blamed on a price), tiers whose TTFT ignores the
+    input (no ``prefill_tok_s``), and too few traces for an interval. A set whose calls record no tokens
     at all gets what can be said: where its time went, and that the model's time cannot be re-timed."""
     original = columns[0]
     n = original.traces
@@ -355,6 +389,7 @@ def verdict(columns: Sequence[Column], kept_calls: int = 0, profiles: Sequence[T
         what = f"no tier would have saved time: {best.name} would have taken {amount(-saved, unit)} more " \
                f"than {amount(total, unit)} ({percent(-saved / total)})"
     priced = {p.name: p.price is not None for p in profiles}
+    caveats: list[str] = []
     if best.total_cost_usd is None and not priced.get(best.name, False):
         cost = f", at a cost not known ({best.name} has no price)"
     elif best.total_cost_usd is None or original.total_cost_usd is None:
@@ -364,7 +399,9 @@ def verdict(columns: Sequence[Column], kept_calls: int = 0, profiles: Sequence[T
         diff = best.total_cost_usd - original.total_cost_usd
         cost = ", at the same cost" if round(diff, 4) == 0 else \
             f", for {money(abs(diff))} {'more' if diff > 0 else 'less'}"
-    caveats = []
+        tier_price = next((p.price for p in profiles if p.name == best.name and p.price is not None), None)
+        compared = [("the original", kinds.original_prices), (best.name, (tier_price,) if tier_price else ())]
+        caveats += _input_priced(kinds, compared)
     if kept_calls:
         caveats.append(f"{_tokens_missing(kept_calls, calls)}: they keep their recorded time on every tier.")
     unmodelled = [p.name for p in profiles if p.prefill_tok_s is None]

@@ -10,6 +10,7 @@ from pathlib import PurePath
 from typing import Any, Final
 
 from ..model.printable import csv_cell
+from ..model.units import counted
 from .analysis import TraceAnalysis
 from .compare import ORIGINAL, Column, Comparison, TraceRow, amount, duration_unit, money, percent, price_text
 
@@ -49,7 +50,7 @@ def cells(column: Column, total_unit: tuple[float, str]) -> list[str]:
         _pair(column.ttft_p50, column.ttft_p90, _ms),
         seconds(column.tool_wait_s) + share(column.tool_share),
         "-" if column.retry_rate is None else f"{column.retry_rate:.2f}",
-        f"{column.human_steps} steps, {seconds(column.human_review_s)}{share(column.human_share)}",
+        f"{counted(column.human_steps, 'step')}, {seconds(column.human_review_s)}{share(column.human_share)}",
         "-" if column.model_share is None else percent(column.model_share),
         "-" if column.amdahl_max_speedup is None else f"{column.amdahl_max_speedup:.2f}×",
         "-" if column.speedup is None else f"{column.speedup:.2f}×" + (
@@ -101,7 +102,23 @@ def footnotes(cmp: Comparison) -> list[str]:
     ttft = cmp.columns[0]
     notes.append(f"original TTFT from the {ttft.ttft_calls} of {ttft.calls} model calls whose format records it; "
                  "tiers' TTFT is modelled")
-    return notes
+    return notes + trace_notes(cmp)
+
+
+def trace_notes(cmp: Comparison) -> list[str]:
+    """What the traces do not record and what was skipped (each note once per format, with how many traces
+    said it), and each file that gave no trace with why: the same words the plain analysis prints."""
+    said: dict[str, int] = {}
+    for r in cmp.rows:
+        for note in r.trace.notes:
+            key = f"{r.trace.format}: {note}"
+            said[key] = said.get(key, 0) + 1
+        if r.trace.skipped:
+            key = f"{r.trace.file}: skipped {r.trace.skipped} unreadable line(s) or span(s)"
+            said[key] = 1
+    out = [note + (f" ({n} traces)" if n > 1 else "") for note, n in said.items()]
+    out += [f"{file}: not read: {problem}" for file, problem in cmp.unread]
+    return out
 
 
 def _trace_json(row: TraceRow, cmp: Comparison) -> dict[str, Any]:
@@ -162,9 +179,10 @@ def markdown(cmp: Comparison) -> str:
 CSV_FIELDS: Final[tuple[str, ...]] = (
     "scope", "tier", "traces", "task_s", "task_p50_s", "task_p90_s", "cost_usd", "ttft_p50_s", "ttft_p90_s",
     "tool_wait_s", "tool_share", "retry_rate", "human_steps", "human_review_s", "human_share", "model_share",
-    "amdahl_max_speedup", "speedup", "speedup_ci95_low", "speedup_ci95_high",
+    "amdahl_max_speedup", "speedup", "speedup_ci95_low", "speedup_ci95_high", "notes", "problem",
 )
-"""The CSV's columns: one row per column of the summary (scope ``all``), then one per trace and tier."""
+"""The CSV's columns: one row per column of the summary (scope ``all``), then one per trace and tier (the
+trace's notes on its original row), then one per file that gave no trace (its ``problem``)."""
 
 
 def _num(value: float | int | None) -> str:
@@ -185,7 +203,7 @@ def csv_text(cmp: Comparison) -> str:
                       _num(c.total_cost_usd), _num(c.ttft_p50), _num(c.ttft_p90), _num(c.tool_wait_s),
                       _num(c.tool_share), _num(c.retry_rate), c.human_steps, _num(c.human_review_s),
                       _num(c.human_share), _num(c.model_share), _num(c.amdahl_max_speedup), _num(c.speedup),
-                      _num(ci[0]), _num(ci[1])]])
+                      _num(ci[0]), _num(ci[1]), "", ""]])
     for r in cmp.rows:
         for name, a in [(ORIGINAL, r.original), *((p.name, r.on[p.name]) for p in cmp.profiles)]:
             e2e = a.e2e_s
@@ -196,5 +214,8 @@ def csv_text(cmp: Comparison) -> str:
                           _num(a.retries / a.calls if a.calls else None), a.human_steps,
                           _num(a.breakdown["human"]), _num(a.breakdown["human"] / e2e if e2e > 0 else None),
                           _num(a.model_share), _num(a.amdahl_max_speedup),
-                          _num(r.speedup(name) if name != ORIGINAL else None), "", ""]])
+                          _num(r.speedup(name) if name != ORIGINAL else None), "", "",
+                          ";".join(r.trace.notes) if name == ORIGINAL else "", ""]])
+    for file, problem in cmp.unread:
+        out.writerow([csv_cell(x) for x in [file, "", 0, *([""] * (len(CSV_FIELDS) - 5)), "", problem]])
     return buf.getvalue()

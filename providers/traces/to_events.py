@@ -4,7 +4,8 @@ Each model step of the main chain becomes a turn (``Request``, output tokens str
 after its TTFT where recorded, ``Usage``, ``Done``); tool, human and retry steps become ``segment`` events with
 their labels; a sub-agent's steps are segments on a chain of their own (rows of their own under the lane); the
 time no step covers is a ``wait`` segment; the lane ends with the loop-end ``Extra``. Away time (a person past the
-idle cap) is cut out first. The loop metrics of these events give the trace analysis' ``e2e_s`` and breakdown.
+idle cap) is cut out first. The lane carries the trace's critical path (``critical path`` extras), so the loop
+metrics of these events give the trace analysis' ``e2e_s``, breakdown, model share and Amdahl bound.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from ..model.events import Delta, Done, Event, Request, Segment, Usage, loop_end
+from ..model.events import Delta, Done, Event, Request, Segment, Usage, loop_end, path_piece
 from ..model.tiers import TierSpec
 from ..recording import Recorder
-from .analysis import IDLE_CAP_S, Piece, pieces, without_away
+from .analysis import IDLE_CAP_S, Piece, amdahl_bound, pieces, played
 from .model import MAIN_CHAIN, Step, Trace
 
 MAX_DELTAS: Final[int] = 120
@@ -82,8 +83,9 @@ def _clip(step: Step, kind: str, parts: Sequence[Piece]) -> list[tuple[float, fl
 
 
 def trace_events(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> list[Event]:
-    """One lane's events for a trace, in time order."""
-    cut = without_away(trace, idle_cap_s)
+    """One lane's events for a trace, in time order: first its critical path (``critical path`` extras at its
+    start, which the lane's breakdown follows), last the loop's end with the trace's measured Amdahl bound."""
+    cut, path = played(trace, idle_cap_s)
     parts = pieces(cut, idle_cap_s)
     timed: list[tuple[float, int, list[Event]]] = []
     n = 0
@@ -110,8 +112,9 @@ def trace_events(trace: Trace, idle_cap_s: float = IDLE_CAP_S) -> list[Event]:
     events = [e for _, _, evs in timed for e in evs]
     end = max((p.end for p in parts), default=0.0)
     events.sort(key=lambda e: e.t)  # stable: a turn's own events keep their order
-    events.append(loop_end(end, f"{trace.format} trace", n))
-    return events
+    head = [path_piece(path[0].start, p.kind, p.start, p.end) for p in path]  # all at the lane's start (0)
+    bound = amdahl_bound(trace, sum(p.end - p.start for p in path), idle_cap_s)
+    return [*head, *events, loop_end(end, f"{trace.format} trace", n, amdahl_max_speedup=bound)]
 
 
 def lane_name(trace: Trace) -> str:

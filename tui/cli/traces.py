@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tokrace.providers.model.errors import TokraceError
-from tokrace.providers.model.units import duration, percent
+from tokrace.providers.model.units import counted, duration, percent
 from tokrace.providers.traces.analysis import IDLE_CAP_S, TraceAnalysis, analyse
 from tokrace.providers.traces.model import Trace
 from tokrace.providers.traces.read import FORMATS, Found, files, read_file
@@ -124,7 +124,8 @@ def detail_table(trace: Trace, a: TraceAnalysis, approval: bool) -> Table:
         table.add_row("[dim]off the critical path (in parallel)[/]", f"[dim]{beside}[/]", "")
     ttft = "no TTFT recorded" if a.ttft_p50 is None else f"TTFT p50 {duration(a.ttft_p50)}"
     table.caption = escape(
-        f"{a.calls} model calls, {a.tool_calls} tool calls, {a.human_steps} human steps, {a.retries} retries; "
+        f"{counted(a.calls, 'model call')}, {counted(a.tool_calls, 'tool call')}, "
+        f"{counted(a.human_steps, 'human step')}, {counted(a.retries, 'retry', 'retries')}; "
         f"tokens {tokens_text(a.input_tokens, a.cached_input_tokens, a.output_tokens)}; "
         f"model share {_pct(a.model_share)}, at most {_x(a.amdahl_max_speedup)} faster with an instant "
         f"model; {ttft}" + "".join(f"\n{n}" for n in trace.notes))
@@ -139,7 +140,7 @@ def tokens_text(inp: int | None, cached: int | None, out: int | None) -> str:
 
     if inp is None and out is None:
         return "not recorded"
-    return f"{one(inp)} in ({one(cached)} cached), {one(out)} out"
+    return f"{one(inp)} in ({'cached not recorded' if cached is None else f'{cached:,} cached'}), {one(out)} out"
 
 
 def _x(value: float | None) -> str:
@@ -160,7 +161,7 @@ def summary_table(s: SetSummary, cap: float) -> Table:
          f"p50 {j['ttft_s']['p50']:.2f}s, p90 {j['ttft_s']['p90']:.2f}s"),
         ("tool waits", f"{_fmt_s(j['tool_wait_s'])} ({_pct(j['tool_share'])})"),
         ("retry rate", "—" if j["retry_rate"] is None else f"{j['retry_rate']:.3f} per model call"),
-        ("human review burden", f"{j['human_steps']} steps, {_fmt_s(j['human_review_s'])} "
+        ("human review burden", f"{counted(j['human_steps'], 'step')}, {_fmt_s(j['human_review_s'])} "
                                 f"({_pct(j['human_share'])}; gaps capped at {_fmt_s(cap)})"),
         ("model share", _pct(j["model_share"])),
         ("most a faster model could give (Amdahl)", _x(j["amdahl_max_speedup"])),
@@ -227,7 +228,8 @@ def cmd_traces(args: argparse.Namespace) -> int:
         for table in tables:
             print_table(out, table)
     if rows:
-        write_traces_exports(markdown, csv_target, tables, traces_out)
+        write_traces_exports(markdown, csv_target, tables, traces_out,
+                             [(str(found.path), found.problem or "") for found in problems])
     for trace, _ in rows:
         if trace.skipped:
             print(f"{trace.file}: skipped {trace.skipped} unreadable line(s) or span(s)", file=sys.stderr)

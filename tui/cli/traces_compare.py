@@ -127,7 +127,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not comparer.rows:
         err.print(f"tokrace: no trace read from {len(paths)} file{'s' * (len(paths) != 1)}")
         return 2
-    write_comparison(comparer.finish(), args, files_out)
+    cmp = comparer.finish()
+    cmp.unread = [(str(found.path), found.problem or "") for found in problems]
+    write_comparison(cmp, args, files_out)
     return 0
 
 

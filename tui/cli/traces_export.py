@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
+from tokrace.providers.export.markdown import text as markdown_text
 from tokrace.providers.model.printable import csv_cell
 
 from .export_files import check_exports, write_output
@@ -29,9 +30,10 @@ def flat(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def traces_csv(traces: Sequence[dict[str, Any]]) -> str:
-    """One row per trace; an empty cell where a figure is missing."""
-    rows = [flat(t) for t in traces]
+def traces_csv(traces: Sequence[dict[str, Any]], unread: Sequence[tuple[str, str]] = ()) -> str:
+    """One row per trace; an empty cell where a figure is missing; then one per file that gave no trace, with its
+    ``problem``."""
+    rows = [flat(t) for t in traces] + [{"file": file, "problem": problem} for file, problem in unread]
     header: list[str] = []
     for row in rows:
         header += [key for key in row if key not in header]
@@ -43,11 +45,15 @@ def traces_csv(traces: Sequence[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def traces_markdown(tables: Sequence[Table]) -> str:
-    """The tables the terminal shows, one after the other."""
+def traces_markdown(tables: Sequence[Table], unread: Sequence[tuple[str, str]] = ()) -> str:
+    """The tables the terminal shows, one after the other, then the files that gave no trace and why."""
     lines = ["## tokrace traces", ""]
     for table in tables:
         lines += [*markdown_table(table), ""]
+    if unread:
+        lines += ["**files not read**", ""]
+        lines += [f"- {markdown_text(file)}: {markdown_text(problem)}" for file, problem in unread]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -58,8 +64,8 @@ def check_targets(markdown: str | None, csv_target: str | None, json_target: str
 
 
 def write_traces_exports(markdown: str | None, csv_target: str | None, tables: Sequence[Table],
-                         traces: Sequence[dict[str, Any]]) -> None:
+                         traces: Sequence[dict[str, Any]], unread: Sequence[tuple[str, str]] = ()) -> None:
     if markdown is not None:
-        write_output(traces_markdown(tables), markdown, "Markdown")
+        write_output(traces_markdown(tables, unread), markdown, "Markdown")
     if csv_target is not None:
-        write_output(traces_csv(traces), csv_target, "CSV")
+        write_output(traces_csv(traces, unread), csv_target, "CSV")

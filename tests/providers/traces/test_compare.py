@@ -186,3 +186,29 @@ def test_the_cost_clause_says_less_or_the_same() -> None:
     sol = Price(input=5.0, output=30.0)
     assert ", for $0.0126 less;" in compare([sequential(), parallel_tools()], [cheap], original_price=sol).verdict
     assert ", at the same cost;" in compare([sequential(), parallel_tools()], [same], original_price=sol).verdict
+
+
+def cached_trace() -> Trace:
+    return Trace("c", "test", steps=[Step("m1", "model", 0.0, 10.0, input_tokens=10_000, cached_input_tokens=8_000,
+                                          cache_write_tokens=1_000, output_tokens=100)])
+
+
+def test_the_verdict_says_when_cached_input_or_cache_writes_got_the_input_price() -> None:
+    cmp = compare([cached_trace()], [PRICED], original_price=Price(input=5.0, output=30.0, cached_input=0.5))
+    assert "Cached input (8,000 tokens) is priced at the input price for fast, which sets no cached input " \
+           "price." in cmp.verdict
+    assert "Cache writes (1,000 tokens) are priced at the input price for the original and fast, which set no " \
+           "cache write price." in cmp.verdict
+    full = TierProfile("fast", ttft_s=0.5, tok_s=100.0,
+                       price=Price(input=10.0, output=60.0, cached_input=1.0, cache_write=12.5))
+    cmp = compare([cached_trace()], [full], original_price=Price(5.0, 30.0, cached_input=0.5, cache_write=6.25))
+    assert "input price" not in cmp.verdict
+    unpriced = compare([cached_trace()], [SLOW], original_price=Price(5.0, 30.0))
+    assert "input price" not in unpriced.verdict  # no money compared: nothing to qualify
+
+
+def test_an_empty_trace_in_the_set_leaves_the_bound_measured() -> None:
+    empty = Trace("e", "test", steps=[Step("m", "model", 3.0, 3.0, output_tokens=1)])
+    cmp = compare([sequential(), empty], [PRICED])
+    assert cmp.columns[0].amdahl_max_speedup == pytest.approx(25 / 5)
+    assert "no tier could save more than 80 %" in cmp.verdict

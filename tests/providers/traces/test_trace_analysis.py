@@ -56,12 +56,28 @@ def test_the_breakdown_is_the_critical_path_not_what_ran_at_each_instant() -> No
         assert on.breakdown["human"] == 30.0 and on.breakdown["tool"] == 0.0, tier.name
 
 
-def test_a_sub_agent_that_outlasts_the_person_takes_the_path() -> None:
+def test_a_sub_agent_that_outlasts_the_person_takes_the_path_but_not_the_persons_seconds() -> None:
+    # the sub-agent (2-30 s) outlasts the person (2-12 s): the path runs through it, but the person's 10 s stay
+    # human; the sub-agent's call beside them is parallel work, the 18 s it adds beyond them are model
     t = trace(model("m1", 0, 2), Step("h", "human", 2, 12, after=("m1",)),
               model("s1", 2, 30, chain="sub", after=("m1",)), model("m2", 30, 31, after=("h", "s1")))
     a = analyse(t)
-    assert a.breakdown == {"model": 31.0, "tool": 0.0, "human": 0.0, "retry": 0.0, "wait": 0.0}
-    assert a.parallel_s == {"model": 0.0, "tool": 0.0, "human": 10.0}
+    assert a.breakdown == {"model": 21.0, "tool": 0.0, "human": 10.0, "retry": 0.0, "wait": 0.0}
+    assert a.parallel_s == {"model": 10.0, "tool": 0.0, "human": 0.0}
+    assert [(p.kind, p.start, p.end) for p in critical_path(t)] == [("model", 0, 2), ("human", 2, 12),
+                                                                     ("model", 12, 31)]
+
+
+def test_a_tier_slow_enough_to_make_a_sub_agent_outlast_the_person_keeps_the_persons_seconds() -> None:
+    # recorded: the sub-agent (2-12 s) ends before the person (2-32 s); on a slow tier it runs 2-62 s
+    t = trace(model("m1", 0, 2, output_tokens=10), Step("h", "human", 2, 32, after=("m1",)),
+              model("s1", 2, 12, chain="sub", output_tokens=60, after=("m1",)),
+              model("m2", 32, 34, output_tokens=10, after=("h", "s1")))
+    assert analyse(t).breakdown["human"] == 30.0
+    slow = analyse(retime_on(t, TierProfile("slow", ttft_s=0.0, tok_s=1.0)))
+    assert slow.e2e_s == 10 + 60 + 10
+    assert slow.breakdown == {"model": 50.0, "tool": 0.0, "human": 30.0, "retry": 0.0, "wait": 0.0}
+    assert slow.parallel_s == {"model": 30.0, "tool": 0.0, "human": 0.0}
 
 
 def test_an_overlap_of_two_steps_on_the_path_goes_to_the_kind_first_in_precedence() -> None:
@@ -81,8 +97,9 @@ def test_without_recorded_dependencies_the_path_follows_what_ran_just_before() -
               Step("r", "retry", 11, 14),
               Step("w", "wait", 13, 16))
     a = analyse(t)
-    assert a.breakdown == {"model": 0.0, "tool": 8.0, "human": 3.0, "retry": 2.0, "wait": 3.0}
-    assert a.e2e_s == 16.0 and a.parallel_s == {"model": 2.0, "tool": 2.0, "human": 1.0}
+    # (the person's 4 s stay whole: the retry that overlaps their last second keeps only what lies beyond it)
+    assert a.breakdown == {"model": 0.0, "tool": 8.0, "human": 4.0, "retry": 1.0, "wait": 3.0}
+    assert a.e2e_s == 16.0 and a.parallel_s == {"model": 2.0, "tool": 2.0, "human": 0.0}
 
 
 def test_parallel_model_calls_count_once_in_the_breakdown() -> None:
@@ -208,3 +225,83 @@ def test_the_critical_path_covers_the_span_once_on_random_dags_with_cycles_and_o
         assert sum(a.breakdown.values()) == pytest.approx(a.e2e_s, abs=1e-6), seed
         assert a.e2e_s + a.away_s == pytest.approx(span, abs=1e-6), seed
         assert min(a.breakdown.values()) >= 0 and min(a.parallel_s.values()) >= 0, seed
+
+
+TIERS = (TierProfile("instant", ttft_s=0.0, tok_s=float("inf")), TierProfile("very slow", ttft_s=60.0, tok_s=0.2),
+         TierProfile("slow", ttft_s=3.0, tok_s=10.0), TierProfile("fast", ttft_s=0.05, tok_s=2000.0,
+                                                                   prefill_tok_s=1e6))
+
+
+def one_persons_dag(r: random.Random) -> Trace:
+    """A trace as readers build one: a main chain (model, tool, human, retry steps, each after the one before,
+    gaps between), sub-agents run inside a ``sub-agent`` tool step or in the background beside the main chain
+    (joined later or never), with parallel tool calls; each step starts after what it waits for ends."""
+    steps: list[Step] = []
+    t, prev, n = 0.0, "", 0
+
+    def add(kind: str, start: float, length: float, after: tuple[str, ...], chain: str = "main",
+            label: str = "") -> Step:
+        nonlocal n
+        n += 1
+        tokens = r.choice([None, r.randint(0, 4000)]) if kind == "model" else None
+        step = Step(f"s{n}", kind, start, start + length, after=after, chain=chain, label=label,  # type: ignore[arg-type]
+                    output_tokens=tokens, input_tokens=r.choice([None, r.randint(0, 200_000)]))
+        steps.append(step)
+        return step
+
+    def length() -> float:
+        return r.choice([0.0, r.uniform(0, 20), r.uniform(0, 900)])
+
+    def sub_chain(start: float, after: tuple[str, ...], chain: str) -> Step:
+        last = add("model", start, r.uniform(0, 30), after, chain)
+        for _ in range(r.randint(0, 4)):
+            last = add(r.choice(["model", "tool"]), last.end + r.choice([0.0, r.uniform(0, 3)]), length(),
+                       (last.id,), chain)
+        return last
+
+    background: list[Step] = []
+    for _ in range(r.randint(1, 14)):
+        t += r.choice([0.0, r.uniform(0, 5)])
+        after = (prev,) if prev else ()
+        if background and r.random() < 0.3:  # wait for a background sub-agent too
+            joined = background.pop(r.randrange(len(background)))
+            after, t = (*after, joined.id), max(t, joined.end)
+        what = r.random()
+        if what < 0.15:  # a sub-agent inside its tool step
+            last = sub_chain(t + r.uniform(0, 1), after, f"sub{n}")
+            box = add("tool", t, last.end + r.uniform(0, 1) - t, after, label="sub-agent")
+            t, prev = box.end, box.id
+        elif what < 0.3 and prev:  # a background sub-agent beside what comes next
+            background.append(sub_chain(t, after, f"bg{n}"))
+        elif what < 0.4:  # parallel tool calls
+            tools = [add("tool", t, length(), after) for _ in range(r.randint(2, 3))]
+            t = max(s.end for s in tools)
+            nxt = add("model", t, r.uniform(0, 30), tuple(s.id for s in tools))
+            t, prev = nxt.end, nxt.id
+        else:
+            step = add(r.choice(["model", "model", "tool", "human", "human", "retry"]), t, length(), after)
+            t, prev = step.end, step.id
+    return trace(*steps)
+
+
+def test_human_seconds_are_recorded_time_the_same_on_every_tier_on_random_dags() -> None:
+    moved = 0
+    for seed in range(400):
+        r = random.Random(seed)
+        t = one_persons_dag(r)
+        cap = r.choice([60.0, 600.0])
+        a = analyse(t, idle_cap_s=cap)
+        recorded = sum(min(s.duration, cap) for s in t.steps if s.kind == "human")
+        assert a.breakdown["human"] == pytest.approx(recorded, abs=1e-6), seed
+        for tier in TIERS:
+            on = retime_on(t, tier)
+            b = analyse(on, idle_cap_s=cap)
+            span = max(s.end for s in on.steps) - min(s.start for s in on.steps)
+            assert sum(b.breakdown.values()) == pytest.approx(b.e2e_s, abs=1e-6), (seed, tier.name)
+            assert b.e2e_s + b.away_s == pytest.approx(span, abs=1e-6), (seed, tier.name)
+            assert b.breakdown["human"] == pytest.approx(recorded, abs=1e-6), (seed, tier.name)
+            assert b.away_s == pytest.approx(a.away_s, abs=1e-6), (seed, tier.name)
+            assert min(b.breakdown.values()) >= -1e-9 and min(b.parallel_s.values()) >= -1e-9, (seed, tier.name)
+            if b.e2e_s > a.e2e_s + 1 and a.breakdown["human"] > 0:
+                moved += 1
+    assert moved > 20  # tiers slow enough to move the path around a person happen

@@ -80,9 +80,12 @@ def test_every_reader_holds_the_properties_of_a_trace(path: Path) -> None:
         if a.amdahl_max_speedup is not None:
             on = compare([trace], [fast, slow]).rows[0]
             assert all(on.speedup(n) is None or on.speedup(n) <= a.amdahl_max_speedup + 1e-6 for n in on.on)
-        row = compare([trace], [fast, slow]).rows[0]
+        instant = TierProfile("instant", ttft_s=0.0, tok_s=float("inf"))
+        crawl = TierProfile("very slow", ttft_s=60.0, tok_s=0.2)
+        row = compare([trace], [fast, slow, instant, crawl]).rows[0]
         for name in row.on:  # recorded human time cannot depend on the model
             assert row.on[name].breakdown["human"] == pytest.approx(a.breakdown["human"], abs=1e-6), name
+            assert row.on[name].away_s == pytest.approx(a.away_s, abs=1e-6), name
 
 
 @pytest.mark.parametrize(("name", "text"), [

@@ -286,6 +286,13 @@ class BottleneckView(VerticalScroll):
         base = baseline(self.rows) if self.final else None
         against = (f"speed-ups against {base}, the finished lane with the slowest token rate" if base is not None
                    else "speed-ups once two lanes have finished, against the slower-streaming one")
+        if any(lane.path for lane in lanes):  # a trace's lane: its parts are tokrace traces' breakdown
+            bound = ("measured, the trace re-timed on an instant model" if self.final else
+                     "so far, the time so far ÷ that time less the model's (measured once the trace ends)")
+            text.append("\n\nparts: along the trace's critical path (the steps that set its wall time), as tokrace "
+                        "traces counts them; work beside it (a parallel sub-agent) is not counted; Amdahl: "
+                        f"{bound}; {against}", style="dim")
+            return text
         text.append("\n\nmodel: all time waiting on the model API (to the first token, thinking, streaming); "
                     f"Amdahl: the most any faster model could give; {against}", style="dim")
         return text
