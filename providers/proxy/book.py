@@ -10,7 +10,7 @@ from typing import Final
 
 from ..model.events import Event, Extra, Segment, SegmentKind, loop_end
 from .http1 import Head
-from .meter import CallMeter
+from .meter import CallMeter, MeterQueue
 
 Sink = Callable[[int, Event], None]
 """Where each lane's events go (the recorder, the live model): ``(lane, event)``."""
@@ -63,8 +63,11 @@ class Book:
     seen: Callable[[Head], None] | None = None
     """Shown every request's head first (to learn the secrets it carries before anything of it is written)."""
 
+    work: MeterQueue = field(default_factory=MeterQueue)
+    """Every call's measuring, in the order the relay handed it on."""
+
     def observer(self, method: str, peer: tuple[str, int] | None) -> CallMeter:
-        return CallMeter(method, self._zero, self._begin, self._end, self.seen)
+        return CallMeter(method, self._zero, self._begin, self._end, self.seen, self.work)
 
     def _zero(self) -> float:
         if self.zero is None:

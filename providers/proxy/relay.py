@@ -149,13 +149,19 @@ class _Exchange:
                 return
         body = self.end
         assert body is not None
+        if body.chunked:  # forwarded first: finding the chunks' ends is Python work, done after the write
+            self.client.write(data)
         try:
             used, pieces = body.feed(data)
         except HeadError as exc:
-            self.client.write(data)
+            if not body.chunked:
+                self.client.write(data)
             self._fail(f"the upstream sent {exc}")
             return
-        self.client.write(data if used == len(data) else data[:used])  # forwarded before anything else
+        if not body.chunked:  # (a length's end is one subtraction away: nothing past it goes on)
+            self.client.write(data if used == len(data) else data[:used])
+        elif used != len(data):  # bytes after the answer's end, already gone on: this connection ends with it
+            self.close_client = True
         if self.observer is not None and pieces:
             self.observer.response_body(t, pieces)
         if body.done:
