@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Final
 
 from ..model.events import Event
+from ..model.masking import Masker
 from ..recording.format import RecordingError
 from ..recording.writer import Recorder
 from .book import SESSION_LOOP, Book
@@ -53,20 +54,30 @@ class ProxySession:
         self.listeners = list(listeners or [])
         self.recorder: Recorder | None = None
         self._flusher: asyncio.Future[None] | None = None
+        self._closed = False
         if record is not None:
             upstreams = sorted({routes.anthropic.public(), routes.openai.public()})
             self.recorder = Recorder(record, "", [], scenario=SESSION_LOOP,
                                      extra={"source": "tokrace proxy", "upstreams": upstreams}, buffered=True)
-        recorder = self.recorder
-        self.book = Book(self._emit, seen=None if recorder is None else
-                         lambda head: recorder.also_mask(header_secrets(head)))
+        self.masker = Masker()
+        """Masks what the listeners (the live screen) are handed: the clients' keys, and every key's shape."""
+        self.book = Book(self._emit, seen=self._seen)
         self.server = ProxyServer(routes, self.book.observer)
+
+    def _seen(self, head: Head) -> None:
+        secrets = header_secrets(head)
+        if secrets:
+            if self.recorder is not None:
+                self.recorder.also_mask(secrets)
+            self.masker.add(secrets)
 
     def _emit(self, lane: int, event: Event) -> None:
         if self.recorder is not None:
             self.recorder(lane, event)
-        for listener in self.listeners:
-            listener(lane, event)
+        if self.listeners:
+            event = self.masker(event)
+            for listener in self.listeners:
+                listener(lane, event)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.book.zero = time.perf_counter()
@@ -81,7 +92,15 @@ class ProxySession:
             with contextlib.suppress(RecordingError):  # (kept in the recorder's problem)
                 self.recorder.flush()
 
+    def now(self) -> float:
+        """The session's clock: seconds since the proxy started listening."""
+        return time.perf_counter() - (self.book.zero if self.book.zero is not None else time.perf_counter())
+
     async def close(self) -> None:
+        """Stop listening, end every lane and write the recording to its last line (once; again does nothing)."""
+        if self._closed:
+            return
+        self._closed = True
         await self.server.close()
         self.book.close()
         if self._flusher is not None:

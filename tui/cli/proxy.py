@@ -19,8 +19,11 @@ from typing import Any, Final
 from tokrace.providers.model.errors import ConfigError, TokraceError
 from tokrace.providers.proxy import Routes, Upstream
 from tokrace.providers.proxy.book import CallRecord
+from tokrace.providers.proxy.live import LiveProxy
 from tokrace.providers.proxy.session import ProxySession
+from tokrace.providers.traces.retime import TierProfile
 
+from .screen import Screen
 from .signals import install
 
 DEFAULT_PORT: Final[int] = 8787
@@ -52,6 +55,9 @@ def add_proxy_parser(sub: Any) -> None:
                      "printed)")
     p.add_argument("--on", metavar="TIER,TIER", help="at the end, re-time the session on these tiers (config or "
                    "demo tiers) and print the verdict, as `tokrace traces --on` does")
+    p.add_argument("--headless", action="store_true", help="no live screen: print a line per call and, at the end, "
+                   "the session's table and verdict (the default when stdout is not a terminal, or with -- COMMAND, "
+                   "whose agent has the terminal). Ctrl-C ends it; the exit code is the agent's, else 0")
     p.add_argument("--config", type=Path, metavar="FILE", help="config file with the tiers (default: "
                    "./tokrace.toml, then the user config dir; the built-in demo tiers when there is none)")
     p.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
@@ -132,24 +138,44 @@ def call_line(call: CallRecord, number: int) -> str:
             f"({ttft}{call.end - call.start:.2f} s)")
 
 
-async def run_proxy(session: ProxySession, host: str, port: int, command: list[str],
-                    say: Callable[[str], None]) -> int:
-    """Listen; run the agent (if any) until it ends, else until Ctrl-C (or SIGTERM, SIGHUP: the agent is then
-    stopped too); the agent's exit code (0 without one)."""
+async def start(session: ProxySession, host: str, port: int) -> None:
+    """Listen, or say in one line why not."""
     try:
         await session.start(host, port)
     except OSError as exc:
         raise TokraceError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port") from None
+
+
+class CallLines:
+    """Says a line for each call as it ends (once)."""
+
+    def __init__(self, session: ProxySession, say: Callable[[str], None]) -> None:
+        self.book = session.book
+        self.say = say
+        self.shown = 0
+
+    def __call__(self) -> None:
+        book = self.book
+        for call in book.calls[self.shown:]:
+            self.say(call_line(call, book.sessions.get(call.session, 0)))
+        self.shown = len(book.calls)
+
+
+async def follow(session: ProxySession, say: Callable[[str], None]) -> int:
+    """The live screen's companion: a line per call as it ends, until the screen stops the proxy."""
+    lines = CallLines(session, say)
+    while True:
+        await asyncio.sleep(0.2)
+        lines()
+
+
+async def run_proxy(session: ProxySession, host: str, port: int, command: list[str],
+                    say: Callable[[str], None]) -> int:
+    """Listen; run the agent (if any) until it ends, else until Ctrl-C (or SIGTERM, SIGHUP: the agent is then
+    stopped too); the agent's exit code (0 without one)."""
+    await start(session, host, port)
     url = session.server.url
-    book = session.book
-    shown = 0
-
-    def show_calls() -> None:
-        nonlocal shown
-        for call in book.calls[shown:]:
-            say(call_line(call, book.sessions.get(call.session, 0)))
-        shown = len(book.calls)
-
+    show_calls = CallLines(session, say)
     stopped = asyncio.Event()
     remove = install(lambda code: stopped.set())
     try:
@@ -185,7 +211,25 @@ async def run_proxy(session: ProxySession, host: str, port: int, command: list[s
         await session.close()
 
 
-def cmd_proxy(args: argparse.Namespace) -> int:
+async def run_live(session: ProxySession, live: LiveProxy, host: str, port: int, screen: Screen,
+                   theme: str | None) -> int:
+    """Listen, and show the session live until the person quits; the screen's exit code."""
+    await start(session, host, port)
+    url = session.server.url
+    try:
+        return await screen.watch_proxy(live, session.now, f"tokrace proxy · {url}", "\n".join(setup_lines(url)),
+                                        lambda say: follow(session, say), theme=theme)
+    finally:
+        await asyncio.sleep(0.05)  # the last call's measuring
+        await session.close()
+
+
+def live_screen(args: argparse.Namespace, command: list[str], screen: Screen | None) -> bool:
+    """Whether the live screen shows: stdout is a terminal, no --headless, no agent command (it has the terminal)."""
+    return screen is not None and not args.headless and not command and sys.stdout.isatty()
+
+
+def cmd_proxy(args: argparse.Namespace, screen: Screen | None = None) -> int:
     """Relay and record until the agent ends (or Ctrl-C), then print the session's report."""
     command = list(args.agent)
     if command[:1] == ["--"]:
@@ -208,10 +252,18 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         from tokrace.providers.recording.paths import default_path
 
         path = args.record or default_path("proxy")
-    session = ProxySession(routes, path)
     code = 0
+    profiles = on_profiles(args.on, args.config)
+    if live_screen(args, command, screen):
+        assert screen is not None
+        live = LiveProxy(profiles)
+        session = ProxySession(routes, path, listeners=[live])
+        run = run_live(session, live, args.host, args.port, screen, getattr(args, "theme", None))
+    else:
+        session = ProxySession(routes, path)
+        run = run_proxy(session, args.host, args.port, command, say)
     try:
-        code = asyncio.run(run_proxy(session, args.host, args.port, command, say))
+        code = asyncio.run(run)
         if session.problem:
             say(f"tokrace proxy: {session.problem}")
         if not session.book.calls:
@@ -227,6 +279,17 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     finally:
         if scratch is not None:
             scratch.cleanup()
+
+
+def on_profiles(on: str | None, config: Path | None) -> list[TierProfile]:
+    """The ``--on`` tiers' speed profiles (checked before the proxy listens)."""
+    if not on:
+        return []
+    from tokrace.providers.config.load import load_config
+
+    from .traces_compare import profiles_for
+
+    return profiles_for(load_config(config), on)
 
 
 def report_args(path: Path, on: str | None, config: Path | None) -> argparse.Namespace:
