@@ -31,6 +31,9 @@ def lane_tier(data: dict[str, object], index: int) -> TierSpec:
     number = data.get("session_number")
     model = str(data.get("model") or "")
     agent = str(data.get("agent") or "")[:40]
+    shadow = data.get("shadow")
+    if shadow:  # a shadow's lane: the tier it races on is its name
+        return TierSpec(name=f"{shadow} · lane {index + 1}", provider="shadow", model=model)
     return TierSpec(name=f"session {number} · lane {index + 1}", provider=agent or "agent", model=model)
 
 

@@ -164,6 +164,10 @@ class CallMeter:
         self._body: list[bytes] = []
         self._body_size = 0
         self._work = work if work is not None else MeterQueue()
+        self.shadow = ""
+        """``shadow TIER`` when this call is a shadow's copy of an agent's call (its session is named so)."""
+        self.request_copy = b""
+        """The request's decoded body while the call opens (what a shadow sends), else empty."""
         self._decoder: StreamDecoder | None = None
         self._sse = SSEParser()
         self._coded: BodyDecoder | None = None
@@ -261,7 +265,11 @@ class CallMeter:
         self.facts = request_facts(self.head, body, capped)
         if note:
             self.facts.notes.append(note)
+        if self.shadow:
+            self.facts.session = f"{self.facts.session or 'agent ' + (self.facts.agent or 'unknown')} · {self.shadow}"
+        self.request_copy = b"" if capped else body
         self.emit = self._begin(self)
+        self.request_copy = b""
         self._out(Request(t=self._t(self.arrived), turn=self.turn, model=self.facts.model, endpoint=self.path))
         if self.facts.notes:
             self._out(Extra(t=self._t(self.arrived), source=NOTE_SOURCE, data={"notes": list(self.facts.notes)}))

@@ -202,6 +202,19 @@ class _Exchange:
         self.finished.set_result(why)
 
 
+class _Nowhere:
+    """Where a shadow's answer goes once measured: nowhere (no client waits for it)."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
+
+
 class _ClientProtocol(ArrivalProtocol):
     """A client connection that says at once when the client went away."""
 
@@ -420,9 +433,9 @@ class ProxyServer:
         await writer.drain()
         return keep and not exchange.close_client
 
-    async def _await_answer(self, exchange: _Exchange, proto: _ClientProtocol) -> str:
+    async def _await_answer(self, exchange: _Exchange, proto: _ClientProtocol | None) -> str:
         """The exchange's outcome: ``done``, ``cancelled`` (the client left), or why the upstream failed."""
-        lost = proto.lost
+        lost: asyncio.Future[None] = proto.lost if proto is not None else asyncio.get_running_loop().create_future()
         while True:
             waiting: set[asyncio.Future[object]] = {exchange.finished, lost}  # type: ignore[arg-type]
             idle = time.perf_counter() - exchange.last_byte
@@ -434,6 +447,42 @@ class ProxyServer:
                 return "cancelled"
             if time.perf_counter() - exchange.last_byte >= self.read_timeout:  # silent that long: not between bytes
                 exchange._fail(f"the upstream sent nothing for {self.read_timeout:g} s")
+
+    async def send(self, upstream: Upstream, head: Head, body: bytes, observer: Observer) -> str:
+        """Send a request of the proxy's own (a shadow's copy of a call) to ``upstream`` and read its answer
+        through the same stamped path as a relayed one, the answer's bytes going nowhere; its outcome."""
+        observer.request(head, time.perf_counter(), upstream)
+        observer.request_body(body)
+        try:
+            conn, fresh, connected = await self._connect(upstream)
+        except OSError as exc:
+            why = f"cannot reach the upstream {upstream.public()} ({exc.strerror or exc})"
+            observer.ended(time.perf_counter(), "upstream", why)
+            return why
+        assert conn.transport is not None
+        exchange = _Exchange(_Nowhere(), head.first[0], observer)  # type: ignore[arg-type]
+        exchange.upstream = conn
+        conn.exchange = exchange
+        conn.transport.write(encode_head((head.first[0], upstream.target(head.first[1]), "HTTP/1.1"),
+                                         [("Host", upstream.authority), *head.headers, *upstream.auth]) + body)
+        exchange.last_byte = time.perf_counter()
+        sock = conn.sock
+        went = sock.sent_time(sock.sent) if sock is not None else None
+        observer.sent(went if went is not None else time.perf_counter(), fresh, connected)
+        try:
+            outcome = await self._await_answer(exchange, None)
+        except asyncio.CancelledError:
+            conn.transport.abort()
+            observer.ended(time.perf_counter(), "cancelled", "the proxy stopped before the answer ended")
+            raise
+        conn.exchange = None
+        if outcome == "done" and exchange.reusable and not conn.transport.is_closing():
+            idle = self._idle.setdefault(upstream, [])
+            if len(idle) < IDLE_KEPT:
+                idle.append(conn)
+                return outcome
+        conn.transport.abort() if outcome != "done" else conn.transport.close()
+        return outcome
 
     async def _relay_body(self, reader: asyncio.StreamReader, conn: _Upstreaming, end: BodyEnd,
                           observer: Observer | None) -> None:

@@ -4,7 +4,7 @@ the agent's text carries ever shows (snapshots: update with --snapshot-update)."
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from proxying import scripted_session
 from textual.pilot import Pilot
