@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokrace.providers.model.errors import ConfigError, TokraceError
+from tokrace.providers.model.masking import redact
 from tokrace.providers.model.tiers import TierSpec
 from tokrace.providers.proxy import Routes, Upstream
 from tokrace.providers.proxy.book import CallRecord
@@ -224,7 +225,7 @@ async def run_proxy(session: ProxySession, host: str, port: int, command: list[s
                 show_calls()
             say("tokrace proxy: stopped")
             return 0
-        say(f"tokrace proxy: {url} — starting {shlex.join(command)}")
+        say(f"tokrace proxy: {url} — starting {redact(shlex.join(command), ())}")  # (a key may be an argument)
         try:
             process = await asyncio.create_subprocess_exec(*agent_command(command, url), env=agent_env(url))
         except OSError as exc:
