@@ -106,15 +106,17 @@ def _body_session(payload: dict[str, Any]) -> str:
 
 class MeterQueue:
     """What the relay handed on, read in the order it came (every call of a session alike, so a call's end is read
-    before the next call opens), off the relay's path: at most ``SLICE_S`` at a time, then the rest after the loop
-    has looked at its sockets again (a chunk that came meanwhile is forwarded first)."""
+    before the next call opens), off the relay's path: on the loop's next turn, at most ``SLICE_S`` at a time, then
+    the rest after the loop has looked at its sockets again (a chunk that came meanwhile is forwarded first)."""
 
     def __init__(self) -> None:
         self._queue: deque[tuple[CallMeter, str, float, Any]] = deque()
         self._scheduled = False
 
-    def push(self, meter: CallMeter, kind: str, t: float, value: Any) -> None:
-        self._queue.append((meter, kind, t, value))
+    def push(self, meter: CallMeter, kind: str, t: float, *values: Any) -> None:
+        """Queue one thing (or several of a kind, read in slices) and read what is queued, unless that is already
+        under way."""
+        self._queue.extend((meter, kind, t, value) for value in values)
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._work)
@@ -205,10 +207,9 @@ class CallMeter:
     def response_body(self, t: float, pieces: list[bytes]) -> None:
         if len(pieces) == 1 and len(pieces[0]) <= SLICE_BYTES:
             self._push("body", t, pieces)
-            return
-        for piece in pieces:  # read a slice at a time: no read of a big piece holds the next chunk back
-            for at in range(0, len(piece), SLICE_BYTES):
-                self._push("body", t, [piece[at:at + SLICE_BYTES]])
+        elif self.protocol is not None:  # read a slice at a time: no read of a big piece holds the next chunk back
+            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)  # (a read may bring hundreds of chunks)
+            self._work.push(self, "body", t, *([data[at:at + SLICE_BYTES]] for at in range(0, len(data), SLICE_BYTES)))
 
     def ended(self, t: float, outcome: str, detail: str = "") -> None:
         if self.ended_at is None:

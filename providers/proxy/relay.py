@@ -76,6 +76,7 @@ class _Upstreaming(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
+        self._writable.set()  # a request body waiting to be written on goes no further: nothing waits for ever
         if self.exchange is not None:
             self.exchange.upstream_closed(time.perf_counter())
 
@@ -139,14 +140,19 @@ class _Exchange:
                 headers.append(("connection", "close"))
                 self.close_client = True
             self.client.write(encode_head(("HTTP/1.1", head.first[1], head.first[2]), headers))
-            if self.observer is not None:
-                self.observer.response_head(t, head)
             data = rest
-            if end.done:
-                self._finish(t, head.keep_alive)
+            if end.done or not data:
+                if self.observer is not None:
+                    self.observer.response_head(t, head)
+                if end.done:
+                    self._finish(t, head.keep_alive)
                 return
-            if not data:
-                return
+            self._body(data, t, head)  # the body's first bytes go on before the head is read
+            return
+        self._body(data, t, None)
+
+    def _body(self, data: bytes, t: float, new_head: Head | None) -> None:
+        """Forward a read of the body, then hand it (after ``new_head``, read with it) to the observer."""
         body = self.end
         assert body is not None
         if body.chunked:  # forwarded first: finding the chunks' ends is Python work, done after the write
@@ -156,14 +162,19 @@ class _Exchange:
         except HeadError as exc:
             if not body.chunked:
                 self.client.write(data)
+            if self.observer is not None and new_head is not None:
+                self.observer.response_head(t, new_head)
             self._fail(f"the upstream sent {exc}")
             return
         if not body.chunked:  # (a length's end is one subtraction away: nothing past it goes on)
             self.client.write(data if used == len(data) else data[:used])
         elif used != len(data):  # bytes after the answer's end, already gone on: this connection ends with it
             self.close_client = True
-        if self.observer is not None and pieces:
-            self.observer.response_body(t, pieces)
+        if self.observer is not None:
+            if new_head is not None:
+                self.observer.response_head(t, new_head)
+            if pieces:
+                self.observer.response_body(t, pieces)
         if body.done:
             assert self.head is not None
             self._finish(t, self.head.keep_alive and used == len(data))

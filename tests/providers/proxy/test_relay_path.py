@@ -27,6 +27,22 @@ class Client:
         return 0
 
 
+async def test_a_heads_first_body_bytes_are_written_before_the_head_is_measured() -> None:
+    client = Client()
+    written_then: list[int] = []
+
+    class Observer:
+        def response_head(self, t: float, head: object) -> None:
+            written_then.append(len(client.written))
+
+        def response_body(self, t: float, pieces: list[bytes]) -> None:
+            pass
+
+    exchange = _Exchange(client, "POST", Observer())  # type: ignore[arg-type]
+    exchange.upstream_data(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n", 0.0)
+    assert written_then == [2] and client.written[1] == b"5\r\nhello\r\n"
+
+
 async def test_a_chunked_piece_is_written_to_the_client_before_its_framing_is_read(
         monkeypatch: pytest.MonkeyPatch) -> None:
     client = Client()
@@ -61,9 +77,9 @@ async def test_the_measuring_lets_the_sockets_go_first_after_each_slice(monkeypa
     ticks = iter(range(1_000_000))
     monkeypatch.setattr(meter.time, "perf_counter", lambda: next(ticks) * 40e-6)  # each look: 40 µs later
     queue = MeterQueue()
-    for i in range(4):
-        queue.push(Step(), "body", 0.0, i)  # type: ignore[arg-type]
+    queue.push(Step(), "body", 0.0, 0, 1, 2, 3)  # type: ignore[arg-type]
     await asyncio.sleep(0)  # the first slice runs
+    assert order == [0, 1]
     asyncio.get_running_loop().call_soon(order.append, "socket")  # a chunk that came meanwhile
     for _ in range(6):
         await asyncio.sleep(0)
@@ -74,8 +90,8 @@ def test_a_big_answer_piece_is_measured_in_slices() -> None:
     pushed: list[int] = []
 
     class Queue:
-        def push(self, _meter: object, kind: str, t: float, value: list[bytes]) -> None:
-            pushed.append(len(value[0]))
+        def push(self, _meter: object, kind: str, t: float, *values: list[bytes]) -> None:
+            pushed.extend(len(value[0]) for value in values)
 
     call = meter.CallMeter("POST", lambda: 0.0, lambda _c: None, lambda _c: None,
                            work=Queue())  # type: ignore[arg-type]
@@ -85,3 +101,12 @@ def test_a_big_answer_piece_is_measured_in_slices() -> None:
     call.request(head, 0.0, Upstream.parse("http://127.0.0.1:1"))
     call.response_body(0.0, [b"x" * (meter.SLICE_BYTES * 2 + 10)])
     assert pushed == [meter.SLICE_BYTES, meter.SLICE_BYTES, 10]
+
+
+async def test_a_request_body_waiting_on_a_lost_upstream_goes_no_further_instead_of_waiting_for_ever() -> None:
+    from tokrace.providers.proxy.relay import _Upstreaming
+
+    conn = _Upstreaming()
+    conn.pause_writing()  # the upstream's buffer is full
+    conn.connection_lost(ConnectionResetError())  # and then it is gone: no resume_writing will come
+    await asyncio.wait_for(conn.drain(), 1.0)
