@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -181,6 +182,8 @@ async def main(requests: int, big_calls: int) -> None:
     assert proxy.stderr is not None
     line = proxy.stderr.readline()
     proxy_port = int(line.rsplit(":", 1)[1])
+    # the proxy says a line per call: read them all, or past a pipe's 64 KB it would wait on its stderr
+    threading.Thread(target=proxy.stderr.read, daemon=True).start()
     try:
         for _ in range(20):  # warm both paths
             await one(up_port, "chunks=1")

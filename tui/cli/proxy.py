@@ -254,7 +254,8 @@ async def run_live(session: ProxySession, live: LiveProxy, host: str, port: int,
     await start(session, host, port)
     url = session.server.url
     try:
-        return await screen.watch_proxy(live, session.now, f"tokrace proxy · {url}", "\n".join(setup_lines(url)),
+        hint = "\n".join(setup_lines(url)[1:])  # (the heading says where it listens)
+        return await screen.watch_proxy(live, session.now, f"tokrace proxy · {url}", hint,
                                         lambda say: follow(session, say), theme=theme)
     finally:
         await asyncio.sleep(0.05)  # the last call's measuring

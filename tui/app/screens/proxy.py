@@ -113,7 +113,7 @@ class ProxyScreen(Screen[None]):
             slow = True
         if live.lanes:
             self.hint.display = False
-        retimed = [r.lane for r in live.retimed]
+        retimed = [r.lane for r in live.retimed] if live.lanes else []  # (no row to re-time before a call)
         self.timeline.lanes = [*live.lanes, *retimed]
         if slow:
             for lane in live.lanes:
@@ -137,7 +137,7 @@ class ProxyScreen(Screen[None]):
         box.remove_children()
         self.views = [LaneView(i, live.lanes[i]) for i in range(first, len(live.lanes))]
         box.mount_all(self.views)
-        self.timeline.bind([*live.lanes, *(r.lane for r in live.retimed)])
+        self.timeline.bind([*live.lanes, *(r.lane for r in live.retimed)] if live.lanes else [])
 
     def action_zoom(self) -> None:
         self.timeline.cycle_zoom()
