@@ -2,8 +2,9 @@
 
 - time to the first byte of the answer, added (p50, p99) over N requests each way, each way on one kept-alive
   connection (as an agent's SDK keeps one);
-- per-chunk forwarding delay (p99) at 750 and 12,000 chunks a second: each chunk carries its send time
-  (``perf_counter_ns``, one clock on one machine), the client notes its arrival;
+- per-chunk forwarding delay (p99) at 750 and 12,000 chunks a second: the upstream writes each chunk to a direct
+  and a proxied connection back to back, carrying its send time (the real-time clock), and the client takes each
+  chunk's kernel arrival stamp on both; the added delay is the proxied arrival less the direct one, chunk by chunk;
 - the proxy's CPU per 1,000 chunks (its process's user + system time);
 - the proxy's RSS after a session of M calls with 4 MB request bodies (recording on);
 - ``tokrace serve``'s time to first token against its plan (``--ttft-ms 100``) with 400 KB request bodies, each body
@@ -19,15 +20,38 @@ import asyncio
 import json
 import os
 import re
+import select
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+
 UPSTREAM = r'''
 import asyncio, sys, time
+PAIRS = {}
+async def stream(writers, chunks, rate):
+    for w in writers:
+        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+    start = time.perf_counter()
+    for i in range(chunks):
+        due = start + i / rate
+        now = time.perf_counter()
+        if due > now:
+            await asyncio.sleep(due - now)  # (late wakes send a burst, as real upstreams do; each chunk is stamped)
+        data = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":'
+                b'{"type":"text_delta","text":"%d"}}\n\n' % time.time_ns())  # read by the proxy as a token
+        chunk = f"{len(data):x}\r\n".encode() + data + b"\r\n"
+        for w in (writers if i % 2 else writers[::-1]):  # each path first every other chunk
+            w.write(chunk)
+    for w in writers:
+        w.write(b"0\r\n\r\n")
+        await w.drain()
 async def handle(reader, writer):
     try:
         while True:
@@ -40,18 +64,15 @@ async def handle(reader, writer):
             query = head.split(b" ", 2)[1].partition(b"?")[2].decode()
             opts = dict(p.split("=") for p in query.split("&") if "=" in p)
             chunks, rate = int(opts.get("chunks", "0")), float(opts.get("rate", "1000"))
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
-            start = time.perf_counter()
-            for i in range(chunks):
-                due = start + i / rate
-                while (now := time.perf_counter()) < due - 0.002:
-                    await asyncio.sleep(due - now - 0.001)
-                while time.perf_counter() < due:
-                    pass
-                data = f"data: {time.perf_counter_ns()}\n\n".encode()
-                writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            writer.write(b"0\r\n\r\n")
-            await writer.drain()
+            pair = opts.get("pair")
+            if pair is None:
+                await stream([writer], chunks, rate)
+                continue
+            waiting = PAIRS.setdefault(pair, [])
+            waiting.append(writer)
+            if len(waiting) == 2:  # both paths asked: one stream, each chunk written to both back to back
+                del PAIRS[pair]
+                await stream(waiting, chunks, rate)
     except (asyncio.IncompleteReadError, ConnectionError):
         writer.close()
 async def main():
@@ -61,7 +82,7 @@ async def main():
 asyncio.run(main())
 '''
 
-STAMP = re.compile(rb"data: (\d+)\n\n")
+STAMP = re.compile(rb'"text":"(\d+)"')
 
 
 _KEPT: dict[int, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
@@ -92,6 +113,47 @@ async def one(port: int, query: str, body: bytes = b"") -> tuple[float, list[flo
     return ttfb, delays
 
 
+def paired(up_port: int, proxy_port: int, chunks: int, rate: float) -> tuple[list[float], list[float]]:
+    """Each chunk's delay from its send (the upstream's real-time clock just before it wrote the chunk to both
+    paths) to its arrival (the kernel's receive stamp on this client's socket), direct and proxied: the client's
+    own scheduling is out of the figures, and the pairs share every noise of the upstream."""
+    pair = f"{time.perf_counter_ns()}"
+    socks = []
+    for port in (up_port, proxy_port):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.sendall(f"POST /v1/messages?chunks={chunks}&rate={rate}&pair={pair} HTTP/1.1\r\nhost: x\r\n"
+                     "content-length: 0\r\n\r\n".encode())
+        socks.append(sock)
+    delays: list[dict[int, float]] = [{}, {}]
+    buffers = [b"", b""]
+    open_ = {0, 1}
+    try:
+        while open_:
+            ready, _, _ = select.select([socks[i] for i in open_], [], [], 30)
+            if not ready:
+                raise TimeoutError("no chunk for 30 s")
+            for i in list(open_):
+                if socks[i] not in ready:
+                    continue
+                data, ancillary, _, _ = socks[i].recvmsg(1 << 16, socket.CMSG_SPACE(16))
+                arrived = next((int.from_bytes(raw[:8], "little") * 10**9 + int.from_bytes(raw[8:16], "little")
+                                for level, kind, raw in ancillary if kind == SO_TIMESTAMPNS), time.time_ns())
+                if not data:
+                    raise ConnectionError("the connection closed mid-answer")
+                buffers[i] += data
+                for stamp in STAMP.findall(data):
+                    delays[i][int(stamp)] = (arrived - int(stamp)) / 1e9
+                if buffers[i].endswith(b"\r\n0\r\n\r\n"):
+                    open_.discard(i)
+                buffers[i] = buffers[i][-16:]
+    finally:
+        for sock in socks:
+            sock.close()
+    both = sorted(set(delays[0]) & set(delays[1]))
+    return [delays[0][k] for k in both], [delays[1][k] for k in both]
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q / 100 * len(values)))]
@@ -120,6 +182,8 @@ async def main(requests: int, big_calls: int) -> None:
     assert proxy.stderr is not None
     line = proxy.stderr.readline()
     proxy_port = int(line.rsplit(":", 1)[1])
+    # the proxy says a line per call: read them all, or past a pipe's 64 KB it would wait on its stderr
+    threading.Thread(target=proxy.stderr.read, daemon=True).start()
     try:
         for _ in range(20):  # warm both paths
             await one(up_port, "chunks=1")
@@ -138,14 +202,14 @@ async def main(requests: int, big_calls: int) -> None:
         for rate in (750, 12_000):
             chunks = int(rate * 2)
             before = cpu_s(proxy.pid)
-            _, via = await one(proxy_port, f"chunks={chunks}&rate={rate}")
+            plain, via = await asyncio.to_thread(paired, up_port, proxy_port, chunks, rate)
             spent = cpu_s(proxy.pid) - before
-            _, plain = await one(up_port, f"chunks={chunks}&rate={rate}")
-            print(f"per-chunk delay at {rate:,} chunks/s ({chunks:,} chunks): direct p50 "
-                  f"{statistics.median(plain) * 1e3:.3f} / p99 {pct(plain, 99) * 1e3:.3f} ms, proxied p50 "
-                  f"{statistics.median(via) * 1e3:.3f} / p99 {pct(via, 99) * 1e3:.3f} ms; added p99 "
-                  f"{(pct(via, 99) - pct(plain, 99)) * 1e3:.3f} ms; proxy CPU {spent / chunks * 1e3 * 1e3:.0f} ms "
-                  "per 1,000 chunks")
+            added = [v - d for v, d in zip(via, plain, strict=True)]
+            print(f"per-chunk delay at {rate:,} chunks/s ({chunks:,} chunks, each sent to both paths at once, "
+                  f"kernel arrival stamps): direct p50 {statistics.median(plain) * 1e3:.3f} / p99 "
+                  f"{pct(plain, 99) * 1e3:.3f} ms, proxied p50 {statistics.median(via) * 1e3:.3f} / p99 "
+                  f"{pct(via, 99) * 1e3:.3f} ms; added per chunk p50 {statistics.median(added) * 1e3:.3f} / p99 "
+                  f"{pct(added, 99) * 1e3:.3f} ms; proxy CPU {spent / chunks * 1e3 * 1e3:.0f} ms per 1,000 chunks")
         body = b'{"model":"m","stream":true,"pad":"' + b"x" * (4 * 1024 * 1024) + b'"}'
         started = time.perf_counter()
         for _ in range(big_calls):

@@ -179,11 +179,39 @@ async def render_trace_on(name: str, out: Path) -> Path:
     return target
 
 
+PROXY_SHOTS = {"proxy-live": ((160, 45), 30.0)}
+"""``tokrace proxy --on "Sol ultrafast"`` live, on the demo session: the terminal size, the moment."""
+
+
+async def render_proxy(name: str, out: Path) -> Path:
+    """The live proxy screen at a moment of the made-up session (``providers/proxy/demo.py``)."""
+    from tokrace.providers.config.demo import demo_tiers
+    from tokrace.providers.proxy.demo import demo_session
+    from tokrace.providers.proxy.live import LiveProxy
+    from tokrace.providers.traces.retime import tier_profile
+    from tokrace.tui.app.proxy_app import ProxyApp
+
+    size, at = PROXY_SHOTS[name]
+    live = LiveProxy([tier_profile(next(t for t in demo_tiers() if t.name == "Sol ultrafast"))])
+    for lane, event in demo_session(at):
+        live(lane, event)
+    with tempfile.TemporaryDirectory() as scratch:
+        app = ProxyApp(live, lambda: at, None, "tokrace proxy · http://127.0.0.1:8787", animate=False,
+                       themes=builtin_themes(Path(scratch)))
+        async with app.run_test(size=size) as pilot:
+            for _ in range(2):
+                app.screen_.sample(force=True)
+                await pilot.pause()
+            target = out / f"{name}.svg"
+            target.write_text(keep_spaces(app.export_screenshot(title="tokrace proxy")), encoding="utf-8")
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Render the README's screenshots to SVG.")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "screenshots")
     parser.add_argument("--only", metavar="NAME",
-                        help=f"one of: {', '.join([*(s.name for s in SHOTS), *TRACE_SHOTS])}")
+                        help=f"one of: {', '.join([*(s.name for s in SHOTS), *TRACE_SHOTS, *PROXY_SHOTS])}")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for shot in SHOTS:
@@ -192,6 +220,9 @@ def main() -> None:
     for name in TRACE_SHOTS:
         if args.only is None or name == args.only:
             print(asyncio.run(render_trace_on(name, args.out)))
+    for name in PROXY_SHOTS:
+        if args.only is None or name == args.only:
+            print(asyncio.run(render_proxy(name, args.out)))
 
 
 if __name__ == "__main__":

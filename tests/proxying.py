@@ -8,7 +8,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from tokrace.providers.model.events import Event
 from tokrace.providers.proxy import ProxyServer, Routes, Upstream
+from tokrace.providers.proxy.demo import demo_session
 
 
 class Upstream1:
@@ -112,3 +114,8 @@ def anthropic_sse(stop: str, text: str = "ok") -> bytes:
 def sse_response(body: bytes) -> list[bytes]:
     return [b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
             *chunked(body)]
+
+
+def scripted_session(until: float) -> list[tuple[int, Event]]:
+    """The demo session (:func:`demo_session`) with a key in the agent's text that must never show."""
+    return demo_session(until, "Reading the failing test sk-canary-abcdef123456")

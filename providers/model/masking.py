@@ -183,6 +183,16 @@ class Masker:
         self._clean: set[str] = set()
         """Delta texts found to hold nothing to mask (:meth:`deltas`)."""
 
+    def add(self, values: Sequence[str]) -> None:
+        """Mask these values too from now on (each at least :data:`MIN_SECRET_LEN` long, and its base64 forms):
+        secrets seen only as a session runs, such as the keys a proxied client sends."""
+        found = {v for v in values if len(v) >= MIN_SECRET_LEN} - set(self.secrets)
+        if found:
+            found.update(form for value in list(found) for form in base64_forms(value))
+            self.secrets = sorted(set(self.secrets) | found, key=len, reverse=True)
+            self.active = True
+            self._clean.clear()  # a text found clean before may hold one of them
+
     def text(self, text: str) -> str:
         if self.shapes:
             return redact(text, self.secrets)

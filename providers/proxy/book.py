@@ -10,7 +10,7 @@ from typing import Final
 
 from ..model.events import Event, Extra, Segment, SegmentKind, loop_end
 from .http1 import Head
-from .meter import CallMeter
+from .meter import CallMeter, MeterQueue
 
 Sink = Callable[[int, Event], None]
 """Where each lane's events go (the recorder, the live model): ``(lane, event)``."""
@@ -63,8 +63,15 @@ class Book:
     seen: Callable[[Head], None] | None = None
     """Shown every request's head first (to learn the secrets it carries before anything of it is written)."""
 
-    def observer(self, method: str, peer: tuple[str, int] | None) -> CallMeter:
-        return CallMeter(method, self._zero, self._begin, self._end, self.seen)
+    opened: Callable[[CallMeter], None] | None = None
+    """Told of each agent's call as it opens (its request's copy still on it): what a shadow sends on."""
+    work: MeterQueue = field(default_factory=MeterQueue)
+    """Every call's measuring, in the order the relay handed it on."""
+
+    def observer(self, method: str, peer: tuple[str, int] | None, shadow: str = "") -> CallMeter:
+        meter = CallMeter(method, self._zero, self._begin, self._end, self.seen, self.work)
+        meter.shadow = shadow
+        return meter
 
     def _zero(self) -> float:
         if self.zero is None:
@@ -82,9 +89,11 @@ class Book:
         if lane is None:
             lane = Lane(len(self.lanes), session, facts.model)
             self.lanes.append(lane)
-            self.sink(lane.index, Extra(t=start, source=PROXY_SOURCE, data={
-                "session": session, "session_number": self.sessions[session], "model": facts.model,
-                "agent": facts.agent, "upstream": call.upstream}))
+            opened = {"session": session, "session_number": self.sessions[session], "model": facts.model,
+                      "agent": facts.agent, "upstream": call.upstream}
+            if call.shadow:
+                opened["shadow"] = call.shadow
+            self.sink(lane.index, Extra(t=start, source=PROXY_SOURCE, data=opened))
         elif lane.last_end is not None and start > lane.last_end:
             kind = gap_kind(lane, facts.digest, facts.retry_header)
             self.sink(lane.index, Segment(t=start, seg=kind, start=lane.last_end, end=start, label=_LABELS[kind]))
@@ -98,6 +107,8 @@ class Book:
         def emit(event: Event) -> None:
             self.sink(call_lane.index, event)
 
+        if self.opened is not None and not call.shadow:
+            self.opened(call)
         return emit
 
     def _end(self, call: CallMeter) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -20,6 +22,13 @@ from .routes import Upstream, protocol_of
 
 NOTE_SOURCE: Final[str] = "proxy.note"
 """The ``extra`` event source of what the proxy could not read of a call (a body in a coding it cannot decode)."""
+
+SLICE_S: Final[float] = 50e-6
+"""The longest the measuring runs at once before the loop looks at its sockets again: a chunk that arrives meanwhile
+waits at most this long to be forwarded."""
+
+SLICE_BYTES: Final[int] = 4096
+"""The measuring reads a big piece of an answer in slices this long (each well under ``SLICE_S``)."""
 
 ERROR_BODY_KEPT: Final[int] = 64 * 1024
 """How much of an error answer's body is kept to quote."""
@@ -95,13 +104,45 @@ def _body_session(payload: dict[str, Any]) -> str:
     return key[:120] if isinstance(key, str) else ""
 
 
+class MeterQueue:
+    """What the relay handed on, read in the order it came (every call of a session alike, so a call's end is read
+    before the next call opens), off the relay's path: on the loop's next turn, at most ``SLICE_S`` at a time, then
+    the rest after the loop has looked at its sockets again (a chunk that came meanwhile is forwarded first)."""
+
+    def __init__(self) -> None:
+        self._queue: deque[tuple[CallMeter, str, float, Any]] = deque()
+        self._scheduled = False
+
+    def push(self, meter: CallMeter, kind: str, t: float, *values: Any) -> None:
+        """Queue one thing (or several of a kind, read in slices) and read what is queued, unless that is already
+        under way."""
+        self._queue.extend((meter, kind, t, value) for value in values)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._work)
+
+    def _work(self) -> None:
+        queue = self._queue
+        stop = time.perf_counter() + SLICE_S
+        while queue:
+            meter, kind, t, value = queue.popleft()
+            meter.step(kind, t, value)
+            if queue and time.perf_counter() > stop:
+                # behind the sockets' callbacks: call_soon now would run before those the loop's next look brings
+                loop = asyncio.get_running_loop()
+                loop.call_soon(loop.call_soon, self._work)
+                return
+        self._scheduled = False
+
+
 class CallMeter:
     """Measures one exchange: the relay hands it stamped copies (the :class:`~.relay.Observer` calls), it queues
     them and reads them on the next turn of the loop, after the bytes went on; ``emit`` gets each event."""
 
     def __init__(self, method: str, clock_zero: Callable[[], float],
                  begin: Callable[[CallMeter], Callable[[Event], None] | None],
-                 end: Callable[[CallMeter], None], seen: Callable[[Head], None] | None = None) -> None:
+                 end: Callable[[CallMeter], None], seen: Callable[[Head], None] | None = None,
+                 work: MeterQueue | None = None) -> None:
         self.method = method
         self._seen = seen
         self._zero = clock_zero
@@ -124,8 +165,11 @@ class CallMeter:
         self.ended_at: float | None = None
         self._body: list[bytes] = []
         self._body_size = 0
-        self._queue: list[tuple[str, float, Any]] = []
-        self._scheduled = False
+        self._work = work if work is not None else MeterQueue()
+        self.shadow = ""
+        """``shadow TIER`` when this call is a shadow's copy of an agent's call (its session is named so)."""
+        self.request_copy = b""
+        """The request's decoded body while the call opens (what a shadow sends), else empty."""
         self._decoder: StreamDecoder | None = None
         self._sse = SSEParser()
         self._coded: BodyDecoder | None = None
@@ -161,7 +205,11 @@ class CallMeter:
         self._push("head", t, head)
 
     def response_body(self, t: float, pieces: list[bytes]) -> None:
-        self._push("body", t, pieces)
+        if len(pieces) == 1 and len(pieces[0]) <= SLICE_BYTES:
+            self._push("body", t, pieces)
+        elif self.protocol is not None:  # read a slice at a time: no read of a big piece holds the next chunk back
+            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)  # (a read may bring hundreds of chunks)
+            self._work.push(self, "body", t, *([data[at:at + SLICE_BYTES]] for at in range(0, len(data), SLICE_BYTES)))
 
     def ended(self, t: float, outcome: str, detail: str = "") -> None:
         if self.ended_at is None:
@@ -169,23 +217,17 @@ class CallMeter:
             self._push("end", t, (outcome, detail))
 
     def _push(self, kind: str, t: float, value: Any) -> None:
-        if self.protocol is None:
-            return
-        self._queue.append((kind, t, value))
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._work)
+        if self.protocol is not None:
+            self._work.push(self, kind, t, value)
 
     # -- off the relay's path ------------------------------------------------------------------------------------
 
-    def _work(self) -> None:
-        self._scheduled = False
-        queue, self._queue = self._queue, []
-        for kind, t, value in queue:
-            try:
-                self._step(kind, t, value)
-            except Exception as exc:  # measuring must never break the relay: the call keeps what it had
-                self._problem = self._problem or f"tokrace could not read this call ({type(exc).__name__}: {exc})"
+    def step(self, kind: str, t: float, value: Any) -> None:
+        """Read one thing the relay handed on (:class:`MeterQueue` calls it); never raises."""
+        try:
+            self._step(kind, t, value)
+        except Exception as exc:  # measuring must never break the relay: the call keeps what it had
+            self._problem = self._problem or f"tokrace could not read this call ({type(exc).__name__}: {exc})"
 
     def _t(self, t: float) -> float:
         return t - self._zero()
@@ -224,7 +266,11 @@ class CallMeter:
         self.facts = request_facts(self.head, body, capped)
         if note:
             self.facts.notes.append(note)
+        if self.shadow:
+            self.facts.session = f"{self.facts.session or 'agent ' + (self.facts.agent or 'unknown')} · {self.shadow}"
+        self.request_copy = b"" if capped else body
         self.emit = self._begin(self)
+        self.request_copy = b""
         self._out(Request(t=self._t(self.arrived), turn=self.turn, model=self.facts.model, endpoint=self.path))
         if self.facts.notes:
             self._out(Extra(t=self._t(self.arrived), source=NOTE_SOURCE, data={"notes": list(self.facts.notes)}))

@@ -76,6 +76,7 @@ class _Upstreaming(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
+        self._writable.set()  # a request body waiting to be written on goes no further: nothing waits for ever
         if self.exchange is not None:
             self.exchange.upstream_closed(time.perf_counter())
 
@@ -139,25 +140,41 @@ class _Exchange:
                 headers.append(("connection", "close"))
                 self.close_client = True
             self.client.write(encode_head(("HTTP/1.1", head.first[1], head.first[2]), headers))
-            if self.observer is not None:
-                self.observer.response_head(t, head)
             data = rest
-            if end.done:
-                self._finish(t, head.keep_alive)
+            if end.done or not data:
+                if self.observer is not None:
+                    self.observer.response_head(t, head)
+                if end.done:
+                    self._finish(t, head.keep_alive)
                 return
-            if not data:
-                return
+            self._body(data, t, head)  # the body's first bytes go on before the head is read
+            return
+        self._body(data, t, None)
+
+    def _body(self, data: bytes, t: float, new_head: Head | None) -> None:
+        """Forward a read of the body, then hand it (after ``new_head``, read with it) to the observer."""
         body = self.end
         assert body is not None
+        if body.chunked:  # forwarded first: finding the chunks' ends is Python work, done after the write
+            self.client.write(data)
         try:
             used, pieces = body.feed(data)
         except HeadError as exc:
-            self.client.write(data)
+            if not body.chunked:
+                self.client.write(data)
+            if self.observer is not None and new_head is not None:
+                self.observer.response_head(t, new_head)
             self._fail(f"the upstream sent {exc}")
             return
-        self.client.write(data if used == len(data) else data[:used])  # forwarded before anything else
-        if self.observer is not None and pieces:
-            self.observer.response_body(t, pieces)
+        if not body.chunked:  # (a length's end is one subtraction away: nothing past it goes on)
+            self.client.write(data if used == len(data) else data[:used])
+        elif used != len(data):  # bytes after the answer's end, already gone on: this connection ends with it
+            self.close_client = True
+        if self.observer is not None:
+            if new_head is not None:
+                self.observer.response_head(t, new_head)
+            if pieces:
+                self.observer.response_body(t, pieces)
         if body.done:
             assert self.head is not None
             self._finish(t, self.head.keep_alive and used == len(data))
@@ -194,6 +211,19 @@ class _Exchange:
         if self.observer is not None:
             self.observer.ended(time.perf_counter(), "upstream", why)
         self.finished.set_result(why)
+
+
+class _Nowhere:
+    """Where a shadow's answer goes once measured: nowhere (no client waits for it)."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
 
 
 class _ClientProtocol(ArrivalProtocol):
@@ -414,9 +444,9 @@ class ProxyServer:
         await writer.drain()
         return keep and not exchange.close_client
 
-    async def _await_answer(self, exchange: _Exchange, proto: _ClientProtocol) -> str:
+    async def _await_answer(self, exchange: _Exchange, proto: _ClientProtocol | None) -> str:
         """The exchange's outcome: ``done``, ``cancelled`` (the client left), or why the upstream failed."""
-        lost = proto.lost
+        lost: asyncio.Future[None] = proto.lost if proto is not None else asyncio.get_running_loop().create_future()
         while True:
             waiting: set[asyncio.Future[object]] = {exchange.finished, lost}  # type: ignore[arg-type]
             idle = time.perf_counter() - exchange.last_byte
@@ -428,6 +458,42 @@ class ProxyServer:
                 return "cancelled"
             if time.perf_counter() - exchange.last_byte >= self.read_timeout:  # silent that long: not between bytes
                 exchange._fail(f"the upstream sent nothing for {self.read_timeout:g} s")
+
+    async def send(self, upstream: Upstream, head: Head, body: bytes, observer: Observer) -> str:
+        """Send a request of the proxy's own (a shadow's copy of a call) to ``upstream`` and read its answer
+        through the same stamped path as a relayed one, the answer's bytes going nowhere; its outcome."""
+        observer.request(head, time.perf_counter(), upstream)
+        observer.request_body(body)
+        try:
+            conn, fresh, connected = await self._connect(upstream)
+        except OSError as exc:
+            why = f"cannot reach the upstream {upstream.public()} ({exc.strerror or exc})"
+            observer.ended(time.perf_counter(), "upstream", why)
+            return why
+        assert conn.transport is not None
+        exchange = _Exchange(_Nowhere(), head.first[0], observer)  # type: ignore[arg-type]
+        exchange.upstream = conn
+        conn.exchange = exchange
+        conn.transport.write(encode_head((head.first[0], upstream.target(head.first[1]), "HTTP/1.1"),
+                                         [("Host", upstream.authority), *head.headers, *upstream.auth]) + body)
+        exchange.last_byte = time.perf_counter()
+        sock = conn.sock
+        went = sock.sent_time(sock.sent) if sock is not None else None
+        observer.sent(went if went is not None else time.perf_counter(), fresh, connected)
+        try:
+            outcome = await self._await_answer(exchange, None)
+        except asyncio.CancelledError:
+            conn.transport.abort()
+            observer.ended(time.perf_counter(), "cancelled", "the proxy stopped before the answer ended")
+            raise
+        conn.exchange = None
+        if outcome == "done" and exchange.reusable and not conn.transport.is_closing():
+            idle = self._idle.setdefault(upstream, [])
+            if len(idle) < IDLE_KEPT:
+                idle.append(conn)
+                return outcome
+        conn.transport.abort() if outcome != "done" else conn.transport.close()
+        return outcome
 
     async def _relay_body(self, reader: asyncio.StreamReader, conn: _Upstreaming, end: BodyEnd,
                           observer: Observer | None) -> None:

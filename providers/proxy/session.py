@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Final
 
 from ..model.events import Event
+from ..model.masking import Masker
 from ..recording.format import RecordingError
 from ..recording.writer import Recorder
 from .book import SESSION_LOOP, Book
 from .http1 import Head
+from .meter import CallMeter
 from .relay import ProxyServer
 from .routes import Routes
+from .shadow import Shadow
 
 SECRET_HEADERS: Final[frozenset[str]] = frozenset({"authorization", "x-api-key", "api-key", "cookie",
                                                    "proxy-authorization", "x-goog-api-key"})
@@ -48,25 +51,59 @@ class ProxySession:
     ``None``) and hands each event to ``listeners``."""
 
     def __init__(self, routes: Routes, record: Path | None, *, listeners: list[Callable[[int, Event], None]]
-                 | None = None) -> None:
+                 | None = None, shadow: Shadow | None = None) -> None:
         self.routes = routes
         self.listeners = list(listeners or [])
         self.recorder: Recorder | None = None
         self._flusher: asyncio.Future[None] | None = None
+        self._closed = False
         if record is not None:
             upstreams = sorted({routes.anthropic.public(), routes.openai.public()})
             self.recorder = Recorder(record, "", [], scenario=SESSION_LOOP,
                                      extra={"source": "tokrace proxy", "upstreams": upstreams}, buffered=True)
-        recorder = self.recorder
-        self.book = Book(self._emit, seen=None if recorder is None else
-                         lambda head: recorder.also_mask(header_secrets(head)))
+        self.masker = Masker()
+        """Masks what the listeners (the live screen) are handed: the clients' keys, and every key's shape."""
+        self.book = Book(self._emit, seen=self._seen)
         self.server = ProxyServer(routes, self.book.observer)
+        self.shadow = shadow
+        self.notes: list[str] = []
+        """What the proxy could not do, each said once (a call a shadow could not copy)."""
+        self._shadows: set[asyncio.Task[str]] = set()
+        if shadow is not None:
+            self.book.opened = self._shadow
+            keys = [value for _, value in shadow.upstream.auth]
+            self.masker.add([*keys, *(k.split(" ", 1)[-1] for k in keys)])
+            if self.recorder is not None:
+                self.recorder.also_mask([*keys, *(k.split(" ", 1)[-1] for k in keys)])
+
+    def _shadow(self, call: CallMeter) -> None:
+        """Send the call's copy to the shadow tier, on a lane of its own."""
+        assert self.shadow is not None and call.head is not None
+        made = self.shadow.copy(call.path, call.protocol, call.head, call.request_copy)
+        if isinstance(made, str):
+            if made not in self.notes:
+                self.notes.append(made)
+            return
+        head, body = made
+        meter = self.book.observer("POST", None, shadow=self.shadow.label)
+        task = asyncio.ensure_future(self.server.send(self.shadow.upstream, head, body, meter))
+        self._shadows.add(task)
+        task.add_done_callback(self._shadows.discard)
+
+    def _seen(self, head: Head) -> None:
+        secrets = header_secrets(head)
+        if secrets:
+            if self.recorder is not None:
+                self.recorder.also_mask(secrets)
+            self.masker.add(secrets)
 
     def _emit(self, lane: int, event: Event) -> None:
         if self.recorder is not None:
             self.recorder(lane, event)
-        for listener in self.listeners:
-            listener(lane, event)
+        if self.listeners:
+            event = self.masker(event)
+            for listener in self.listeners:
+                listener(lane, event)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.book.zero = time.perf_counter()
@@ -81,7 +118,18 @@ class ProxySession:
             with contextlib.suppress(RecordingError):  # (kept in the recorder's problem)
                 self.recorder.flush()
 
+    def now(self) -> float:
+        """The session's clock: seconds since the proxy started listening."""
+        return time.perf_counter() - (self.book.zero if self.book.zero is not None else time.perf_counter())
+
     async def close(self) -> None:
+        """Stop listening, end every lane and write the recording to its last line (once; again does nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in list(self._shadows):
+            task.cancel()
+        await asyncio.gather(*self._shadows, return_exceptions=True)
         await self.server.close()
         self.book.close()
         if self._flusher is not None:

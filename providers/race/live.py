@@ -340,6 +340,12 @@ class LiveLane:
         if self.end_t is None:
             self.end_t = t
 
+    def hold(self, state: LaneState) -> None:
+        """Show ``state`` until the next event: what a proxied agent does between its calls (its person, or
+        nothing), known for sure only when its next call comes."""
+        self._set_state(state)
+        self.version += 1
+
     def finish(self) -> None:
         """The race is over: nothing more will come."""
         if not self.finished:

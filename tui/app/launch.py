@@ -5,7 +5,7 @@ line reaches these through :class:`AppScreen` only when there is a screen (a ter
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from tokrace.providers.model.errors import TokraceError
@@ -16,6 +16,7 @@ from ..cli.screen import ThemeListing
 
 if TYPE_CHECKING:
     from tokrace.providers.loop.scenario import Scenario
+    from tokrace.providers.proxy.live import LiveProxy
     from tokrace.providers.recording import Recording
     from tokrace.providers.runs.record_paths import RecordPlan
     from tokrace.providers.voice.lens import VoiceSettings
@@ -107,6 +108,16 @@ class AppScreen:
     def run_replay(self, recording: Recording, tiers: Sequence[TierSpec], speed: float = 1.0,
                    idle_cap: float | None = None, run: int | None = None, **options: Any) -> int:
         return run_replay(recording, tiers, speed, idle_cap, run, **options)
+
+    async def watch_proxy(self, live: LiveProxy, now: Callable[[], float], heading: str, hint: str,
+                          follow: Callable[[Callable[[str], None]], Awaitable[int]], *,
+                          theme: str | None = None) -> int:
+        from .proxy_app import ProxyApp
+        from .theming import AppThemes
+
+        app = ProxyApp(live, now, follow, heading, hint, themes=AppThemes(requested=theme))
+        await app.run_async()
+        return app.return_code or 0
 
     async def export_svg(self, recording: Recording, *, run: int | None, at: float | None,
                          size: tuple[int, int] | None, theme: str | None) -> str:

@@ -32,7 +32,7 @@ def cmd_serve(args: argparse.Namespace, screen: Screen) -> int:
 def cmd_proxy(args: argparse.Namespace, screen: Screen) -> int:
     from .proxy import cmd_proxy as proxy
 
-    return proxy(args)
+    return proxy(args, screen)
 
 
 def cmd_export(args: argparse.Namespace, screen: Screen) -> int:

@@ -17,10 +17,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokrace.providers.model.errors import ConfigError, TokraceError
+from tokrace.providers.model.masking import redact
+from tokrace.providers.model.tiers import TierSpec
 from tokrace.providers.proxy import Routes, Upstream
 from tokrace.providers.proxy.book import CallRecord
+from tokrace.providers.proxy.live import LiveProxy
 from tokrace.providers.proxy.session import ProxySession
+from tokrace.providers.proxy.shadow import Shadow
+from tokrace.providers.traces.retime import TierProfile
 
+from .screen import Screen
 from .signals import install
 
 DEFAULT_PORT: Final[int] = 8787
@@ -52,6 +58,13 @@ def add_proxy_parser(sub: Any) -> None:
                      "printed)")
     p.add_argument("--on", metavar="TIER,TIER", help="at the end, re-time the session on these tiers (config or "
                    "demo tiers) and print the verdict, as `tokrace traces --on` does")
+    p.add_argument("--headless", action="store_true", help="no live screen: print a line per call and, at the end, "
+                   "the session's table and verdict (the default when stdout is not a terminal, or with -- COMMAND, "
+                   "whose agent has the terminal). Ctrl-C ends it; the exit code is the agent's, else 0")
+    p.add_argument("--shadow", metavar="TIER", help="also send each model call to this configured tier (its "
+                   "base_url and key, its model in place of the agent's) and race its answers beside the agent's on "
+                   "lanes of their own, recorded; the agent only ever sees its own answers. It costs money: every "
+                   "call is paid twice")
     p.add_argument("--config", type=Path, metavar="FILE", help="config file with the tiers (default: "
                    "./tokrace.toml, then the user config dir; the built-in demo tiers when there is none)")
     p.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
@@ -69,24 +82,51 @@ def routes_for(upstream: str | None, config_path: Path | None) -> Routes:
         return Routes.single(defaults.openai)
     if "://" in upstream:
         return Routes.single(Upstream.parse(upstream))
+    return Routes.single(tier_upstream(upstream, config_path, "--upstream"))
+
+
+def configured_tier(name: str, config_path: Path | None, option: str) -> TierSpec:
+    """A configured (or demo) tier by name, or a one-line error naming the tiers there are."""
     from tokrace.providers.config.load import load_config
-    from tokrace.providers.model.presets import DEFAULT_KEY_ENV
 
     config = load_config(config_path)
-    tier = next((t for t in config.tiers if t.name == upstream), None)
+    tier = next((t for t in config.tiers if t.name == name), None)
     if tier is None:
         names = ", ".join(t.name for t in config.tiers)
-        raise ConfigError(f"--upstream {upstream!r}: not anthropic, openai, a URL or a configured tier ({names})")
+        what = "not anthropic, openai, a URL or" if option == "--upstream" else "not"
+        raise ConfigError(f"{option} {name!r}: {what} a configured tier ({names})")
+    return tier
+
+
+def tier_upstream(name: str, config_path: Path | None, option: str) -> Upstream:
+    """A configured tier as an upstream: its base_url, and its key in place of the client's."""
+    from tokrace.providers.model.presets import DEFAULT_KEY_ENV
+
+    tier = configured_tier(name, config_path, option)
     if not tier.base_url and tier.provider not in ("anthropic", "openai", "openai-responses"):
-        raise ConfigError(f"--upstream {upstream!r}: the tier has no base_url to forward to")
+        raise ConfigError(f"{option} {name!r}: the tier has no base_url to forward to")
+    defaults = Routes.default()
     base = tier.base_url or (defaults.anthropic.public() if tier.provider == "anthropic" else
                              defaults.openai.public())
     env = tier.api_key_env or DEFAULT_KEY_ENV.get(tier.provider)
     key = os.environ.get(env, "") if env else ""
     if env and not key:
-        raise ConfigError(f"--upstream {upstream!r}: its key variable {env} is not set")
+        raise ConfigError(f"{option} {name!r}: its key variable {env} is not set")
     auth = (("x-api-key", key),) if tier.provider == "anthropic" else (("Authorization", f"Bearer {key}"),)
-    return Routes.single(Upstream.parse(base, tier.name, auth if key else ()))
+    return Upstream.parse(base, tier.name, auth if key else ())
+
+
+def shadow_for(name: str | None, config_path: Path | None) -> Shadow | None:
+    """``--shadow TIER``: where each call's copy goes, and which calls it can take."""
+    if name is None:
+        return None
+    from tokrace.providers.proxy.shadow import PROTOCOLS
+
+    tier = configured_tier(name, config_path, "--shadow")
+    if tier.provider not in PROTOCOLS:
+        raise ConfigError(f"--shadow {name!r}: a {tier.provider} tier cannot take an agent's calls (it needs "
+                          "provider anthropic, openai or openai-responses)")
+    return Shadow(tier.name, tier_upstream(name, config_path, "--shadow"), PROTOCOLS[tier.provider], tier.model)
 
 
 def is_loopback(host: str) -> bool:
@@ -128,28 +168,51 @@ def agent_command(command: list[str], url: str) -> list[str]:
 
 def call_line(call: CallRecord, number: int) -> str:
     ttft = f"first byte {(call.first_byte - call.start) * 1000:.0f} ms, " if call.first_byte is not None else ""
-    return (f"session {number} lane {call.lane} {call.model or '?'}: {call.status or '-'} {call.finish or ''} "
+    who = f"session {number}"
+    if " · shadow " in call.session:  # a shadow's copy: named for its tier
+        who = call.session.rsplit(" · ", 1)[1]
+    return (f"{who} lane {call.lane} {call.model or '?'}: {call.status or '-'} {call.finish or ''} "
             f"({ttft}{call.end - call.start:.2f} s)")
+
+
+async def start(session: ProxySession, host: str, port: int) -> None:
+    """Listen, or say in one line why not."""
+    try:
+        await session.start(host, port)
+    except OSError as exc:
+        raise TokraceError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port") from None
+
+
+class CallLines:
+    """Says a line for each call as it ends (once)."""
+
+    def __init__(self, session: ProxySession, say: Callable[[str], None]) -> None:
+        self.book = session.book
+        self.say = say
+        self.shown = 0
+
+    def __call__(self) -> None:
+        book = self.book
+        for call in book.calls[self.shown:]:
+            self.say(call_line(call, book.sessions.get(call.session, 0)))
+        self.shown = len(book.calls)
+
+
+async def follow(session: ProxySession, say: Callable[[str], None]) -> int:
+    """The live screen's companion: a line per call as it ends, until the screen stops the proxy."""
+    lines = CallLines(session, say)
+    while True:
+        await asyncio.sleep(0.2)
+        lines()
 
 
 async def run_proxy(session: ProxySession, host: str, port: int, command: list[str],
                     say: Callable[[str], None]) -> int:
     """Listen; run the agent (if any) until it ends, else until Ctrl-C (or SIGTERM, SIGHUP: the agent is then
     stopped too); the agent's exit code (0 without one)."""
-    try:
-        await session.start(host, port)
-    except OSError as exc:
-        raise TokraceError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port") from None
+    await start(session, host, port)
     url = session.server.url
-    book = session.book
-    shown = 0
-
-    def show_calls() -> None:
-        nonlocal shown
-        for call in book.calls[shown:]:
-            say(call_line(call, book.sessions.get(call.session, 0)))
-        shown = len(book.calls)
-
+    show_calls = CallLines(session, say)
     stopped = asyncio.Event()
     remove = install(lambda code: stopped.set())
     try:
@@ -162,7 +225,7 @@ async def run_proxy(session: ProxySession, host: str, port: int, command: list[s
                 show_calls()
             say("tokrace proxy: stopped")
             return 0
-        say(f"tokrace proxy: {url} — starting {shlex.join(command)}")
+        say(f"tokrace proxy: {url} — starting {redact(shlex.join(command), ())}")  # (a key may be an argument)
         try:
             process = await asyncio.create_subprocess_exec(*agent_command(command, url), env=agent_env(url))
         except OSError as exc:
@@ -185,7 +248,26 @@ async def run_proxy(session: ProxySession, host: str, port: int, command: list[s
         await session.close()
 
 
-def cmd_proxy(args: argparse.Namespace) -> int:
+async def run_live(session: ProxySession, live: LiveProxy, host: str, port: int, screen: Screen,
+                   theme: str | None) -> int:
+    """Listen, and show the session live until the person quits; the screen's exit code."""
+    await start(session, host, port)
+    url = session.server.url
+    try:
+        hint = "\n".join(setup_lines(url)[1:])  # (the heading says where it listens)
+        return await screen.watch_proxy(live, session.now, f"tokrace proxy · {url}", hint,
+                                        lambda say: follow(session, say), theme=theme)
+    finally:
+        await asyncio.sleep(0.05)  # the last call's measuring
+        await session.close()
+
+
+def live_screen(args: argparse.Namespace, command: list[str], screen: Screen | None) -> bool:
+    """Whether the live screen shows: stdout is a terminal, no --headless, no agent command (it has the terminal)."""
+    return screen is not None and not args.headless and not command and sys.stdout.isatty()
+
+
+def cmd_proxy(args: argparse.Namespace, screen: Screen | None = None) -> int:
     """Relay and record until the agent ends (or Ctrl-C), then print the session's report."""
     command = list(args.agent)
     if command[:1] == ["--"]:
@@ -193,10 +275,14 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise TokraceError(f"--port {args.port}: expected 0 to 65535")
     routes = routes_for(args.upstream, args.config)
+    shadow = shadow_for(args.shadow, args.config)
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    if shadow is not None:
+        say(f"tokrace proxy: --shadow {shadow.name}: every model call is sent a second time, to {shadow.name} "
+            f"({shadow.upstream.public()}, model {shadow.model or 'as asked'}): it costs money on that account")
     if not is_loopback(args.host):
         say(f"tokrace proxy: warning: listening on {args.host}, not loopback: anyone who can reach it can send "
             "requests through it (with their own keys)")
@@ -208,12 +294,22 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         from tokrace.providers.recording.paths import default_path
 
         path = args.record or default_path("proxy")
-    session = ProxySession(routes, path)
     code = 0
+    profiles = on_profiles(args.on, args.config)
+    if live_screen(args, command, screen):
+        assert screen is not None
+        live = LiveProxy(profiles)
+        session = ProxySession(routes, path, listeners=[live], shadow=shadow)
+        run = run_live(session, live, args.host, args.port, screen, getattr(args, "theme", None))
+    else:
+        session = ProxySession(routes, path, shadow=shadow)
+        run = run_proxy(session, args.host, args.port, command, say)
     try:
-        code = asyncio.run(run_proxy(session, args.host, args.port, command, say))
+        code = asyncio.run(run)
         if session.problem:
             say(f"tokrace proxy: {session.problem}")
+        for note in session.notes:
+            say(f"tokrace proxy: {note}")
         if not session.book.calls:
             say("tokrace proxy: no model call went through the proxy")
             return code
@@ -229,9 +325,21 @@ def cmd_proxy(args: argparse.Namespace) -> int:
             scratch.cleanup()
 
 
+def on_profiles(on: str | None, config: Path | None) -> list[TierProfile]:
+    """The ``--on`` tiers' speed profiles (checked before the proxy listens)."""
+    if not on:
+        return []
+    from tokrace.providers.config.load import load_config
+
+    from .traces_compare import profiles_for
+
+    return profiles_for(load_config(config), on)
+
+
 def report_args(path: Path, on: str | None, config: Path | None) -> argparse.Namespace:
     """``tokrace traces PATH [--on TIERS]``'s arguments, for the closing report."""
     from tokrace.providers.traces.analysis import IDLE_CAP_S
 
     return argparse.Namespace(paths=[path], json_target=None, idle_cap=IDLE_CAP_S, trace_format=None,
-                              original_price=None, on=on, markdown=None, csv_target=None, config=config, seed=None)
+                              original_price=None, on=on, markdown=None, csv_target=None,
+                              config=config if on else None, seed=None)

@@ -6,7 +6,7 @@ loading it, and the app stays behind this one seam.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from tokrace.providers.loop.scenario import Scenario
     from tokrace.providers.model.messages import TurnRequest
     from tokrace.providers.model.tiers import TierSpec
+    from tokrace.providers.proxy.live import LiveProxy
     from tokrace.providers.recording import Recording
     from tokrace.providers.runs.record_paths import RecordPlan
     from tokrace.providers.voice.lens import VoiceSettings
@@ -54,6 +55,12 @@ class Screen(Protocol):
                    voice: VoiceSettings | None = None, speaker: Speaker | None = None, caption: str | None = None,
                    podium: bool = True, present: bool = False) -> int:
         """Replay a recording on screen under the user's controls; the exit code."""
+
+    async def watch_proxy(self, live: LiveProxy, now: Callable[[], float], heading: str, hint: str,
+                          follow: Callable[[Callable[[str], None]], Awaitable[int]], *,
+                          theme: str | None = None) -> int:
+        """Show a proxied session live (on the running loop, where the proxy listens) until the person quits; the
+        exit code. ``follow`` runs beside it, handed where to say a line."""
 
     async def export_svg(self, recording: Recording, *, run: int | None, at: float | None,
                          size: tuple[int, int] | None, theme: str | None) -> str:

@@ -145,3 +145,18 @@ async def test_a_body_in_a_coding_tokrace_cannot_read_is_relayed_and_timed_with_
     assert [e.kind for e in events if e.kind in ("done", "error")] == ["done"]
     notes = [e.data["notes"] for e in events if e.kind == "extra" and e.source == "proxy.note"]
     assert notes == [["the answer was a body in the 'x-made-up' coding"]]
+
+
+async def test_a_br_stream_and_a_zstd_request_are_measured_from_their_decoded_copies(tmp_path: Path) -> None:
+    import brotli
+    import zstandard
+
+    packed = brotli.compress(anthropic_sse("end_turn", text="squeezed"))
+    answers = [[b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: br\r\n"
+                b"transfer-encoding: chunked\r\n\r\n", *chunked(packed[:9], packed[9:])]]
+    body = zstandard.ZstdCompressor().compress(b'{"model":"zstd-model","stream":true}')
+    path = await run_calls(tmp_path, answers, [body], {"content-encoding": "zstd"})
+    events = read_recording(path).events[(0, 0)]
+    assert [e.text for e in events if e.kind == "delta"] == ["squeezed"]
+    assert [e.model for e in events if isinstance(e, Request)] == ["zstd-model"]
+    assert [(e.input, e.output) for e in events if e.kind == "usage"][-1] == (7, 3)

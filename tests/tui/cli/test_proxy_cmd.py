@@ -37,7 +37,7 @@ def test_the_agent_runs_through_the_proxy_and_the_session_report_follows(
     assert "Sol ultrafast would have" in out
     rec = read_recording(path)
     assert sum(e.kind == "request" for e in rec.events[(0, 0)]) == 2
-    assert "canary" not in path.read_text()
+    assert "canary" not in path.read_text() + out + err
 
 
 def test_no_record_leaves_no_file_and_still_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -94,3 +94,69 @@ def test_an_upstream_tier_sends_its_own_key_in_place_of_the_clients(tmp_path: Pa
     monkeypatch.setenv("TOKRACE_PROXY_TEST_KEY", "sk-ant-tier-key-0123456789")
     upstream = routes_for("mine", config).anthropic
     assert upstream.public() == "http://127.0.0.1:9" and upstream.auth == (("x-api-key", "sk-ant-tier-key-0123456789"),)
+
+
+def test_the_live_screen_shows_only_on_a_terminal_without_headless_or_an_agent_command(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from argparse import Namespace
+
+    from tokrace.tui.cli.proxy import live_screen
+
+    screen = object()
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert live_screen(Namespace(headless=False), [], screen)  # type: ignore[arg-type]
+    assert not live_screen(Namespace(headless=True), [], screen)  # type: ignore[arg-type]
+    assert not live_screen(Namespace(headless=False), ["claude"], screen)  # type: ignore[arg-type]  (its terminal)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    assert not live_screen(Namespace(headless=False), [], screen)  # type: ignore[arg-type]
+
+
+class WatchingScreen:
+    """The screen seam as the live proxy uses it: sends one call through the proxy, then quits as q does."""
+
+    def __init__(self, upstream_url: str) -> None:
+        self.seen: list[str] = []
+        self.said: list[str] = []
+        self.upstream_url = upstream_url
+
+    async def watch_proxy(self, live: object, now: object, heading: str, hint: str, follow: object, *,
+                          theme: str | None = None) -> int:
+        import asyncio
+
+        import httpx
+
+        from tokrace.providers.proxy.live import LiveProxy
+
+        assert isinstance(live, LiveProxy)
+        url = heading.rsplit(" ", 1)[1]
+        body = {"model": "m", "stream": True, "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}
+        async with httpx.AsyncClient(timeout=10) as client:
+            await client.post(url + "/v1/messages", json=body, headers={"x-api-key": "sk-ant-canary-0123456789"})
+        task = asyncio.ensure_future(follow(self.said.append))  # type: ignore[operator]
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if self.said and live.verdicts(now()):  # type: ignore[operator]
+                break
+        task.cancel()
+        self.seen = [lane.answer_text() for lane in live.lanes]
+        self.verdicts = [v.sentence() for v in live.verdicts(now())]  # type: ignore[operator]
+        return 0
+
+
+def test_on_a_terminal_the_proxy_runs_under_the_live_screen_and_reports_when_it_closes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokrace.tui.cli.parser import build_parser
+    from tokrace.tui.cli.proxy import cmd_proxy
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    path = tmp_path / "live.jsonl"
+    with serve_in_thread(fast_source()) as server:
+        screen = WatchingScreen(server.url)
+        args = build_parser().parse_args(["proxy", "--port", "0", "--upstream", server.url, "--record", str(path),
+                                          "--on", "Sol ultrafast"])
+        code = cmd_proxy(args, screen)  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert code == 0 and screen.said and screen.said[0].startswith("session 1 lane 0 m: 200")
+    assert screen.seen and screen.verdicts[0].startswith("on Sol ultrafast this session would be at ")
+    assert "Sol ultrafast would have" in out and "recorded 1 call(s)" in err
+    assert "canary" not in out + err + path.read_text()
