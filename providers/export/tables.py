@@ -14,6 +14,7 @@ from ..metrics.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, WhatIf, bott
 from ..metrics.turn import TurnMetrics, percentile
 from ..model.events import SEGMENT_KINDS
 from ..model.printable import one_line
+from ..model.tiers import reference_name
 from ..model.units import duration, percent
 from ..race.live import SOURCE_MARK
 from ..race.summary import RaceSummary
@@ -115,7 +116,7 @@ def lane_bottlenecks(result: SessionResult, factor: float = WHAT_IF_FACTOR) -> l
         loop = representative(runs)
         if loop is not None:
             lanes.append((tier.name, loop))
-    return bottlenecks(lanes, factor)
+    return bottlenecks(lanes, factor, reference_name(result.tiers))
 
 
 def what_if_cell(what_if: WhatIf) -> str:
@@ -138,7 +139,7 @@ def bottleneck_table(result: SessionResult, factor: float, scenario: str, runs: 
     compare = len(rows) > 1
     columns = [Column("tier"), Column("loop", True), *(Column(name, True) for name in present),
                *(Column(name, True) for name in ("Amdahl", f"{factor:g}× faster model",
-                                                  *(["speed-up e2e | tok/s"] if compare else [])))]
+                                                  *([speedup_header(result)] if compare else [])))]
     table = Table(title, columns, caption=BOTTLENECK_CAPTION)
     for b in rows:
         parts = {name: (s, share) for name, s, share in b.parts}
@@ -148,6 +149,12 @@ def bottleneck_table(result: SessionResult, factor: float, scenario: str, runs: 
         table.rows.append(Row([b.name, f"{b.e2e_s:.1f} s", *cells, speedup(b.amdahl_max_speedup), what, *speedups],
                               dim=not b.ok))
     return table
+
+
+def speedup_header(result: SessionResult) -> str:
+    """The speed-ups' column header, naming the reference lane they are against when the race has one."""
+    reference = reference_name(result.tiers)
+    return f"vs {reference}: e2e | tok/s" if reference is not None else "speed-up e2e | tok/s"
 
 
 def finishes(e2e_speedup: float) -> str:
@@ -163,7 +170,7 @@ def finishes(e2e_speedup: float) -> str:
 def speedup_line(result: SessionResult, factor: float) -> str | None:
     """One sentence on the gap: the fastest lane's token speed-up against its end-to-end speed-up."""
     rows = [b for b in lane_bottlenecks(result, factor) if b.token_speedup is not None and b.e2e_speedup]
-    base = min(rows, key=lambda b: b.token_speedup or 0.0, default=None)
+    base = next((b for b in rows if b.name == b.against), None)  # the lane the speed-ups are against
     best = max(rows, key=lambda b: b.token_speedup or 0.0, default=None)
     if base is None or best is None or best is base:
         return None

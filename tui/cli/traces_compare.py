@@ -233,7 +233,8 @@ def write_race(trace: Trace, cmp: Comparison, original_price: Price | None, path
     from tokrace.providers.traces.to_events import trace_events
 
     models = ", ".join(cmp.rows[0].original.models)
-    lanes = [(TierSpec(name=ORIGINAL_LANE, provider="replay", model=models, price=original_price), trace)]
+    lanes = [(TierSpec(name=ORIGINAL_LANE, provider="replay", model=models, price=original_price,
+                       options={"reference": True}), trace)]
     for profile in cmp.profiles:
         lanes.append((TierSpec(name=profile.name, provider="replay", model=profile.model or models,
                                price=profile.price), retime_on(trace, profile)))

@@ -115,3 +115,32 @@ def test_the_race_mid_way_narrow(snap_compare: Callable[..., bool], tmp_path: Pa
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_the_finish_line_b_and_summary_compare_with_the_original(tmp_path: Path) -> None:
+    """The verdict is about the trace as recorded: the finish line, `b` and the summary line measure every
+    speed-up against the original lane, not against whichever re-timed tier streams slowest."""
+    from tokrace.tui.app.screens.podium import PodiumScreen, finish
+
+    app, base, cmp = race_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await app.runner.wait_started()
+        await base.advance_to(200.0)
+        app.screen.sample(force=True)
+        await pilot.pause()
+        row = cmp.rows[0]
+        verdict_x = row.original.e2e_s / row.on["Sol ultrafast"].e2e_s
+        result = finish(app.runner.race.lanes, loop=True)
+        assert (result.winner, result.against, result.reference) == ("Sol ultrafast", "original", True)
+        assert result.e2e_x == pytest.approx(verdict_x, abs=1e-3)
+        summary = text_of(app.screen.query_one("#summary", Static))
+        assert "against original:" in summary
+        await pilot.press("b")
+        view = app.screen.query_one(BottleneckView)
+        ultra = view.rows[2]
+        assert ultra.against == "original" and ultra.e2e_speedup == pytest.approx(verdict_x, abs=1e-3)
+        assert "speed-ups against original, the trace as recorded" in text_of(view.body)
+        app.push_screen(PodiumScreen(result))
+        await pilot.pause()
+        note = text_of(app.screen.query_one("#podium-note", Static))
+        assert "Sol ultrafast against original, the trace as recorded" in note

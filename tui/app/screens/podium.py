@@ -42,7 +42,8 @@ class Place:
 
 @dataclass(slots=True)
 class Finish:
-    """What the podium shows: the places, and the winner's speed-up against the slowest finisher."""
+    """What the podium shows: the places, and the winner's speed-up against the slowest finisher (or the race's
+    reference lane)."""
 
     places: list[Place] = field(default_factory=list)
     winner: str | None = None
@@ -51,6 +52,8 @@ class Finish:
     """The slowest finisher's e2e ÷ the winner's."""
     tokens_x: float | None = None
     """The winner's decode tok/s ÷ the slowest finisher's."""
+    reference: bool = False
+    """``against`` is the race's reference lane (a trace as recorded), not the slowest."""
     loop: bool = False
 
 
@@ -68,10 +71,13 @@ def finish(lanes: Sequence[LaneRun], loop: bool = False) -> Finish:
     out = Finish(places=places, loop=loop)
     if not done:
         return out
-    first, last = metrics[done[0][1]], metrics[done[-1][1]]
+    # Against the race's reference lane (a trace as recorded) when it finished behind the winner, else the slowest.
+    against = next((index for _, index in done[1:] if lanes[index].tier.reference), done[-1][1])
+    first, last = metrics[done[0][1]], metrics[against]
     out.winner = lanes[done[0][1]].tier.name
+    out.reference = lanes[against].tier.reference
     if len(done) > 1:
-        out.against = lanes[done[-1][1]].tier.name
+        out.against = lanes[against].tier.name
         if first.e2e_s and last.e2e_s:
             out.e2e_x = last.e2e_s / first.e2e_s
         if first.decode_tok_s and last.decode_tok_s:
@@ -153,7 +159,8 @@ class PodiumScreen(ModalScreen[None]):
         f = self.result
         lines = []
         if f.against is not None:
-            lines.append(f"{f.winner} against {f.against}, the slowest to finish")
+            why = "the trace as recorded" if f.reference else "the slowest to finish"
+            lines.append(f"{f.winner} against {f.against}, {why}")
             lines.append("measured as tokrace bench measures · any key continues")
         else:
             lines.append("any key continues")

@@ -24,7 +24,7 @@ from tokrace.providers.export.tables import what_if_cell
 from tokrace.providers.metrics.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, bottlenecks, loop_metrics
 from tokrace.providers.model.events import SEGMENT_KINDS, Error, Event, is_loop_end
 from tokrace.providers.model.kinds import THIN_KINDS
-from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.model.tiers import TierSpec, reference_name
 from tokrace.providers.model.units import duration, percent
 from tokrace.providers.race.live import LiveLane
 
@@ -110,10 +110,10 @@ def _mark(lane: LiveLane) -> str:
 
 
 def baseline(rows: Sequence[Bottleneck]) -> str | None:
-    """The lane the speed-ups are measured against, as :func:`tokrace.providers.metrics.loop.bottlenecks` chooses it:
-    of the lanes that finished, the one with the slowest token rate (none while fewer than two have)."""
-    rated = [b for b in rows if b.ok and b.decode_tok_s and b.e2e_s]
-    return min(rated, key=lambda b: b.decode_tok_s or 0.0).name if len(rated) > 1 else None
+    """The lane the speed-ups are measured against, as :func:`tokrace.providers.metrics.loop.bottlenecks` chose it:
+    the race's reference lane (a trace as recorded), else of the lanes that finished the one with the slowest
+    token rate (none while fewer than two have)."""
+    return next((b.against for b in rows if b.against is not None), None)
 
 
 SCALES: Final[str] = " (its time to first token and its token rate alike)"
@@ -145,6 +145,8 @@ class BottleneckView(VerticalScroll):
         self.final = False
         """The figures are the race's final ones (from the events), not the live ones so far."""
         self.rows: list[Bottleneck] = []
+        self.reference: str | None = None
+        """The lane every speed-up is against when the race names one (a trace as recorded)."""
         self._loops_of: object = None
         self._loops: list[LoopMetrics] = []
 
@@ -168,9 +170,11 @@ class BottleneckView(VerticalScroll):
             loops = self._loops
         else:
             loops = [lane.loop_so_far(now) for lane in lanes]
-        rows = bottlenecks([(lane.tier.name, m) for lane, m in zip(lanes, loops, strict=True)], self.factor)
+        self.reference = reference_name([lane.tier for lane in lanes])
+        rows = bottlenecks([(lane.tier.name, m) for lane, m in zip(lanes, loops, strict=True)], self.factor,
+                           self.reference)
         if not self.final:  # against whichever lane happens to have finished, a speed-up would mislead
-            rows = [dataclasses.replace(b, e2e_speedup=None, token_speedup=None) for b in rows]
+            rows = [dataclasses.replace(b, e2e_speedup=None, token_speedup=None, against=None) for b in rows]
         self.rows = rows
         noun = "loop" if any(lane.loop for lane in lanes) or runner.loop_name else "turn"
         self.body.update(self._view(lanes, noun, runner.loop_name, now, started=race is not None),
@@ -284,8 +288,13 @@ class BottleneckView(VerticalScroll):
             text.append("\n\n")
             text.append(gap, style="bold")
         base = baseline(self.rows) if self.final else None
-        against = (f"speed-ups against {base}, the finished lane with the slowest token rate" if base is not None
-                   else "speed-ups once two lanes have finished, against the slower-streaming one")
+        if base is not None:
+            why = "the trace as recorded" if base == self.reference else "the finished lane with the slowest token rate"
+            against = f"speed-ups against {base}, {why}"
+        elif self.reference is not None:
+            against = f"speed-ups once the race is over, against {self.reference}, the trace as recorded"
+        else:
+            against = "speed-ups once two lanes have finished, against the slower-streaming one"
         text.append("\n\nmodel: all time waiting on the model API (to the first token, thinking, streaming); "
                     f"Amdahl: the most any faster model could give; {against}", style="dim")
         return text
