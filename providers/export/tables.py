@@ -143,10 +143,10 @@ def bottleneck_table(result: SessionResult, factor: float, scenario: str, runs: 
     table = Table(title, columns, caption=BOTTLENECK_CAPTION)
     for b in rows:
         parts = {name: (s, share) for name, s, share in b.parts}
-        cells = [f"{parts[n][0]:.1f} s {parts[n][1]:.0%}" if n in parts else "—" for n in present]
+        cells = [f"{duration(parts[n][0], 1)} {percent(parts[n][1])}" if n in parts else "—" for n in present]
         what = what_if_cell(b.what_if)
         speedups = [f"{speedup(b.e2e_speedup)} | {speedup(b.token_speedup)}"] if compare else []
-        table.rows.append(Row([b.name, f"{b.e2e_s:.1f} s", *cells, speedup(b.amdahl_max_speedup), what, *speedups],
+        table.rows.append(Row([b.name, duration(b.e2e_s, 1), *cells, speedup(b.amdahl_max_speedup), what, *speedups],
                               dim=not b.ok))
     return table
 
@@ -189,11 +189,11 @@ def summary_pieces(summary: RaceSummary) -> list[tuple[str, str]]:
         tied = summary.runner_up is not None and summary.lead_s is not None and summary.lead_s < TIE_S
         if tied:
             pieces += [(summary.first, "bold"), (" and ", ""), (summary.runner_up or "", "bold"),
-                       (f" tied at {summary.first_e2e or 0.0:.2f} s", "")]
+                       (f" tied at {duration(summary.first_e2e)}", "")]
         else:
-            pieces += [(summary.first, "bold"), (f" finished first in {summary.first_e2e or 0.0:.2f} s", "")]
+            pieces += [(summary.first, "bold"), (f" finished first in {duration(summary.first_e2e)}", "")]
         if summary.runner_up is not None and summary.lead_s is not None and not tied:
-            pieces += [(f", {summary.lead_s:.2f} s ahead of ", ""), (summary.runner_up, "bold")]
+            pieces += [(f", {duration(summary.lead_s)} ahead of ", ""), (summary.runner_up, "bold")]
         if summary.slowest is not None:
             whole = "loop" if summary.loop else "turn"
             results = [r for r in summary.results if r.name != summary.slowest]

@@ -12,6 +12,7 @@ def cmd_recordings(args: argparse.Namespace, screen: Screen) -> int:
     from rich.markup import escape
     from rich.table import Table
 
+    from tokrace.providers.model.units import duration
     from tokrace.providers.recording import list_recordings, recordings_dir
 
     from . import tables
@@ -31,7 +32,7 @@ def cmd_recordings(args: argparse.Namespace, screen: Screen) -> int:
             continue
         prompt = info.prompt if len(info.prompt) <= 60 else info.prompt[:59] + "…"
         table.add_row(escape(info.created.replace("T", " ")[:19]), escape(prompt), escape(", ".join(info.tiers)),
-                      f"{info.duration:.1f} s" if info.duration is not None else "", escape(info.path.name))
+                      duration(info.duration, 1) if info.duration is not None else "", escape(info.path.name))
     tables.print_table(console, table)
     return EXIT_OK
 

@@ -66,7 +66,8 @@ def lane_view(app: TokraceApp, index: int = 0) -> LaneView:
 
 
 def voice_bar(app: TokraceApp, index: int = 0) -> str:
-    return str(lane_view(app, index).voice.bar.shown)
+    """The voice bar's text, its no-break spaces (a number is never split from its unit) read as spaces."""
+    return str(lane_view(app, index).voice.bar.shown).replace("\u00a0", " ")
 
 
 def screen(app: TokraceApp) -> RaceScreen:
@@ -425,3 +426,10 @@ async def test_a_loop_has_one_first_audio_and_the_lane_labels_a_turns_own() -> N
             assert not re.search(r"(?<!slowest )(?<!turn \d )1st audio", bar)  # every figure says which it is
         named = re.findall(r"first audio (\d+\.\d\d)\s+s", verdict)  # a no-break space before the unit
         assert named and all(re.search(rf"slowest first audio {n}\s+s", verdict) for n in named)
+
+
+def test_the_voice_bar_never_splits_a_number_from_its_unit() -> None:
+    """A wrapped bar ended a line with "1.78" and began the next with "s": every figure's unit is glued."""
+    from tokrace.tui.app.widgets.voice import seconds
+
+    assert seconds(1.78) == "1.78\u00a0s" and seconds(None) == "—"

@@ -21,6 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Digits, Static
 
+from tokrace.providers.model.units import duration
 from tokrace.providers.race.race import LaneRun
 from tokrace.providers.runs.session import lane_metrics
 
@@ -150,7 +151,7 @@ class PodiumScreen(ModalScreen[None]):
         for place in self.result.places:
             style = pal.lane(place.index) + Style(bold=True)
             rank = f"{place.rank}" if place.rank is not None else "✗"
-            time = f"{place.e2e_s:.2f} s" if place.e2e_s is not None else place.note
+            time = duration(place.e2e_s) if place.e2e_s is not None else place.note
             table.add_row(Text(rank, style="bold"), Text(place.name, style=style),
                           Text(time, style="bold" if place.e2e_s is not None else "dim"))
         return table

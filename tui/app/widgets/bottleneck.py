@@ -185,7 +185,8 @@ class BottleneckView(VerticalScroll):
         factor = f"{self.factor:g}×"
         what = loop_name if loop_name else "one prompt (a loop of one turn)"
         stop = stopped_at(lanes) if self.final else None
-        when = f"stopped at {stop:.1f} s" if stop is not None else "final" if self.final else f"so far, {now:.1f} s in"
+        when = (f"stopped at {duration(stop, 1)}" if stop is not None else "final" if self.final
+                else f"so far, {duration(now, 1)} in")
         title = join_runs([("where the time goes", "bold"), (f" — {what} · ", ""), (when, "bold"),
                            (f" · what if the model were {factor} faster (", ""), ("< >", "bold"),
                            (" change N)", "")])
@@ -213,10 +214,11 @@ class BottleneckView(VerticalScroll):
         names = max((len(b.name) for b in rows), default=0)
         for index, (b, lane) in enumerate(zip(rows, lanes, strict=True)):
             parts = {part: (s, share) for part, s, share in shown(b)}
-            cells: list[str | Text] = [self._lane_name(b.name.ljust(names), index), f"{b.e2e_s:.1f} s{_mark(lane)}"]
+            cells: list[str | Text] = [self._lane_name(b.name.ljust(names), index),
+                                       f"{duration(b.e2e_s, 1)}{_mark(lane)}"]
             if bars:
                 cells.append(self._bar(b))
-            cells += [f"{parts[p][0]:.1f} s {parts[p][1]:.0%}" if p in parts else "—" for p in present]
+            cells += [f"{duration(parts[p][0], 1)} {percent(parts[p][1])}" if p in parts else "—" for p in present]
             cells += [_x(b.amdahl_max_speedup), what_if_cell(b.what_if),
                       f"{_x(b.e2e_speedup)} | {_x(b.token_speedup)}"]
             table.add_row(*(cell if isinstance(cell, Text) else cell + GAP for cell in cells),
@@ -233,12 +235,13 @@ class BottleneckView(VerticalScroll):
         base = baseline(self.rows) if self.final else None
         for index, (b, lane) in enumerate(zip(self.rows, lanes, strict=True)):
             names_of = part_names(lanes)
-            parts = " · ".join(f"{names_of.get(part, part)} {s:.1f} s {share:.0%}" for part, s, share in shown(b))
+            parts = " · ".join(f"{names_of.get(part, part)} {duration(s, 1)} {percent(share)}"
+                               for part, s, share in shown(b))
             vs = f" · vs {base}: {_x(b.e2e_speedup)} e2e, {_x(b.token_speedup)} tok/s" if base else ""
             if index:
                 text.append("\n")
             text.append_text(self._lane_name(b.name, index)[:-1])
-            text.append(f"{b.e2e_s:.1f} s{_mark(lane)}: {parts} · Amdahl {_x(b.amdahl_max_speedup)} · a model "
+            text.append(f"{duration(b.e2e_s, 1)}{_mark(lane)}: {parts} · Amdahl {_x(b.amdahl_max_speedup)} · a model "
                         f"{factor} faster: {what_if_cell(b.what_if)}{vs}",
                         style="" if b.ok or not lane.finished else "dim")
         return text
@@ -278,10 +281,9 @@ class BottleneckView(VerticalScroll):
             if b.amdahl_max_speedup is None:  # said once: a share of 100 % and an unbounded speed-up are one fact
                 share = f"the model is all of the {noun}{so_far}: nothing else holds it up"
             else:
-                percent = "—" if b.model_share is None else f"{b.model_share:.0%}"
                 could = "could make it" if not so_far else "could have made it"
-                share = (f"the model is {percent} of the {noun}{so_far}; no model, however fast, {could} "
-                         f"more than {b.amdahl_max_speedup:.2f}× faster")
+                share = (f"the model is {percent(b.model_share)} of the {noun}{so_far}; no model, however fast, "
+                         f"{could} more than {b.amdahl_max_speedup:.2f}× faster")
             text.append(f": {share}; {what_if}.")
         gap = self._gap(noun)
         if gap:

@@ -21,6 +21,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
+from tokrace.providers.model.units import GLUE, duration
 from tokrace.providers.voice.lens import CONVERSATION_GAP_S
 from tokrace.providers.voice.live import VoiceLane, VoiceNow, VoiceShown
 
@@ -235,7 +236,8 @@ def pack(parts: Sequence[Text], width: int, sep: str = " · ") -> Text:
 
 
 def seconds(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f} s"
+    """A voice figure: a number never split from its unit when the bar wraps."""
+    return duration(value, glue=GLUE)
 
 
 class VoiceBar(Static):
@@ -272,10 +274,10 @@ class VoiceBar(Static):
         else:
             audio = [Text(f"1st audio {seconds(first)}", style=late)]
         ttfs = f"turn {voice.turn + 1} TTFS" if voice.turns > 1 else "TTFS"
-        parts = [state, Text(f"{wpm:g} wpm"), stalls, Text(f"{voice.silent_s:.1f} s silent"), *audio,
+        parts = [state, Text(f"{wpm:g} wpm"), stalls, Text(f"{duration(voice.silent_s, 1, glue=GLUE)} silent"), *audio,
                  Text(f"{ttfs} {seconds(voice.ttfs_s)}"), Text(f"margin {seconds(voice.margin_s)}")]
         if voice.state in ("speaking", "silent", "waiting") and voice.ready > voice.spoken:
-            parts.append(Text(f"lead {voice.ahead_s:.1f} s"))
+            parts.append(Text(f"lead {duration(voice.ahead_s, 1, glue=GLUE)}"))
         if self.aloud:
             parts.append(Text("♪ aloud", style=pal.lane(self.lane_index)))
         return parts
