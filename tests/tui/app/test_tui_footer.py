@@ -53,3 +53,18 @@ async def test_every_lane_stays_in_view_when_a_small_race_ends(size: tuple[int, 
             assert lanes.region.contains_region(view.region), view.lane.tier.name
             for part in (view.gauge, view.stats):  # the figures stay; the text gives way first
                 assert part.region.height >= 1 and view.region.contains_region(part.region), view.lane.tier.name
+
+
+@pytest.mark.parametrize("size", [(60, 20), (80, 24)])
+async def test_every_lane_of_a_finished_loop_stays_in_view(size: tuple[int, int]) -> None:
+    """A loop's lanes (a timeline with tool rows, a longer summary) also keep every lane in view at the end."""
+    app, clock = demo_app(scenario="coding-loop")
+    async with app.run_test(size=size) as pilot:
+        await at(pilot, clock, 400.0)
+        await pilot.pause()
+        lanes = app.screen.query_one("#lanes")
+        assert app.runner.live.finished
+        for view in app.screen.views:
+            assert view.region.height >= 3, view.lane.tier.name
+            assert lanes.region.contains_region(view.region), view.lane.tier.name
+            assert view.gauge.region.height >= 1 and view.region.contains_region(view.gauge.region)
