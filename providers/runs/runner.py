@@ -260,7 +260,7 @@ class RaceRunner:
         if self.record is None:
             return None
         name = self.scenario.name if self.scenario is not None else None
-        path = self.record.next_path(name or self.request.prompt)
+        path = self.record.next_path(name or self.request.prompt, [t.name for t in self.tiers])
         try:
             return Recorder(path, self.request.prompt, self.tiers, scenario=name, buffered=True)
         except RecordingError as exc:
