@@ -285,7 +285,7 @@ def to_html(source: ExportSource, colours: Mapping[str, str] | None = None) -> s
     definitions = "".join(f"<dt>{escape(name)} <code>{escape(key)}</code></dt><dd>{escape(DEFINITIONS[key])}</dd>"
                           for name, key in terms.items())
     parts.append(f"<section><h2>What the numbers mean</h2><dl>{definitions}</dl></section>")
-    where = f" from {escape(source.file)}" if source.file else ""
+    where = f" from {escape(source.file_name)}" if source.file else ""
     parts.append(f"<footer>Made by tokrace {escape(__version__)}{where}: the numbers are those of "
                  "<code>tokrace bench</code> and <code>tokrace replay FILE --headless</code>.</footer>")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
