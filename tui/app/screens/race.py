@@ -74,6 +74,7 @@ class RaceScreen(Screen[None]):
     AUTO_FOCUS = ""
     """Nothing focused at start: keys go to the screen, not the prompt bar."""
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 (Textual types it as an instance attribute)
+    VERTICAL_BREAKPOINTS = [(0, "-low"), (24, "-high")]  # noqa: RUF012 (as above)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "race", "Race", tooltip="race the prompt again on every tier (stops a race still running)"),
         Binding("r", "restart", "Restart", tooltip="play the recording again from its start"),
