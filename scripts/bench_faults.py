@@ -3,7 +3,7 @@
 Each measurement runs in a fresh child process and reports its peak resident memory (``ru_maxrss``) beside the
 time it took:
 - reading a recording of ``--mb`` megabytes (streamed line by line; events held in their compact form);
-- ``tokrace recordings`` on that file (the header and the last line only);
+- ``tokrace recordings`` on that file (the header, the last line, and a byte search for each lane's end);
 - the SSE parser on one 4 MB line fed in 64-byte chunks, and on a 1 MB line in 50-byte chunks;
 - a synthetic lane at the ``max_tokens`` cap (200,000) on virtual time.
 

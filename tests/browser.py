@@ -83,8 +83,8 @@ def tokrace_web(args: Sequence[str], *, env: Mapping[str, str] | None = None, cw
     """Run ``tokrace web --port 0 ARGS`` and yield it once it serves; Ctrl-C it at the end (killed when it has
     not stopped 15 s later, so a test can tell by its exit code).
 
-    Its output goes to ``logs``/stdout and ``logs``/stderr, not pipes: the server logs every request and a full
-    pipe would stall it."""
+    Its output goes to ``logs``/stdout and ``logs``/stderr, not pipes: with ``--verbose`` the server logs every
+    request and a full pipe would stall it."""
     if logs is None:
         with tempfile.TemporaryDirectory(prefix="tokrace-web-") as scratch, \
                 tokrace_web(args, env=env, cwd=cwd, logs=Path(scratch), timeout=timeout) as web:
@@ -198,12 +198,14 @@ class Browser:
                 raise AssertionError(f"the race did not end within {timeout:.0f} s; the page shows:\n{screen}")
             time.sleep(0.1)
 
-    def press(self, keys: str) -> None:
+    def press(self, keys: str, *, focus: bool = True) -> None:
         """Type ``keys`` into the terminal, as a user with the page focused would: into xterm's hidden text
-        area, focused by script (selenium refuses to type into an element it deems hidden)."""
+        area, focused by script (selenium refuses to type into an element it deems hidden). Without ``focus``,
+        into whatever the page itself focused, as a user typing before clicking anything."""
         from selenium.webdriver.common.action_chains import ActionChains
 
-        self.driver.execute_script("document.querySelector('textarea.xterm-helper-textarea').focus();")
+        if focus:
+            self.driver.execute_script("document.querySelector('textarea.xterm-helper-textarea').focus();")
         ActionChains(self.driver).send_keys(keys).perform()
 
     def screenshot(self, path: Path) -> Path:

@@ -124,6 +124,8 @@ def replay_tiers(recording: Recording, speed: float = 1.0, idle_cap: float | Non
             options["idle_cap"] = idle_cap
         if original.provider and original.provider != "replay":
             options["recorded_provider"] = original.provider  # what the lane raced on (see TierSpec.raced_on)
+        if public.get("reference") is True:
+            options["reference"] = True  # the lane every speed-up is against (see TierSpec.reference)
         tiers.append(TierSpec(name=original.name, provider="replay", model=original.model, price=original.price,
                               service_tier=original.service_tier, options=options))
     return tiers

@@ -18,6 +18,7 @@ from .. import __version__
 from ..metrics.turn import DEFINITIONS, SegmentSpan, TurnMetrics
 from ..model.events import SEGMENT_KINDS
 from ..model.kinds import THIN_KINDS, WORDS, colour_name
+from ..model.units import duration, percent
 from ..race.summary import summary_of_run
 from . import tables
 from .markdown import TABLE_TERMS, title
@@ -58,7 +59,7 @@ def _colours(given: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def _s(seconds: float) -> str:
-    return f"{seconds:.2f} s"
+    return duration(seconds)
 
 
 def nice_step(span: float, ticks: int = 8) -> float:
@@ -156,14 +157,14 @@ def bottleneck_svg(source: ExportSource) -> str:
         for part, seconds, share in b.parts:
             w = plot * seconds / longest
             kind = PART_KINDS.get(part, f"seg-{part}")
-            tip = f"{b.name}: {part} {seconds:.1f} s ({share:.0%} of the loop)"
+            tip = f"{b.name}: {part} {duration(seconds, 1)} ({percent(share)} of the loop)"
             body.append(f'<rect class="seg {kind}" x="{x:.2f}" y="{y + 2}" width="{max(w, 0.8):.2f}" '
                         f'height="{ROW_H - 4}"><title>{escape(tip)}</title></rect>')
             if w > 64:
                 body.append(f'<text class="part" x="{x + w / 2:.1f}" y="{y + ROW_H / 2 + 5:.1f}" '
                             f'text-anchor="middle">{escape(part)} {share:.0%}</text>')
             x += w
-        body.append(f'<text class="end" x="{x + 6:.1f}" y="{y + ROW_H / 2 + 5:.1f}">{b.e2e_s:.1f} s</text>')
+        body.append(f'<text class="end" x="{x + 6:.1f}" y="{y + ROW_H / 2 + 5:.1f}">{duration(b.e2e_s, 1)}</text>')
         y += ROW_H + 8
     return (f'<svg class="bars" viewBox="0 0 {WIDTH} {y}" role="img" aria-label="where each lane\'s time went">'
             f'{"".join(body)}</svg>')
@@ -284,7 +285,7 @@ def to_html(source: ExportSource, colours: Mapping[str, str] | None = None) -> s
     definitions = "".join(f"<dt>{escape(name)} <code>{escape(key)}</code></dt><dd>{escape(DEFINITIONS[key])}</dd>"
                           for name, key in terms.items())
     parts.append(f"<section><h2>What the numbers mean</h2><dl>{definitions}</dl></section>")
-    where = f" from {escape(source.file)}" if source.file else ""
+    where = f" from {escape(source.file_name)}" if source.file else ""
     parts.append(f"<footer>Made by tokrace {escape(__version__)}{where}: the numbers are those of "
                  "<code>tokrace bench</code> and <code>tokrace replay FILE --headless</code>.</footer>")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

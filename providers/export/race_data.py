@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from ..adapters.replay import ReplayProvider, replay_tiers
 from ..metrics.loop import WHAT_IF_FACTOR
@@ -57,13 +57,19 @@ class ExportSource:
         return len(self.result.runs)
 
     def facts(self) -> list[str]:
-        """Where the race comes from and when, in a few words each (plain text)."""
+        """Where the race comes from and when, in a few words each (plain text): the file by its name only, never
+        its folder (an export is shown to others: no absolute path of this machine in it)."""
         out = []
         if self.file:
-            out.append(self.file)
+            out.append(self.file_name)
         if self.created:
             out.append(f"{'recorded' if self.file else 'raced'} {self.created}")
         return out
+
+    @property
+    def file_name(self) -> str:
+        """The source file's name, without its folder ("" when the race was not recorded)."""
+        return PurePath(self.file).name if self.file else ""
 
     def run_label(self, run: int) -> str:
         """How a run is named to people: "run 1" is the first recorded."""

@@ -14,6 +14,7 @@ from ..metrics.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, WhatIf, bott
 from ..metrics.turn import TurnMetrics, percentile
 from ..model.events import SEGMENT_KINDS
 from ..model.printable import one_line
+from ..model.tiers import reference_name
 from ..model.units import duration, percent
 from ..race.live import SOURCE_MARK
 from ..race.summary import RaceSummary
@@ -115,7 +116,7 @@ def lane_bottlenecks(result: SessionResult, factor: float = WHAT_IF_FACTOR) -> l
         loop = representative(runs)
         if loop is not None:
             lanes.append((tier.name, loop))
-    return bottlenecks(lanes, factor)
+    return bottlenecks(lanes, factor, reference_name(result.tiers))
 
 
 def what_if_cell(what_if: WhatIf) -> str:
@@ -138,16 +139,22 @@ def bottleneck_table(result: SessionResult, factor: float, scenario: str, runs: 
     compare = len(rows) > 1
     columns = [Column("tier"), Column("loop", True), *(Column(name, True) for name in present),
                *(Column(name, True) for name in ("Amdahl", f"{factor:g}× faster model",
-                                                  *(["speed-up e2e | tok/s"] if compare else [])))]
+                                                  *([speedup_header(result)] if compare else [])))]
     table = Table(title, columns, caption=BOTTLENECK_CAPTION)
     for b in rows:
         parts = {name: (s, share) for name, s, share in b.parts}
-        cells = [f"{parts[n][0]:.1f} s {parts[n][1]:.0%}" if n in parts else "—" for n in present]
+        cells = [f"{duration(parts[n][0], 1)} {percent(parts[n][1])}" if n in parts else "—" for n in present]
         what = what_if_cell(b.what_if)
         speedups = [f"{speedup(b.e2e_speedup)} | {speedup(b.token_speedup)}"] if compare else []
-        table.rows.append(Row([b.name, f"{b.e2e_s:.1f} s", *cells, speedup(b.amdahl_max_speedup), what, *speedups],
+        table.rows.append(Row([b.name, duration(b.e2e_s, 1), *cells, speedup(b.amdahl_max_speedup), what, *speedups],
                               dim=not b.ok))
     return table
+
+
+def speedup_header(result: SessionResult) -> str:
+    """The speed-ups' column header, naming the reference lane they are against when the race has one."""
+    reference = reference_name(result.tiers)
+    return f"vs {reference}: e2e | tok/s" if reference is not None else "speed-up e2e | tok/s"
 
 
 def finishes(e2e_speedup: float) -> str:
@@ -163,7 +170,7 @@ def finishes(e2e_speedup: float) -> str:
 def speedup_line(result: SessionResult, factor: float) -> str | None:
     """One sentence on the gap: the fastest lane's token speed-up against its end-to-end speed-up."""
     rows = [b for b in lane_bottlenecks(result, factor) if b.token_speedup is not None and b.e2e_speedup]
-    base = min(rows, key=lambda b: b.token_speedup or 0.0, default=None)
+    base = next((b for b in rows if b.name == b.against), None)  # the lane the speed-ups are against
     best = max(rows, key=lambda b: b.token_speedup or 0.0, default=None)
     if base is None or best is None or best is base:
         return None
@@ -182,11 +189,11 @@ def summary_pieces(summary: RaceSummary) -> list[tuple[str, str]]:
         tied = summary.runner_up is not None and summary.lead_s is not None and summary.lead_s < TIE_S
         if tied:
             pieces += [(summary.first, "bold"), (" and ", ""), (summary.runner_up or "", "bold"),
-                       (f" tied at {summary.first_e2e or 0.0:.2f} s", "")]
+                       (f" tied at {duration(summary.first_e2e)}", "")]
         else:
-            pieces += [(summary.first, "bold"), (f" finished first in {summary.first_e2e or 0.0:.2f} s", "")]
+            pieces += [(summary.first, "bold"), (f" finished first in {duration(summary.first_e2e)}", "")]
         if summary.runner_up is not None and summary.lead_s is not None and not tied:
-            pieces += [(f", {summary.lead_s:.2f} s ahead of ", ""), (summary.runner_up, "bold")]
+            pieces += [(f", {duration(summary.lead_s)} ahead of ", ""), (summary.runner_up, "bold")]
         if summary.slowest is not None:
             whole = "loop" if summary.loop else "turn"
             results = [r for r in summary.results if r.name != summary.slowest]

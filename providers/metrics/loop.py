@@ -320,17 +320,27 @@ class Bottleneck:
     what_if: WhatIf
     decode_tok_s: float | None
     e2e_speedup: float | None = None
-    """Measured end-to-end speed-up over the baseline lane (the one with the slowest token rate)."""
+    """Measured end-to-end speed-up over the baseline lane (``against``)."""
     token_speedup: float | None = None
     """Token-rate (decode tok/s) speed-up over the same baseline lane."""
+    against: str | None = None
+    """The baseline lane's name: the reference lane when the race has one, else the one with the slowest token
+    rate; ``None`` when no speed-up is given."""
 
 
-def bottlenecks(lanes: Sequence[tuple[str, LoopMetrics]], factor: float = WHAT_IF_FACTOR) -> list[Bottleneck]:
+def bottlenecks(lanes: Sequence[tuple[str, LoopMetrics]], factor: float = WHAT_IF_FACTOR,
+                reference: str | None = None) -> list[Bottleneck]:
     """Per lane: the breakdown, model share, Amdahl bound and what-if at ``factor``; across lanes, measured
-    end-to-end speed-up next to token speed-up, both against the lane with the slowest token rate."""
-    rated = [m for _, m in lanes if m.ok and m.decode_tok_s and m.e2e_s]
+    end-to-end speed-up next to token speed-up, both against the ``reference`` lane when one is named (a trace as
+    recorded, raced against itself re-timed), else against the lane with the slowest token rate."""
+    rated = [(name, m) for name, m in lanes if m.ok and m.decode_tok_s and m.e2e_s]
     # Against itself a lane's speed-up says nothing: with one lane finished (the others stopped), none is given.
-    base = min(rated, key=lambda m: m.decode_tok_s or 0.0) if len(rated) > 1 else None
+    if reference is not None:
+        named = [pair for pair in rated if pair[0] == reference]
+        base_pair = named[0] if named and len(rated) > 1 else None
+    else:
+        base_pair = min(rated, key=lambda pair: pair[1].decode_tok_s or 0.0) if len(rated) > 1 else None
+    base = base_pair[1] if base_pair is not None else None
     out = []
     for name, m in lanes:
         e2e = m.e2e_s or 0.0
@@ -347,5 +357,5 @@ def bottlenecks(lanes: Sequence[tuple[str, LoopMetrics]], factor: float = WHAT_I
                               model_s=m.model_s,
                               model_share=m.model_share, amdahl_max_speedup=m.amdahl_max_speedup,
                               what_if=m.what_if(factor), decode_tok_s=m.decode_tok_s, e2e_speedup=e2e_up,
-                              token_speedup=tok_up))
+                              token_speedup=tok_up, against=base_pair[0] if base_pair is not None else None))
     return out

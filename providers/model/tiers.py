@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -53,6 +54,12 @@ class TierSpec:
         recorded = self.options.get("recorded_provider") if self.provider == "replay" else None
         return recorded if isinstance(recorded, str) and recorded else self.provider
 
+    @property
+    def reference(self) -> bool:
+        """Whether the race's speed-ups are measured against this lane: a trace as recorded, raced against itself
+        re-timed on tiers (``tokrace replay TRACE --on``), is what every comparison is about."""
+        return self.options.get("reference") is True
+
     @classmethod
     def from_public(cls, public: dict[str, Any]) -> TierSpec:
         """A tier rebuilt from its recorded (public) form, leniently: recordings are data, not config."""
@@ -91,6 +98,12 @@ SECRET_WORDS: Final[frozenset[str]] = frozenset({
 def _looks_secret(key: str) -> bool:
     lowered = key.lower()
     return not lowered.endswith("_env") and bool(SECRET_WORDS.intersection(re.split(r"[^a-z0-9]+", lowered)))
+
+
+def reference_name(tiers: Sequence[TierSpec]) -> str | None:
+    """The name of the lane every speed-up is measured against, when a lane is marked so (see
+    :attr:`TierSpec.reference`); else ``None``: against the slowest."""
+    return next((t.name for t in tiers if t.reference), None)
 
 
 def _public(value: Any) -> Any:

@@ -34,6 +34,7 @@ class RaceSummary:
     runner_up: str | None = None
     lead_s: float | None = None
     slowest: str | None = None
+    """The lane every speed-up is against: the reference lane when the race has one, else the slowest."""
     results: list[LaneResult] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
@@ -53,7 +54,8 @@ def race_summary(lanes: Sequence[LiveLane]) -> RaceSummary:
         return RaceSummary(failed=failed, stopped=stopped, loop=loop)
     ordered = sorted(ok, key=lambda pair: pair[1] or 0.0)
     first, first_e2e = ordered[0]
-    slow_lane, slow_e2e = ordered[-1]
+    # Against the race's reference lane when it finished (a trace as recorded), else against the slowest.
+    slow_lane, slow_e2e = next((pair for pair in ordered if pair[0].tier.reference), ordered[-1])
     slow_decode = slow_lane.decode_rate()
     results = []
     for lane, e2e in ordered:

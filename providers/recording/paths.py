@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..model.printable import one_line
 from .format import RecordingError
-from .reader import last_event_time, read_header
+from .reader import last_event_time, race_state, read_header
 
 
 def recordings_dir() -> Path:
@@ -19,11 +20,17 @@ def recordings_dir() -> Path:
     return Path(user_data_dir("tokrace", appauthor=False)) / "recordings"
 
 
-def default_path(prompt: str, now: dt.datetime | None = None) -> Path:
-    """A new recording's file name: when, plus a slug of the prompt."""
+def _slug(text: str, limit: int) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-")
+
+
+def default_path(prompt: str, now: dt.datetime | None = None, tiers: Sequence[str] = ()) -> Path:
+    """A new recording's file name: when, a slug of the prompt (or the scenario's name), and the tiers raced, so
+    two races of one prompt on other tiers are told apart in ``tokrace recordings``."""
     now = now or dt.datetime.now()
-    slug = re.sub(r"[^a-z0-9]+", "-", prompt.lower()).strip("-")[:40] or "race"
-    return recordings_dir() / f"{now:%Y%m%d-%H%M%S}-{slug}.jsonl"
+    slug = _slug(prompt, 40) or "race"
+    raced = _slug("-".join(tiers), 48)
+    return recordings_dir() / f"{now:%Y%m%d-%H%M%S}-{slug}{'-' + raced if raced else ''}.jsonl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +43,8 @@ class RecordingInfo:
     tiers: list[str]
     duration: float | None
     problem: str | None = None
+    state: str = ""
+    """``"stopped"`` or ``"partial"`` when the race did not run to its end (:func:`.reader.race_state`)."""
 
 
 def list_recordings(directory: Path | None = None) -> list[RecordingInfo]:
@@ -50,12 +59,14 @@ def list_recordings(directory: Path | None = None) -> list[RecordingInfo]:
         try:
             header = read_header(path)
             duration = last_event_time(path)
+            state = race_state(path, header)
         except RecordingError as exc:
             out.append(RecordingInfo(path, "", "", [], None, str(exc)))
             continue
         out.append(RecordingInfo(path, one_line(str(header.get("created", ""))),
                                  one_line(str(header.get("prompt") or "")),
-                                 [one_line(str(t.get("name"))) for t in header.get("tiers", [])], duration))
+                                 [one_line(str(t.get("name"))) for t in header.get("tiers", [])], duration,
+                                 state=state))
     return out
 
 

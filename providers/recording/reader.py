@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,3 +237,59 @@ def last_event_time(path: Path) -> float | None:
         if isinstance(obj, dict) and obj.get("format") == FORMAT:
             return 0.0
     return None
+
+
+_ENDS: Final[tuple[bytes, ...]] = (b'"kind":"done"', b'"kind":"error"', b'"kind":"extra"')
+"""The events that may end a lane, as the writer spells them (:func:`.writer.event_line`)."""
+_LANE = re.compile(rb'^\{"lane":(\d+),"run":(\d+),')
+SCAN_CHUNK: Final[int] = 4 * 1024 * 1024
+"""How much of a recording :func:`race_state` reads at a time: its memory stays this, whatever the file's size."""
+
+
+def _end_lines(data: bytes) -> Iterator[bytes]:
+    """The lines of ``data`` (whole lines) that hold an event that may end a lane, found by a byte search (fast
+    over the millions of delta lines between them)."""
+    for needle in _ENDS:
+        at = data.find(needle)
+        while at >= 0:
+            start = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at)
+            end = len(data) if end < 0 else end
+            yield data[start:end]
+            at = data.find(needle, end)
+
+
+def race_state(path: Path, header: dict[str, Any]) -> str:
+    """Whether a recorded race ran to its end: ``"stopped"`` when a lane was stopped by the user, ``"partial"``
+    when a lane of a run has no end (the program was killed, or the recording stopped part-way), else ``""``.
+    A lane ends with its answer's end (``done``), an error, or, in a scenario, its loop's end. The file is read
+    in chunks of :data:`SCAN_CHUNK` (``tokrace recordings``)."""
+    loop = bool(header.get("scenario"))
+    tiers = header.get("tiers")
+    lanes = len(tiers) if isinstance(tiers, list) else 0
+    ended: set[tuple[int, int]] = set()
+    runs = 0
+    stopped = False
+    carry = b""
+    with _open(path) as fh:
+        while True:
+            chunk = fh.read(SCAN_CHUNK)
+            data = carry + chunk
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)
+            carry = data[cut:]
+            for line in _end_lines(data[:cut]):
+                match = _LANE.match(line)
+                if match is None:
+                    continue
+                lane, run = int(match[1]), int(match[2])
+                runs = max(runs, run + 1)
+                if b'"kind":"error"' in line:
+                    stopped = stopped or b'"error":"stopped"' in line
+                    ended.add((lane, run))
+                elif (b'"kind":"done"' in line and not loop) or b'"source":"scenario"' in line:
+                    ended.add((lane, run))
+            if not chunk:
+                break
+    if stopped:
+        return "stopped"
+    return "partial" if any((lane, run) not in ended for lane in range(lanes) for run in range(max(runs, 1))) else ""

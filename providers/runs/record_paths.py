@@ -1,15 +1,15 @@
 """Where the races started from the screen are recorded: every race to a new file, never over an earlier one.
 
 By default each race goes to a new file in the recordings folder, named as ``tokrace bench`` names its own
-(:func:`tokrace.providers.recording.paths.default_path`: when, and the prompt or the scenario). With ``--record FILE``
-the
-first race goes to FILE (replacing it, as ``bench --record FILE`` does) and each race after it to the next free
-FILE-2, FILE-3, … (keeping the suffix: ``talk.jsonl``, ``talk-2.jsonl``); a file that exists is never replaced
-except FILE itself. Replays are never recorded again.
+(:func:`tokrace.providers.recording.paths.default_path`: when, the prompt or the scenario, and the tiers).
+With ``--record FILE`` the first race goes to FILE (replacing it, as ``bench --record FILE`` does) and each race
+after it to the next free FILE-2, FILE-3, … (keeping the suffix: ``talk.jsonl``, ``talk-2.jsonl``); a file that
+exists is never replaced except FILE itself. Replays are never recorded again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -40,9 +40,10 @@ class RecordPlan:
         """``--record FILE``, or ``None`` for a new file per race in the recordings folder."""
         self.races = 0
 
-    def next_path(self, slug: str) -> Path:
-        """The file for the next race; ``slug`` (the prompt, or the scenario's name) names default files."""
+    def next_path(self, slug: str, tiers: Sequence[str] = ()) -> Path:
+        """The file for the next race; ``slug`` (the prompt, or the scenario's name) and the ``tiers`` raced name
+        default files."""
         self.races += 1
         if self.path is None:
-            return free_path(default_path(slug))
+            return free_path(default_path(slug, tiers=tiers))
         return self.path if self.races == 1 else free_path(self.path, numbered=True)

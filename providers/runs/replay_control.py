@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..adapters.replay import recorded_times
+from ..model.units import duration
 from ..recording import Recording
 from ..timing.clock import Clock
 from ..timing.playback import PlaybackClock
@@ -96,7 +97,7 @@ class ReplayControl:
         position = min(now, self.duration) if not finished else self.duration
         cap = f"  idle pauses played in ≤{self.idle_cap:g} s" if self.idle_cap is not None else ""
         stepped = "  stepped" if self.stepped else ""
-        return f"{mark}  {speed}{stepped}{cap}  {position:.2f} s / {self.duration:.2f} s  ·  {self.path.name}"
+        return f"{mark}  {speed}{stepped}{cap}  {duration(position)} / {duration(self.duration)}  ·  {self.path.name}"
 
 
 def replay_doing(control: ReplayControl) -> str:

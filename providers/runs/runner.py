@@ -260,7 +260,7 @@ class RaceRunner:
         if self.record is None:
             return None
         name = self.scenario.name if self.scenario is not None else None
-        path = self.record.next_path(name or self.request.prompt)
+        path = self.record.next_path(name or self.request.prompt, [t.name for t in self.tiers])
         try:
             return Recorder(path, self.request.prompt, self.tiers, scenario=name, buffered=True)
         except RecordingError as exc:
@@ -302,7 +302,7 @@ class RaceRunner:
             self._tell(f"{exc}; the recording stops here (what it holds replays)", "Recording stopped", "error")
             return
         self.recorded.append(recorder.path)
-        self._tell(f"recorded to {shown_path(recorder.path)}", "Recorded", "information")
+        self._tell(shown_path(recorder.path), "Recorded", "information")  # "Recorded: NAME", said once
 
     def _tell(self, message: str, title: str, severity: Literal["information", "warning", "error"]) -> None:
         if self.notify is not None:

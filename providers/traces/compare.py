@@ -6,11 +6,12 @@ sentence that leads the table, built from the same figures the table prints."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..metrics.turn import percentile
+from ..model import units
 from ..model.tiers import Price
 from .analysis import IDLE_CAP_S, TraceAnalysis, analyse, step_cost_usd
 from .model import Trace
@@ -116,6 +117,11 @@ class Comparison:
     """The files that gave no trace, with why (not a trace, unreadable): every output lists them."""
 
 
+NO_PRICE: Final[str] = "none for the traces' model; give --original-price IN,OUT[,CACHED[,WRITE]]"
+"""Where the original's price came from when nothing prices it: ``tokrace traces`` says it the same way with and
+without ``--on``."""
+
+
 def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
@@ -133,6 +139,20 @@ def original_pricer(price: Price | None, tier_prices: dict[str, Price]) -> Calla
         return tier_prices.get(model or "")
 
     return price_of
+
+
+def price_source(original_price: Price | None, price_sources: dict[str, str], models: Iterable[str]) -> str:
+    """Where the original's price comes from, in words: ``--original-price``, the tier whose price a model got
+    (see :class:`Comparer`), or :data:`NO_PRICE`."""
+    if original_price is not None:
+        return "--original-price"
+    used = sorted({price_sources[m] for m in models if m in price_sources})
+    return "; ".join(used) if used else NO_PRICE
+
+
+def priced_analysis(trace: Trace, idle_cap_s: float, price_of: Callable[[str | None], Price | None]) -> TraceAnalysis:
+    """The trace as recorded, each model call costed at its model's price (``None`` when a call has none)."""
+    return _with_cost(analyse(trace, idle_cap_s), _original_cost(trace, price_of))
 
 
 def _original_cost(trace: Trace, price_of: Callable[[str | None], Price | None]) -> float | None:
@@ -199,15 +219,17 @@ def bootstrap_ci(original: Sequence[float], retimed: Sequence[float], seed: int 
 class Comparer:
     """Builds a comparison one trace at a time: each trace is analysed as recorded and re-timed on every tier
     when it is added, and only its figures are kept, so the caller may let its steps go (a folder of traces
-    never sits in memory). ``tier_prices`` maps a configured tier's model to its price, for the original's cost
-    when ``original_price`` is not given."""
+    never sits in memory). ``tier_prices`` maps a tier's model to its price, for the original's cost when
+    ``original_price`` is not given; ``price_sources`` says, per model, which tier that price is ("Sol standard's,
+    a built-in demo tier with the same model")."""
 
     def __init__(self, profiles: Sequence[TierProfile], *, original_price: Price | None = None,
                  tier_prices: dict[str, Price] | None = None, idle_cap_s: float = IDLE_CAP_S,
-                 seed: int = BOOTSTRAP_SEED) -> None:
+                 seed: int = BOOTSTRAP_SEED, price_sources: dict[str, str] | None = None) -> None:
         self.profiles = list(profiles)
         self.original_price = original_price
         self.tier_prices = dict(tier_prices or {})
+        self.price_sources = dict(price_sources or {})
         self.idle_cap_s = idle_cap_s
         self.seed = seed
         self.rows: list[TraceRow] = []
@@ -220,10 +242,10 @@ class Comparer:
 
     def add(self, trace: Trace) -> TraceRow:
         """Analyse one trace as recorded and on every tier."""
-        cost = _original_cost(trace, self._price_of)
-        self._costs[ORIGINAL].append(cost)
+        original = priced_analysis(trace, self.idle_cap_s, self._price_of)
+        self._costs[ORIGINAL].append(original.cost_usd)
         self._ttfts[ORIGINAL].extend(_ttfts(trace))
-        row = TraceRow(trace=trace, original=_with_cost(analyse(trace, self.idle_cap_s), cost))
+        row = TraceRow(trace=trace, original=original)
         for profile in self.profiles:
             moved = retime_on(trace, profile)
             on = analyse(moved, self.idle_cap_s, price=profile.price)
@@ -250,12 +272,9 @@ class Comparer:
             columns.append(column)
         used = {m: self.tier_prices[m] for r in rows for m in r.original.models if m in self.tier_prices}
         prices = {"--original-price": self.original_price} if self.original_price is not None else used
-        if self.original_price is not None:
-            source = "--original-price"
-        elif any(m in self.tier_prices for r in rows for m in r.original.models):
-            source = "the configured tier with the same model"
-        else:
-            source = "none (give --original-price IN,OUT[,CACHED[,WRITE]])"
+        models = [m for r in rows for m in r.original.models if m in self.tier_prices]
+        source = price_source(self.original_price, {m: self.price_sources.get(m, "a tier with the same model")
+                                                    for m in models}, models)
         kinds = PricedKinds(self.cached_tokens, self.write_tokens, tuple(prices.values()))
         return Comparison(rows=rows, profiles=self.profiles, columns=columns,
                           verdict=verdict(columns, self.kept_calls, self.profiles, kinds), original_price=source,
@@ -280,18 +299,9 @@ def _with_cost(analysis: TraceAnalysis, cost: float | None) -> TraceAnalysis:
     return replace(analysis, cost_usd=cost)
 
 
-def duration_unit(seconds: float) -> tuple[float, str]:
-    """The unit a total is told in: hours from an hour up, minutes from ten minutes up, else seconds."""
-    if seconds >= 3600:
-        return 3600.0, "h"
-    if seconds >= 600:
-        return 60.0, "min"
-    return 1.0, "s"
-
-
-def amount(seconds: float, unit: tuple[float, str]) -> str:
-    value = seconds / unit[0]
-    return f"{value:.1f} {unit[1]}" if value < 100 else f"{value:.0f} {unit[1]}"
+def amount(seconds: float) -> str:
+    """A duration in the comparison: always seconds, as every table and screen tells it (docs/design.md §6)."""
+    return units.duration(seconds, 1)
 
 
 def price_text(price: Price | None) -> str:
@@ -309,11 +319,11 @@ def price_text(price: Price | None) -> str:
 
 def money(usd: float) -> str:
     """Dollars as the table and the verdict print them (cents, or four decimals below a dollar)."""
-    return f"${usd:,.2f}" if abs(usd) >= 1 else f"${usd:.4f}"
+    return units.money(usd, 2 if abs(usd) >= 1 else 4)
 
 
 def percent(share: float) -> str:
-    return f"{share * 100:.0f} %"
+    return units.percent(share)
 
 
 def _tokens_missing(kept: int, calls: int) -> str:
@@ -348,8 +358,8 @@ def _input_priced(kinds: PricedKinds, sides: Sequence[tuple[str, Sequence[Price]
 
 def verdict(columns: Sequence[Column], kept_calls: int = 0, profiles: Sequence[TierProfile] = (),
             kinds: PricedKinds = PricedKinds()) -> str:
-    """The sentence that leads the table: "On these N traces, <tier> would have saved X h of Y h (Z %), for $A
-    more; the model was M % of the time; no tier could save more than B %." The tier is the one that saves
+    """The sentence that leads the table: "On these N traces, <tier> would have saved X s of Y s (Z%), for $A
+    more; the model was M% of the time; no tier could save more than B%." The tier is the one that saves
     the most; every number is one the table prints (X and Y from the total task times, A from the total
     costs, M the original's model share, B from its Amdahl bound, measured on an instant tier). Caveats
     follow where they apply: cached input or cache writes priced at the input price on a side of the money
@@ -360,15 +370,14 @@ def verdict(columns: Sequence[Column], kept_calls: int = 0, profiles: Sequence[T
     n = original.traces
     head = "On this trace" if n == 1 else f"On these {n} traces"
     total = original.total_task_s
-    unit = duration_unit(total)
     calls = original.calls
     if calls and kept_calls >= calls and total > 0:
         parts = [("the model's recorded calls", original.model_s), ("tools", original.tool_wait_s),
                  ("people", original.human_review_s), ("waits", original.wait_s)]
-        where = ", ".join(f"{what} {amount(sec, unit)} ({percent(sec / total)})" for what, sec in parts if sec > 0)
+        where = ", ".join(f"{what} {amount(sec)} ({percent(sec / total)})" for what, sec in parts if sec > 0)
         calls_text = f"{calls} calls record" if calls != 1 else "1 call records"
         return (f"{head}, the model's {calls_text} no token counts, so the model's time "
-                f"cannot be re-timed on another tier; of {amount(total, unit)} of task time, {where}.")
+                f"cannot be re-timed on another tier; of {amount(total)} of task time, {where}.")
     share = original.model_share
     if share is not None:
         bound = 1.0 - 1.0 / original.amdahl_max_speedup if original.amdahl_max_speedup else 1.0
@@ -377,17 +386,17 @@ def verdict(columns: Sequence[Column], kept_calls: int = 0, profiles: Sequence[T
         tail = "."
     tiers = list(columns[1:])
     if not tiers or total <= 0:
-        return f"{head}, {amount(total, unit)} of task time" + tail
+        return f"{head}, {amount(total)} of task time" + tail
     best = max(tiers, key=lambda c: total - c.total_task_s)
     saved = total - best.total_task_s
     if saved > 0:
-        what = f"{best.name} would have saved {amount(saved, unit)} of {amount(total, unit)} " \
+        what = f"{best.name} would have saved {amount(saved)} of {amount(total)} " \
                f"({percent(saved / total)})"
     elif saved == 0:
-        what = f"{best.name} would have saved nothing of {amount(total, unit)}"
+        what = f"{best.name} would have saved nothing of {amount(total)}"
     else:
-        what = f"no tier would have saved time: {best.name} would have taken {amount(-saved, unit)} more " \
-               f"than {amount(total, unit)} ({percent(-saved / total)})"
+        what = f"no tier would have saved time: {best.name} would have taken {amount(-saved)} more " \
+               f"than {amount(total)} ({percent(-saved / total)})"
     priced = {p.name: p.price is not None for p in profiles}
     caveats: list[str] = []
     if best.total_cost_usd is None and not priced.get(best.name, False):
@@ -409,6 +418,6 @@ def verdict(columns: Sequence[Column], kept_calls: int = 0, profiles: Sequence[T
         caveats.append(f"Input processing is not modelled on {', '.join(unmodelled)} (no prefill_tok_s): "
                        f"{'its' if len(unmodelled) == 1 else 'their'} TTFT is the same whatever the input.")
     if 1 < n < MIN_TRACES_FOR_CI:  # one trace is never given an interval: nothing to say
-        caveats.append(f"No 95 % interval: {n} trace{'s are' if n != 1 else ' is'} too few "
+        caveats.append(f"No 95% interval: {n} trace{'s are' if n != 1 else ' is'} too few "
                        f"({MIN_TRACES_FOR_CI} or more needed).")
     return f"{head}, {what}{cost}" + tail + "".join(f" {c}" for c in caveats)

@@ -10,58 +10,51 @@ from pathlib import PurePath
 from typing import Any, Final
 
 from ..model.printable import csv_cell
-from ..model.units import counted
+from ..model.units import NOT_KNOWN, counted, duration
 from .analysis import TraceAnalysis
-from .compare import ORIGINAL, Column, Comparison, TraceRow, amount, duration_unit, money, percent, price_text
+from .compare import ORIGINAL, Column, Comparison, TraceRow, amount, money, percent, price_text
 
 CHECKLIST: Final[tuple[str, ...]] = (
     "total task time", "task time p50 / p90", "total cost", "TTFT p50 / p90", "tool wait", "retries per call",
-    "human review", "model share", "Amdahl bound", "speed-up (95 % CI)",
+    "human review", "model share", "Amdahl bound", "speed-up (95% CI)",
 )
 """The rows of the comparison table, in the order the issue's checklist asks them."""
 
 
 def seconds(value: float | None) -> str:
-    """A duration in the unit that suits it (s, min, h)."""
-    if value is None:
-        return "-"
-    return amount(value, duration_unit(value))
+    """A duration as every table tells it: seconds (docs/design.md §6); ``—`` when not known."""
+    return NOT_KNOWN if value is None else amount(value)
 
 
 def _pair(a: float | None, b: float | None, fmt: Callable[[float], str]) -> str:
     if a is None or b is None:
-        return "-"
+        return NOT_KNOWN
     return f"{fmt(a)} / {fmt(b)}"
 
 
-def _ms(value: float) -> str:
-    return f"{value * 1000:.0f} ms" if value < 10 else f"{value:.1f} s"
-
-
-def cells(column: Column, total_unit: tuple[float, str]) -> list[str]:
-    """One column of the checklist as printed; ``total_unit`` is the original total's unit (the verdict's)."""
+def cells(column: Column) -> list[str]:
+    """One column of the checklist as printed."""
     def share(v: float | None) -> str:
         return f" ({percent(v)})" if v is not None else ""
 
     return [
-        amount(column.total_task_s, total_unit),
-        _pair(column.task_p50, column.task_p90, lambda v: amount(v, duration_unit(v))),
-        "-" if column.total_cost_usd is None else money(column.total_cost_usd),
-        _pair(column.ttft_p50, column.ttft_p90, _ms),
+        amount(column.total_task_s),
+        _pair(column.task_p50, column.task_p90, amount),
+        NOT_KNOWN if column.total_cost_usd is None else money(column.total_cost_usd),
+        _pair(column.ttft_p50, column.ttft_p90, duration),
         seconds(column.tool_wait_s) + share(column.tool_share),
-        "-" if column.retry_rate is None else f"{column.retry_rate:.2f}",
+        NOT_KNOWN if column.retry_rate is None else f"{column.retry_rate:.2f}",
         f"{counted(column.human_steps, 'step')}, {seconds(column.human_review_s)}{share(column.human_share)}",
-        "-" if column.model_share is None else percent(column.model_share),
-        "-" if column.amdahl_max_speedup is None else f"{column.amdahl_max_speedup:.2f}×",
-        "-" if column.speedup is None else f"{column.speedup:.2f}×" + (
+        NOT_KNOWN if column.model_share is None else percent(column.model_share),
+        NOT_KNOWN if column.amdahl_max_speedup is None else f"{column.amdahl_max_speedup:.2f}×",
+        NOT_KNOWN if column.speedup is None else f"{column.speedup:.2f}×" + (
             f" ({column.ci95[0]:.2f}–{column.ci95[1]:.2f})" if column.ci95 is not None else ""),
     ]
 
 
 def table(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
     """The checklist table: a header (the measure, then the original and each tier) and one row per measure."""
-    unit = duration_unit(cmp.columns[0].total_task_s)
-    columns = [cells(c, unit) for c in cmp.columns]
+    columns = [cells(c) for c in cmp.columns]
     header = ["", *(c.name for c in cmp.columns)]
     return header, [[label, *(col[i] for col in columns)] for i, label in enumerate(CHECKLIST)]
 
@@ -96,7 +89,7 @@ def footnotes(cmp: Comparison) -> list[str]:
     notes.append(f"original price: {cmp.original_price}" + "".join(
         f"; {where}: {price_text(p)}" for where, p in cmp.original_prices.items()))
     notes += [f"{p.name} price: {price_text(p.price)}" for p in cmp.profiles]
-    notes.append(f"speed-up = total task time as recorded ÷ on the tier; 95 % interval: bootstrap over the "
+    notes.append(f"speed-up = total task time as recorded ÷ on the tier; 95% interval: bootstrap over the "
                  f"traces, seed {cmp.seed}")
     notes.append(f"human time past {cmp.idle_cap_s:g} s of idle is away time, not review (--idle-cap)")
     ttft = cmp.columns[0]

@@ -293,3 +293,31 @@ def test_each_tab_replays_the_recording_on_its_own(in_tmp: Path) -> None:
         while len(web.tabs()) > 1 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(web.tabs()) == 1
+
+
+def test_the_server_logs_no_line_per_request_unless_verbose(in_tmp: Path) -> None:
+    """In front of a room the server's terminal stays quiet: no access-log line per page, script or font."""
+    async def fetch(url: str) -> None:
+        async with aiohttp.ClientSession() as session:
+            for path in ("/", "/", "/static/js/textual.js"):
+                async with session.get(f"{url}{path}") as answer:
+                    assert answer.status == 200
+                    await answer.read()
+
+    for verbose, logs in ((False, in_tmp / "quiet"), (True, in_tmp / "verbose")):
+        with tokrace_web([*(["--verbose"] if verbose else []), "demo", "--no-record"], cwd=in_tmp, logs=logs) as web:
+            asyncio.run(fetch(web.url))
+        said = (logs / "stderr").read_text() + (logs / "stdout").read_text()
+        assert ("GET /static/js/textual.js" in said) is verbose, said
+
+
+@pytest.mark.skipif(missing_browser() is not None, reason=f"no browser to test in: {missing_browser()}")
+def test_keys_work_before_the_page_is_clicked(in_tmp: Path) -> None:
+    """The page focuses the terminal when it loads: a key typed at once reaches the race screen."""
+    with tokrace_web(["demo", "--no-record"], cwd=in_tmp) as web, Browser(web.url) as browser:
+        browser.wait_for("Sol ultrafast")
+        deadline = time.monotonic() + 30
+        while "where the time goes" not in browser.screen():
+            assert time.monotonic() < deadline, browser.screen()
+            browser.press("b", focus=False)  # nothing clicked, nothing focused by the test
+            time.sleep(0.5)

@@ -12,6 +12,7 @@ def cmd_recordings(args: argparse.Namespace, screen: Screen) -> int:
     from rich.markup import escape
     from rich.table import Table
 
+    from tokrace.providers.model.units import duration
     from tokrace.providers.recording import list_recordings, recordings_dir
 
     from . import tables
@@ -30,8 +31,11 @@ def cmd_recordings(args: argparse.Namespace, screen: Screen) -> int:
             table.add_row("?", f"[red]{escape(info.problem)}[/]", "", "", escape(info.path.name))
             continue
         prompt = info.prompt if len(info.prompt) <= 60 else info.prompt[:59] + "…"
+        took = duration(info.duration, 1) if info.duration is not None else ""
+        if info.state:  # a race that did not run to its end replays only as far as it went
+            took = f"{took} [bold yellow]{info.state}[/]".strip()
         table.add_row(escape(info.created.replace("T", " ")[:19]), escape(prompt), escape(", ".join(info.tiers)),
-                      f"{info.duration:.1f} s" if info.duration is not None else "", escape(info.path.name))
+                      took, escape(info.path.name))
     tables.print_table(console, table)
     return EXIT_OK
 

@@ -112,7 +112,7 @@ def cmd_bench(args: argparse.Namespace, screen: Screen) -> int:
     config, tiers, scenario, request = _configured_race(args)
     voice, speaker = _voice(args), _speaker(args, tiers)
     slug = scenario.name if scenario is not None else request.prompt
-    record = None if args.no_record else (args.record or default_path(slug))
+    record = None if args.no_record else (args.record or default_path(slug, tiers=[t.name for t in tiers]))
     return run_headless(tiers, request, runs=args.runs, fast_forward=args.fast_forward, record=record,
                         prompt=request.prompt, json_target=args.json_target, warm=args.warm,
                         stall_threshold_s=config.defaults.stall_threshold_ms / 1000.0,
@@ -224,7 +224,7 @@ def cmd_demo(args: argparse.Namespace, screen: Screen) -> int:
         from .headless import run_headless
 
         slug = scenario.name if scenario is not None else request.prompt
-        record = None if args.no_record else (args.record or default_path(slug))
+        record = None if args.no_record else (args.record or default_path(slug, tiers=[t.name for t in tiers]))
         return run_headless(tiers, request, runs=1, fast_forward=False, record=record, prompt=request.prompt,
                             json_target=None, scenario=scenario, voice=_voice(args), speaker=_speaker(args, tiers))
     return screen.run_race(tiers, request, scenario, theme=args.theme, record=_record_plan(args), voice=_voice(args),

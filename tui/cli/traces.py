@@ -10,7 +10,7 @@ import contextlib
 import json
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,8 +19,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from tokrace.providers.model.errors import TokraceError
-from tokrace.providers.model.units import counted, duration, percent
-from tokrace.providers.traces.analysis import IDLE_CAP_S, TraceAnalysis, analyse
+from tokrace.providers.model.tiers import Price
+from tokrace.providers.model.units import NOT_KNOWN, counted, duration, percent
+from tokrace.providers.traces.analysis import IDLE_CAP_S, TraceAnalysis
+from tokrace.providers.traces.compare import NO_PRICE, money, original_pricer, price_source, priced_analysis
 from tokrace.providers.traces.model import Trace
 from tokrace.providers.traces.read import FORMATS, Found, files, read_file
 from tokrace.providers.traces.summary import SetSummary
@@ -68,7 +70,8 @@ def add_traces_parser(sub: Any) -> None:
                    help=f"read every file as this format instead of detecting it ({', '.join(FORMATS)})")
     p.add_argument("--original-price", type=price_arg, metavar="IN,OUT[,CACHED[,WRITE]]", dest="original_price",
                    help="USD per million input, output (and cached input, cache-write) tokens, to price the "
-                        "traces (cached and cache-write tokens at the input price when not given)")
+                        "traces (cached and cache-write tokens at the input price when not given; default: the "
+                        "price of a tier, configured or demo, with the trace's model)")
     from .traces_compare import add_compare_options
 
     add_compare_options(p)
@@ -147,7 +150,8 @@ def _x(value: float | None) -> str:
     return "∞×" if value is None else f"{value:.2f}×"
 
 
-def summary_table(s: SetSummary, cap: float) -> Table:
+def summary_table(s: SetSummary, cap: float, price_from: str = NO_PRICE) -> Table:
+    """The six figures of the checklist over the set; ``price_from`` says where the cost's price came from."""
     j = s.to_json()
     table = Table(title=f"summary over {s.traces} trace{'s' * (s.traces != 1)}", title_justify="left")
     table.add_column("compare before moving to a faster tier")
@@ -156,11 +160,11 @@ def summary_table(s: SetSummary, cap: float) -> Table:
     rows = [
         ("total task time", f"{_fmt_s(j['total_task_s'])} (p50 {_fmt_s(j['task_s']['p50'])}, "
                             f"p90 {_fmt_s(j['task_s']['p90'])} per trace)"),
-        ("total cost", "— (give --original-price)" if cost is None else f"${cost:.4f}"),
+        ("total cost", f"{NOT_KNOWN if cost is None else money(cost)} (original price: {price_from})"),
         ("time to first token", "not recorded" if j["ttft_s"]["p50"] is None else
-         f"p50 {j['ttft_s']['p50']:.2f}s, p90 {j['ttft_s']['p90']:.2f}s"),
+         f"p50 {duration(j['ttft_s']['p50'])}, p90 {duration(j['ttft_s']['p90'])}"),
         ("tool waits", f"{_fmt_s(j['tool_wait_s'])} ({_pct(j['tool_share'])})"),
-        ("retry rate", "—" if j["retry_rate"] is None else f"{j['retry_rate']:.3f} per model call"),
+        ("retry rate", NOT_KNOWN if j["retry_rate"] is None else f"{j['retry_rate']:.3f} per model call"),
         ("human review burden", f"{counted(j['human_steps'], 'step')}, {_fmt_s(j['human_review_s'])} "
                                 f"({_pct(j['human_share'])}; gaps capped at {_fmt_s(cap)})"),
         ("model share", _pct(j["model_share"])),
@@ -176,6 +180,17 @@ def summary_table(s: SetSummary, cap: float) -> Table:
             f"{note}" + (f" ({n} traces)" if n > 1 else "") for note, n in s.notes.items()))
         table.caption_justify = "left"
     return table
+
+
+def _pricer(args: argparse.Namespace) -> tuple[Callable[[str | None], Price | None], dict[str, str]]:
+    """How the traces' model calls are priced, as ``--on`` prices the original: ``--original-price``, else the
+    tier (configured or demo) with the call's model; and which tier priced each model, in words."""
+    from tokrace.providers.config.load import load_config
+
+    from .traces_common import model_prices
+
+    prices, sources = model_prices(load_config(getattr(args, "config", None)))
+    return original_pricer(args.original_price, prices), sources
 
 
 def cmd_traces(args: argparse.Namespace) -> int:
@@ -195,6 +210,8 @@ def cmd_traces(args: argparse.Namespace) -> int:
     out = table_console(file=sys.stderr if piped else sys.stdout)
     err = err_console()
     summary = SetSummary()
+    price_of, price_sources = _pricer(args)
+    models: set[str] = set()
     traces_out: list[dict[str, Any]] = []
     files_out: list[dict[str, Any]] = []
     rows: list[tuple[Trace, TraceAnalysis]] = []
@@ -205,7 +222,8 @@ def cmd_traces(args: argparse.Namespace) -> int:
         if found.problem is not None:
             problems.append(found)
         for trace in found.traces:
-            a = analyse(trace, args.idle_cap, args.original_price)
+            a = priced_analysis(trace, args.idle_cap, price_of)
+            models.update(a.models)
             summary.add(a)
             summary.note(trace.format, trace.notes)
             traces_out.append(trace_json(trace, a))
@@ -223,7 +241,9 @@ def cmd_traces(args: argparse.Namespace) -> int:
         tables.append(traces_table(rows, out.width))
         if len(rows) <= DETAIL_UP_TO:
             tables += [detail_table(trace, a, approval) for (trace, a), approval in zip(rows, approvals, strict=True)]
-        tables.append(summary_table(summary, args.idle_cap))
+        price_from = NO_PRICE if summary.to_json()["total_cost_usd"] is None else \
+            price_source(args.original_price, price_sources, models)
+        tables.append(summary_table(summary, args.idle_cap, price_from))
     if not piped:  # the tables, unless stdout carries the JSON, the Markdown or the CSV
         for table in tables:
             print_table(out, table)

@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rich.console import Console
 
 from tokrace.providers.model.tiers import Price
 from tokrace.providers.traces.read import Found, read_file
+
+if TYPE_CHECKING:
+    from tokrace.providers.config.load import Config
 
 PROGRESS_FROM: Final[int] = 10
 """Show a progress bar on stderr (when it is a terminal) from this many files on."""
@@ -31,6 +34,19 @@ def price_arg(text: str) -> Price:
 
 
 PRICE_FORM = "INPUT,OUTPUT[,CACHED[,CACHE_WRITE]]"
+
+
+def model_prices(config: Config) -> tuple[dict[str, Price], dict[str, str]]:
+    """The price a trace's model call gets without ``--original-price``: the first tier of the config (or of the
+    built-in demo) with the call's model and a price; and, per model, which tier that is in words."""
+    prices: dict[str, Price] = {}
+    sources: dict[str, str] = {}
+    where = "a built-in demo tier" if config.source is None else f"a tier of {config.source.name}"
+    for tier in config.tiers:
+        if tier.model and tier.price is not None and tier.model not in prices:
+            prices[tier.model] = tier.price
+            sources[tier.model] = f"{tier.name}'s, {where} with the same model"
+    return prices, sources
 
 
 def file_json(found: Found) -> dict[str, Any]:

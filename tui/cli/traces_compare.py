@@ -73,13 +73,12 @@ def comparer_for(args: argparse.Namespace, config: Config, idle_cap_s: float) ->
     """A comparison on the ``--on`` tiers, waiting for traces (every tier's profile is checked first)."""
     from tokrace.providers.traces.compare import BOOTSTRAP_SEED, Comparer
 
-    tier_prices: dict[str, Price] = {}
-    for tier in config.tiers:  # the first configured tier with the model prices the original's calls
-        if tier.model and tier.price is not None:
-            tier_prices.setdefault(tier.model, tier.price)
+    from .traces_common import model_prices
+
+    tier_prices, sources = model_prices(config)
     seed = BOOTSTRAP_SEED if getattr(args, "seed", None) is None else args.seed
     return Comparer(profiles_for(config, args.on), original_price=args.original_price, tier_prices=tier_prices,
-                    idle_cap_s=idle_cap_s, seed=seed)
+                    idle_cap_s=idle_cap_s, seed=seed, price_sources=sources)
 
 
 def build_comparison(traces: Sequence[Trace], args: argparse.Namespace, config: Config,
@@ -219,7 +218,8 @@ def add_replay_on_options(p: argparse.ArgumentParser) -> None:
                             "config dir; the demo tiers when there is none)")
     group.add_argument("--original-price", type=price_arg, metavar="IN,OUT[,CACHED[,WRITE]]", dest="original_price",
                        help="with --on: the original's price in USD per million input, output (and cached input, "
-                            "cache-write) tokens (default: a configured tier with the trace's model)")
+                            "cache-write) tokens (default: the price of a tier, configured or demo, with the "
+                            "trace's model)")
 
 
 ORIGINAL_LANE: Final[str] = "original"
@@ -235,7 +235,8 @@ def write_race(trace: Trace, cmp: Comparison, original_price: Price | None, path
     from tokrace.providers.traces.to_events import trace_events
 
     models = ", ".join(cmp.rows[0].original.models)
-    lanes = [(TierSpec(name=ORIGINAL_LANE, provider="replay", model=models, price=original_price), trace)]
+    lanes = [(TierSpec(name=ORIGINAL_LANE, provider="replay", model=models, price=original_price,
+                       options={"reference": True}), trace)]
     for profile in cmp.profiles:
         lanes.append((TierSpec(name=profile.name, provider="replay", model=profile.model or models,
                                price=profile.price), retime_on(trace, profile)))

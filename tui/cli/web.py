@@ -44,7 +44,7 @@ def add_web_parser(sub: Any, positive_int: Callable[[str], int]) -> None:
     web = sub.add_parser(
         "web", help="serve the race screen to browsers: each tab runs its own tokrace",
         usage="tokrace web [--host HOST] [--port PORT] [--max-tabs N] [--allow-host NAME] [--public-url URL] "
-              "[tokrace arguments...]",
+              "[--verbose] [tokrace arguments...]",
         description="Serve the race screen on http://HOST:PORT with textual-serve. Each browser tab runs its own "
                     "tokrace with the arguments that follow the web options, exactly as `tokrace ARGS` would "
                     "in a terminal: the configured race, `demo`, or `replay FILE`, with --config, --tiers, "
@@ -68,6 +68,9 @@ def add_web_parser(sub: Any, positive_int: Callable[[str], int]) -> None:
     web.add_argument("--public-url", metavar="URL", type=_public_url,
                      help="the address browsers use, when a reverse proxy serves tokrace under another one "
                           "(e.g. https://example.org/tokrace)")
+    web.add_argument("--verbose", action="store_true",
+                     help="log a line per request on stderr (default: quiet, only the address, warnings and "
+                          "errors)")
 
 
 def _port(text: str) -> int:
@@ -129,7 +132,8 @@ def serve_web(args: argparse.Namespace, check: Callable[[Sequence[str]], None]) 
 
     loopback = is_loopback(args.host)
     server = WebServer(screen_command(tokrace_args), host=args.host, port=args.port, public_url=args.public_url,
-                       hosts=allowed_hosts(args.public_url, args.host, args.allow_host), max_tabs=args.max_tabs)
+                       hosts=allowed_hosts(args.public_url, args.host, args.allow_host), max_tabs=args.max_tabs,
+                       verbose=args.verbose)
     with contextlib.suppress(KeyboardInterrupt):  # where signal handlers cannot be set, Ctrl-C raises instead
         asyncio.run(_serve(server, loopback, shlex.join(["tokrace", *tokrace_args])))
     print("tokrace web: stopped", file=sys.stderr)

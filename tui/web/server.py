@@ -38,6 +38,22 @@ _HOST_NAME: Final = re.compile(r"^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]
 
 REMOTE_FONT: Final = re.compile(r"<link[^>]*fonts\.googleapis\.com[^>]*>")
 """The page's stylesheet link to Roboto Mono on Google Fonts."""
+FOCUS_TERMINAL: Final[str] = """<script>
+(function () {
+  // Keys reach the race screen from the start, before the page is clicked: focus the terminal's input as soon
+  // as xterm makes it, and again whenever the window comes back to the front.
+  function focusTerminal() {
+    var input = document.querySelector("#terminal textarea");
+    if (input && document.activeElement !== input) { input.focus({preventScroll: true}); }
+    return input !== null;
+  }
+  var tries = 0;
+  var timer = setInterval(function () { if (focusTerminal() || ++tries > 300) { clearInterval(timer); } }, 50);
+  window.addEventListener("focus", focusTerminal);
+})();
+</script>
+"""
+"""Put before the page's ``</body>``: without it, keys do nothing until the page is clicked."""
 
 
 def local_font(static: str) -> str:
@@ -92,8 +108,10 @@ class WebServer(Server):
     """textual-serve's ``Server`` for one command, run by :meth:`start` and :meth:`stop` on the caller's loop."""
 
     def __init__(self, command: str, *, host: str, port: int, public_url: str | None,
-                 hosts: frozenset[str] | None, max_tabs: int) -> None:
+                 hosts: frozenset[str] | None, max_tabs: int, verbose: bool = False) -> None:
         super().__init__(command, host=host, port=port, title="tokrace", public_url=public_url or "")
+        self.verbose: bool = verbose
+        """Log a line per request (``--verbose``); quiet by default, as a server in front of a room should be."""
         self.given_url: str | None = public_url
         """``--public-url``; without it each page points back at the address the browser used."""
         self.hosts: frozenset[str] | None = hosts
@@ -108,7 +126,8 @@ class WebServer(Server):
         self.initialize_logging()
         app = await self._make_app()
         app.middlewares.append(self._guard)
-        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=SHUTDOWN_S)
+        access = logging.getLogger("aiohttp.access") if self.verbose else None
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=SHUTDOWN_S, access_log=access)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
         try:
@@ -168,7 +187,8 @@ class WebServer(Server):
             "config": {"static": {"url": static}},
             "application": {"name": self.title},
         })
-        return web.Response(text=REMOTE_FONT.sub(lambda _: local_font(static), html), content_type="text/html")
+        html = REMOTE_FONT.sub(lambda _: local_font(static), html).replace("</body>", FOCUS_TERMINAL + "</body>", 1)
+        return web.Response(text=html, content_type="text/html")
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         """textual-serve's, bounded: the terminal size clamped (at the start and on every resize), and the tab's

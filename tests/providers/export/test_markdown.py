@@ -107,3 +107,14 @@ def test_markup_in_names_is_shown_as_written(tmp_path: Path, name: str) -> None:
     path = record(tmp_path / "race.jsonl", tiers)
     [results] = tables_of(to_markdown(source_of(path)))
     assert [row[0] for row in results[1:]] == [name, "Sol ultrafast"]
+
+
+def test_an_export_names_its_recording_without_the_folder_it_is_in(tmp_path: Path) -> None:
+    """An export is shown to others: its heading names the recording, never this machine's absolute path."""
+    from tokrace.providers.export.html_report import to_html
+
+    path = record(tmp_path / "talk.jsonl")
+    source = source_of(path)
+    markdown, html = to_markdown(source), to_html(source)
+    assert "talk.jsonl · recorded " in markdown and " from talk.jsonl" in html
+    assert str(tmp_path) not in markdown and str(tmp_path) not in html

@@ -71,6 +71,18 @@ def test_the_coding_loop_streams_about_14x_faster_on_ultrafast_but_finishes_far_
     assert len(loops(demo("coding-loop"))[0].turns) == 30
 
 
+def test_speed_ups_are_against_the_reference_lane_when_the_race_names_one() -> None:
+    """A trace's original lane is what a re-timed race is about: every speed-up is against it, even when a
+    re-timed tier streams slower than it."""
+    pairs = list(zip(("s", "p", "u"), loops(demo("coding-loop")), strict=True))
+    standard, priority, ultrafast = bottlenecks(pairs, reference="p")
+    assert {b.against for b in (standard, priority, ultrafast)} == {"p"}
+    assert priority.e2e_speedup == 1.0 and priority.token_speedup == 1.0
+    assert ultrafast.e2e_speedup == pytest.approx(priority.e2e_s / ultrafast.e2e_s)
+    assert standard.token_speedup is not None and standard.token_speedup < 1.0
+    assert bottlenecks(pairs)[2].against == "s"
+
+
 def test_the_loop_sums_tokens_and_cost_and_keeps_the_first_turns_ttft() -> None:
     standard = loops(demo("incident"))[0]
     assert standard.output_tokens == sum(t.output_tokens for t in standard.turns)

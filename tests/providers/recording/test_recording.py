@@ -19,6 +19,7 @@ from tokrace.providers.recording import (
     Recorder,
     RecordingError,
     default_path,
+    event_line,
     list_recordings,
     read_recording,
     recordings_dir,
@@ -187,6 +188,19 @@ def test_recordings_go_to_the_user_data_dir_named_by_time_and_prompt(isolated_us
     assert recordings_dir() == path.parent
 
 
+def test_a_recordings_name_tells_its_scenario_and_tiers_apart(isolated_user_dirs: Path) -> None:
+    """Every demo race has the same prompt: the tiers raced (and a scenario's name) tell the files apart."""
+    import datetime as dt
+
+    when = dt.datetime(2026, 8, 13, 9, 30, 5)
+    loop = default_path("coding-loop", when, tiers=["Sol standard", "Sol ultrafast"])
+    assert loop.name == "20260813-093005-coding-loop-sol-standard-sol-ultrafast.jsonl"
+    other = default_path("coding-loop", when, tiers=["Sol priority"])
+    assert other.name == "20260813-093005-coding-loop-sol-priority.jsonl"
+    many = default_path("x", when, tiers=[f"A very long tier name {i}" for i in range(9)])
+    assert len(many.name) < 120 and not many.stem.endswith("-")
+
+
 def test_a_recording_that_cannot_be_created_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x", encoding="utf-8")
@@ -210,6 +224,28 @@ def test_listing_shows_newest_first_with_prompt_tiers_duration_and_problems(tmp_
     assert (infos[1].prompt, infos[1].tiers) == ("second", ["two", "three"])
     assert infos[1].duration == pytest.approx(0.5 + 19 / 100 * 2 - 0.19, abs=0.2)
     assert infos[2].created
+
+
+def test_listing_marks_a_stopped_race_and_one_cut_short(tmp_path: Path) -> None:
+    """A race the user stopped, and one whose file ends before a lane did (killed), replay only part-way:
+    the listing says so. Every lane's end is found wherever it is in the file, not only near its end."""
+    import os
+
+    from tokrace.providers.recording.reader import race_state, read_header
+
+    whole, stopped, cut = tmp_path / "whole.jsonl", tmp_path / "stopped.jsonl", tmp_path / "cut.jsonl"
+    record_race(whole, [synthetic("fast", tok_s=1000), synthetic("slow", tok_s=50)])
+    text = whole.read_text(encoding="utf-8").splitlines()
+    ends = [i for i, line in enumerate(text) if '"kind":"done"' in line]
+    assert len(ends) == 2 and ends[0] < len(text) - 5  # the fast lane ended long before the file does
+    stopped.write_text("\n".join(text[:ends[1]]) + "\n" + event_line(
+        1, 0, Error(t=0.3, error="stopped", message="stopped before the end")) + "\n", encoding="utf-8")
+    cut.write_text("\n".join(text[:ends[1]]) + "\n", encoding="utf-8")
+    for i, path in enumerate((whole, stopped, cut)):
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    states = {i.path.name: i.state for i in list_recordings(tmp_path)}
+    assert states == {"whole.jsonl": "", "stopped.jsonl": "stopped", "cut.jsonl": "partial"}
+    assert race_state(whole, read_header(whole)) == ""
 
 
 def test_listing_a_missing_folder_is_empty(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from test_retime import PROFILE, parallel_tools, random_trace, sequential
 
 from tokrace.providers.model.tiers import Price
-from tokrace.providers.traces.compare import bootstrap_ci, compare
+from tokrace.providers.traces.compare import NO_PRICE, bootstrap_ci, compare
 from tokrace.providers.traces.model import Step, Trace
 from tokrace.providers.traces.report import CHECKLIST, comparison_json, csv_text, markdown, table
 from tokrace.providers.traces.retime import TierProfile
@@ -33,10 +33,10 @@ def test_hand_computed_comparison_and_its_verdict() -> None:
     assert fast.total_cost_usd == pytest.approx(450 * 60 / 1e6)
     assert fast.speedup == pytest.approx(37 / 16.5)
     assert original.tool_wait_s == pytest.approx(10.0)
-    assert cmp.verdict == ("On these 2 traces, fast would have saved 20.5 s of 37.0 s (55 %), for $0.0135 more; "
-                           "the model was 73 % of the time; no tier could save more than 73 %. Input processing "
+    assert cmp.verdict == ("On these 2 traces, fast would have saved 20.5 s of 37.0 s (55%), for $0.0135 more; "
+                           "the model was 73% of the time; no tier could save more than 73%. Input processing "
                            "is not modelled on fast (no prefill_tok_s): its TTFT is the same whatever the input. "
-                           "No 95 % interval: 2 traces are too few (10 or more needed).")
+                           "No 95% interval: 2 traces are too few (10 or more needed).")
     assert fast.ci95 is None
 
 
@@ -78,7 +78,7 @@ def test_bootstrap_of_identical_traces_is_a_point() -> None:
 
 
 def test_no_interval_on_fewer_than_ten_traces() -> None:
-    # a bootstrap over 3 values is the range of those values, not a 95 % interval
+    # a bootstrap over 3 values is the range of those values, not a 95% interval
     assert bootstrap_ci([10.0, 12.0, 30.0], [5.0, 8.0, 3.0]) is None
     assert bootstrap_ci([10.0] * 9, [5.0] * 9) is None
     assert bootstrap_ci([], []) is None
@@ -90,9 +90,10 @@ def test_original_price_falls_back_to_a_tier_with_the_same_model() -> None:
              output_tokens=100)])
     cmp = compare([trace], [PROFILE], tier_prices={"gpt-x": Price(input=2.0, output=8.0, cached_input=0.2)})
     assert cmp.columns[0].total_cost_usd == pytest.approx((500 * 2.0 + 500 * 0.2 + 100 * 8.0) / 1e6)
-    assert cmp.original_price == "the configured tier with the same model"
+    assert cmp.original_price == "a tier with the same model"
     unpriced = compare([trace], [PROFILE])
     assert unpriced.columns[0].total_cost_usd is None
+    assert unpriced.original_price == NO_PRICE
 
 
 def test_human_review_and_retries_are_counted_per_column() -> None:
@@ -211,4 +212,17 @@ def test_an_empty_trace_in_the_set_leaves_the_bound_measured() -> None:
     empty = Trace("e", "test", steps=[Step("m", "model", 3.0, 3.0, output_tokens=1)])
     cmp = compare([sequential(), empty], [PRICED])
     assert cmp.columns[0].amdahl_max_speedup == pytest.approx(25 / 5)
-    assert "no tier could save more than 80 %" in cmp.verdict
+    assert "no tier could save more than 80%" in cmp.verdict
+def test_every_duration_of_the_comparison_is_in_seconds_whatever_its_size() -> None:
+    """One format on every screen and table (docs/design.md §6): a column never mixes "12.3 min" and "597 s",
+    a TTFT is not "1895 ms" in one table and "1.90 s" in another, a share is "53%" everywhere."""
+    from tokrace.providers.traces.report import cells, seconds
+
+    long = Trace(file="long", format="t", steps=[
+        Step(id="m1", kind="model", start=0, end=700.0, output_tokens=100, ttft_s=1.895),
+        Step(id="t1", kind="tool", start=700.0, end=2892.7, after=("m1",))])
+    cmp = compare([long], [PROFILE])
+    assert seconds(736.3) == "736.3 s" and seconds(None) == "—"
+    original = cells(cmp.columns[0])
+    assert original[0] == "2892.7 s" and original[3] == "1.90 s / 1.90 s"
+    assert "of 2892.7 s" in cmp.verdict and " min" not in cmp.verdict and " %" not in cmp.verdict

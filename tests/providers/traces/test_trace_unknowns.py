@@ -217,4 +217,4 @@ def test_the_verdict_on_one_call_without_tokens_is_grammatical() -> None:
     cmp = compare([trace], [TierProfile("fast", ttft_s=0.1, tok_s=500.0, prefill_tok_s=1e6)])
     assert cmp.verdict == ("On this trace, the model's 1 call records no token counts, so the model's time cannot "
                            "be re-timed on another tier; of 5.0 s of task time, the model's recorded calls 2.0 s "
-                           "(40 %), tools 3.0 s (60 %).")
+                           "(40%), tools 3.0 s (60%).")

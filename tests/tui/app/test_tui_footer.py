@@ -3,6 +3,8 @@ view when a race ends (issue 11)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from textual.widgets._footer import FooterKey
 from tui_harness import at, demo_app
@@ -53,3 +55,41 @@ async def test_every_lane_stays_in_view_when_a_small_race_ends(size: tuple[int, 
             assert lanes.region.contains_region(view.region), view.lane.tier.name
             for part in (view.gauge, view.stats):  # the figures stay; the text gives way first
                 assert part.region.height >= 1 and view.region.contains_region(part.region), view.lane.tier.name
+
+
+@pytest.mark.parametrize("size", [(60, 20), (80, 24)])
+async def test_every_lane_of_a_finished_loop_stays_in_view(size: tuple[int, int]) -> None:
+    """A loop's lanes (a timeline with tool rows, a longer summary) also keep every lane in view at the end."""
+    app, clock = demo_app(scenario="coding-loop")
+    async with app.run_test(size=size) as pilot:
+        await at(pilot, clock, 400.0)
+        await pilot.pause()
+        lanes = app.screen.query_one("#lanes")
+        assert app.runner.live.finished
+        for view in app.screen.views:
+            assert view.region.height >= 3, view.lane.tier.name
+            assert lanes.region.contains_region(view.region), view.lane.tier.name
+            assert view.gauge.region.height >= 1 and view.region.contains_region(view.gauge.region)
+
+
+async def test_every_lane_of_a_replayed_loop_stays_in_view_at_60x20(tmp_path: Path) -> None:
+    """A replay adds its bar, its prompt and a longer summary: under 24 rows the prompt gives its row to the
+    lanes, and each of the three keeps its gauge and figures in view once the loop is over."""
+    import asyncio
+
+    from exporting import record
+    from tui_harness import replay_app
+
+    path = await asyncio.to_thread(record, tmp_path / "loop.jsonl", scenario="coding-loop")
+    app, base, _ = replay_app(path)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await app.runner.wait_started()
+        await base.advance_to(400.0)
+        app.screen.sample(force=True)
+        await pilot.pause()
+        assert app.runner.live.finished
+        assert app.screen.query_one("#replay-prompt").region.height == 0
+        lanes = app.screen.query_one("#lanes")
+        for view in app.screen.views:
+            assert lanes.region.contains_region(view.region), view.lane.tier.name
+            assert view.gauge.region.height >= 1 and view.region.contains_region(view.stats.region)

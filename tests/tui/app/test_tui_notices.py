@@ -45,8 +45,8 @@ async def test_the_recorded_notice_is_on_its_own_line_and_covers_nothing(tmp_pat
         screen = app.screen
         notice = screen.query_one("#notice")
         # never the absolute path on a screen an audience may see (issue 26 row 15)
-        assert (notice.display and "Recorded: recorded to talk.jsonl" in text_of(notice)) or \
-            f"Recorded: recorded to ~/{(tmp_path / 'talk.jsonl').relative_to(Path.home())}" in text_of(notice)
+        assert (notice.display and "Recorded: talk.jsonl" in text_of(notice)) or \
+            f"Recorded: ~/{(tmp_path / 'talk.jsonl').relative_to(Path.home())}" in text_of(notice)
         assert str(tmp_path) not in text_of(notice)
         assert not toasts_shown(app)
         assert not covers(app, notice.region, screen.summary, screen.timeline, *screen.views)

@@ -131,7 +131,7 @@ async def test_present_shows_gauges_and_final_times_and_hides_text_notices_and_f
         for view in screen.views:
             assert not view.tail.display and not view.final.display
             assert view.gauge.size.height == 3
-            assert text_of(view.badge).strip() == f"✓ {view.lane.e2e:.2f} s"
+            assert text_of(view.badge).strip() == f"✓ {view.lane.e2e:.2f}\u00a0s"  # never split from its unit
         assert not screen.query_one(RaceFooter).display or screen.query_one(RaceFooter).region.height == 0
         app.notify("recorded to somewhere", title="Recorded")
         await at(pilot, clock, 10.5)

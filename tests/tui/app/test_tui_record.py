@@ -108,7 +108,7 @@ def test_a_demo_race_on_screen_records_a_file_that_replays_with_the_same_metrics
 
 async def test_every_race_again_goes_to_a_new_file_named_after_its_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
     now = dt.datetime(2026, 5, 4, 3, 2, 1)  # every race in the same second, however busy the machine
-    monkeypatch.setattr(record, "default_path", lambda slug: default_path(slug, now))
+    monkeypatch.setattr(record, "default_path", lambda slug, tiers=(): default_path(slug, now, tiers))
     app, clock = recording_app(RecordPlan())
     async with app.run_test(size=(160, 45)) as pilot:
         await race_to_the_end(app, clock)
@@ -123,9 +123,10 @@ async def test_every_race_again_goes_to_a_new_file_named_after_its_prompt(monkey
     first, second, third = app.runner.recorded
     assert len({first, second, third}) == 3
     assert all(p.parent == recordings_dir() and p.is_file() for p in (first, second, third))
-    assert first.name.endswith("-why-is-the-bottleneck-moving.jsonl")
+    tiers = "-sol-standard-sol-priority-sol-ultrafast"  # the tiers raced tell apart races of one prompt
+    assert first.name.endswith(f"-why-is-the-bottleneck-moving{tiers}.jsonl")
     assert second.stem.startswith(first.stem)  # the same second: the same name, numbered
-    assert third.name.endswith("-where-does-the-time-go.jsonl")
+    assert third.name.endswith(f"-where-does-the-time-go{tiers}.jsonl")
     assert read_recording(third).prompt == "Where does the time go?"
 
 

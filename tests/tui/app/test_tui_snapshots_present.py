@@ -1,4 +1,5 @@
-"""Snapshots of the finish line (the podium) and of the presenter's view, at 80×24 and 160×45 (issue 11)."""
+"""Snapshots of the finish line (the podium) and of the presenter's view, at 80×24, 100×30 and 160×45 (issues 11
+and 26)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from tui_harness import at, factory, record_demo
 
@@ -88,6 +90,31 @@ def test_present_mid_race_projector_100x30(snap_compare: Compare) -> None:
 def test_present_finished_projector_100x30(snap_compare: Compare) -> None:
     app, clock = presenter_app(podium=False, present=True)
     assert snap_compare(app, terminal_size=PROJECTOR, run_before=moment(clock, 10.0))
+
+
+def test_present_podium_projector_100x30(snap_compare: Compare) -> None:
+    """The finish line's speed-ups in five-row block type on the smallest projector, not thin three-row digits."""
+    app, clock = presenter_app(podium=True, present=True)
+    assert snap_compare(app, terminal_size=PROJECTOR, run_before=moment(clock, 10.0))
+
+
+@pytest.mark.parametrize(("size", "big"), [((60, 20), False), ((80, 24), False), (PROJECTOR, True), (WIDE, True)])
+async def test_the_finish_line_uses_large_type_wherever_it_fits(size: tuple[int, int], big: bool) -> None:
+    from tokrace.tui.app.screens.podium import PodiumScreen
+    from tokrace.tui.app.widgets.big_digits import BigDigits
+
+    app, clock = presenter_app(podium=True, present=True)
+    async with app.run_test(size=size) as pilot:
+        await at(pilot, clock, 10.0)
+        await pilot.pause()
+        podium = app.screen
+        assert isinstance(podium, PodiumScreen)
+        assert podium.has_class("-big") is big
+        assert all(d.display for d in podium.query(BigDigits)) is big
+        box = podium.query_one("#podium").region
+        assert box.height <= size[1] and box.bottom <= size[1]  # the whole finish line in view
+        note = podium.query_one("#podium-note").region
+        assert box.contains_region(note)
 
 
 def test_present_mid_race_wide(snap_compare: Compare) -> None:

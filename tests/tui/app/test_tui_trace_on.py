@@ -48,7 +48,7 @@ def coding_trace() -> Trace:
     ])
 
 
-def race_app(tmp_path: Path) -> tuple[TokraceApp, VirtualClock, Comparison]:
+def race_app(tmp_path: Path, podium: bool = False) -> tuple[TokraceApp, VirtualClock, Comparison]:
     """The replay screen on the trace racing its re-timed lanes, its playback clock over virtual time."""
     trace = coding_trace()
     args = argparse.Namespace(on=ON, original_price=SOL, seed=None, config=None)
@@ -58,7 +58,7 @@ def race_app(tmp_path: Path) -> tuple[TokraceApp, VirtualClock, Comparison]:
     base = VirtualClock()
     control = ReplayControl(path, replay_duration(recording), base=lambda: base, caption=cmp.verdict)
     app = build_app(replay_tiers(recording), TurnRequest(recording.prompt), replay=control, animate=False,
-                    freeze_gc=False)
+                    freeze_gc=False, podium=podium)
     return app, base, cmp
 
 
@@ -115,3 +115,54 @@ def test_the_race_mid_way_narrow(snap_compare: Callable[..., bool], tmp_path: Pa
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_the_finish_line_b_and_summary_compare_with_the_original(tmp_path: Path) -> None:
+    """The verdict is about the trace as recorded: the finish line, `b` and the summary line measure every
+    speed-up against the original lane, not against whichever re-timed tier streams slowest."""
+    from tokrace.tui.app.screens.podium import PodiumScreen, finish
+
+    app, base, cmp = race_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await app.runner.wait_started()
+        await base.advance_to(200.0)
+        app.screen.sample(force=True)
+        await pilot.pause()
+        row = cmp.rows[0]
+        verdict_x = row.original.e2e_s / row.on["Sol ultrafast"].e2e_s
+        result = finish(app.runner.race.lanes, loop=True)
+        assert (result.winner, result.against, result.reference) == ("Sol ultrafast", "original", True)
+        assert result.e2e_x == pytest.approx(verdict_x, abs=1e-3)
+        summary = text_of(app.screen.query_one("#summary", Static))
+        assert "against original:" in summary
+        await pilot.press("b")
+        view = app.screen.query_one(BottleneckView)
+        ultra = view.rows[2]
+        assert ultra.against == "original" and ultra.e2e_speedup == pytest.approx(verdict_x, abs=1e-3)
+        assert "speed-ups against original, the trace as recorded" in " ".join(text_of(view.body).split())
+        app.push_screen(PodiumScreen(result))
+        await pilot.pause()
+        note = text_of(app.screen.query_one("#podium-note", Static))
+        assert "Sol ultrafast against original, the trace as recorded" in note
+
+
+async def test_the_replay_bar_says_finished_under_the_finish_line(tmp_path: Path) -> None:
+    """One state on one screen: the finish line covers the screen in the frame the race ends, and the replay bar
+    (not redrawn under it) must already say finished, not "playing" at the time of its last slow frame."""
+    from tokrace.tui.app.screens.podium import PodiumScreen
+    from tokrace.tui.app.screens.race import RaceScreen
+
+    app, base, _ = race_app(tmp_path, podium=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.runner.wait_started()
+        screen = app.screen
+        assert isinstance(screen, RaceScreen) and screen.replay_bar is not None
+        await base.advance_to(40.0)
+        screen.sample(force=True)
+        assert screen.replay_bar._shown.startswith("▶ playing")
+        await base.advance_to(200.0)
+        screen._frame = 0  # the frame that ends the race is not one of the slow frames that redraw the bar
+        screen.sample()
+        await pilot.pause()
+        assert isinstance(app.screen, PodiumScreen)
+        assert screen.replay_bar._shown.startswith("■ finished"), screen.replay_bar._shown

@@ -66,7 +66,8 @@ def lane_view(app: TokraceApp, index: int = 0) -> LaneView:
 
 
 def voice_bar(app: TokraceApp, index: int = 0) -> str:
-    return str(lane_view(app, index).voice.bar.shown)
+    """The voice bar's text, its no-break spaces (a number is never split from its unit) read as spaces."""
+    return str(lane_view(app, index).voice.bar.shown).replace("\u00a0", " ")
 
 
 def screen(app: TokraceApp) -> RaceScreen:
@@ -258,7 +259,7 @@ async def test_a_2_tok_s_tier_stalls_and_a_60_tok_s_tier_does_not_as_the_engine_
         assert [v.metrics().stalls for v in voices] == [m.stalls for m in engine]
         assert engine[0].stalls > 0 and engine[1].stalls == 0
         assert f"{engine[0].stalls} stall" in voice_bar(app, 0) and "0 stalls" in voice_bar(app, 1)
-        verdict = text_of(screen(app).query_one("#voice-line", Static))
+        verdict = text_of(screen(app).query_one("#voice-line", Static)).replace("\u00a0", " ")
         assert "could hold a conversation without a gap" in verdict
         # a late first audio is not a gap mid-answer: "not", with the reason, as bench says it (issue 26 row 11)
         assert "): fast · not: slow (first audio" in verdict and "stall" in verdict.split("not:")[1]
@@ -276,7 +277,7 @@ async def test_the_verdict_names_the_rates_spoken_during_the_race_not_one_set_af
             screen(app).voice.change_wpm(-15, 61.0)  # after the race: spoke nothing at these rates
         screen(app)._verdict_for = None
         await at(pilot, clock, 62.0)
-        verdict = text_of(screen(app).query_one("#voice-line", Static))
+        verdict = text_of(screen(app).query_one("#voice-line", Static)).replace("\u00a0", " ")
         assert "at 165 then 180 wpm" in verdict and "60 wpm" not in verdict
 
 
@@ -412,7 +413,7 @@ async def test_a_loop_has_one_first_audio_and_the_lane_labels_a_turns_own() -> N
         await at(pilot, clock, 600.0)
         race = app.runner.race
         assert race is not None and app.runner.live.finished
-        verdict = text_of(screen(app).query_one("#voice-line", Static))
+        verdict = text_of(screen(app).query_one("#voice-line", Static)).replace("\u00a0", " ")
         assert "first audio" in verdict
         for index, run in enumerate(race.lanes):
             m = lane_voice(run.events, settings)
@@ -425,3 +426,33 @@ async def test_a_loop_has_one_first_audio_and_the_lane_labels_a_turns_own() -> N
             assert not re.search(r"(?<!slowest )(?<!turn \d )1st audio", bar)  # every figure says which it is
         named = re.findall(r"first audio (\d+\.\d\d)\s+s", verdict)  # a no-break space before the unit
         assert named and all(re.search(rf"slowest first audio {n}\s+s", verdict) for n in named)
+
+
+def test_the_voice_bar_never_splits_a_number_from_its_unit() -> None:
+    """A wrapped bar ended a line with "1.78" and began the next with "s": every figure's unit is glued."""
+    from tokrace.tui.app.widgets.voice import seconds
+
+    assert seconds(1.78) == "1.78\u00a0s" and seconds(None) == "—"
+
+
+def test_the_verdict_line_never_ends_a_line_between_a_number_and_its_unit() -> None:
+    """Rich breaks at any whitespace, a no-break space too: at 80 columns the verdict read "first audio 1.78" on
+    one line and "s" on the next. It is wrapped at ordinary spaces only."""
+    import re
+    from itertools import pairwise
+
+    from rich.console import Console
+
+    from tokrace.tui.app.widgets.voice import verdict_line
+
+    line = verdict_line(["Sol standard", "Sol priority", "Sol ultrafast"],
+                        [(False, "first audio 1.78\u00a0s"), (False, "first audio 1.06\u00a0s"), (True, "")], [165.0])
+    for width in range(30, 121):
+        console = Console(width=width, color_system=None)
+        with console.capture() as captured:
+            console.print(line)
+        rows = captured.get().splitlines()
+        assert all(len(row.rstrip()) <= width for row in rows)
+        for row, after in pairwise(rows):
+            assert not (re.search(r"\d$", row.rstrip()) and re.match(r"(s|wpm)\b", after)), (width, row, after)
+        assert "1.78\u00a0s" in captured.get().replace("\n", " ")

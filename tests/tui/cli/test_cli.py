@@ -190,7 +190,7 @@ def test_bench_records_into_the_user_data_dir_and_recordings_lists_it(
     assert code == 0
     folder = isolated_user_dirs / "data" / "tokrace" / "recordings"
     (path,) = folder.glob("*.jsonl")
-    assert path.name.endswith("-is-it-fast.jsonl")
+    assert path.name.endswith("-is-it-fast-sol-standard-sol-priority-sol-ultrafast.jsonl")
     code, out, _ = run(capsys, "recordings")
     assert code == 0
     (row,) = [line for line in out.splitlines() if path.name in line]

@@ -178,3 +178,31 @@ def test_a_sub_agent_beside_the_person_is_off_the_critical_path(capsys: pytest.C
         assert on["breakdown"]["human"] == pytest.approx(60.0), name
     code, out, _ = run(capsys, "traces", path)
     assert code == 0 and "off the critical path (in parallel)" in out and "model 10.0" in out
+
+
+def test_traces_and_traces_on_give_one_total_cost_with_one_source(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --original-price, both price the original at the demo tier with its model and name that tier;
+    with no tier of the traces' model, both say so in the same words."""
+    monkeypatch.chdir(tmp_path)
+    traces = str(Path(__file__).parents[3] / "examples" / "traces")
+
+    def cost_lines(on: str) -> tuple[str, str]:
+        assert main(["traces", traces, "--json", str(tmp_path / "t.json")]) == 0
+        plain = next(line for line in capsys.readouterr().out.splitlines() if "total cost" in line)
+        assert main(["traces", traces, "--on", on, "--json", str(tmp_path / "c.json")]) == 0
+        capsys.readouterr()
+        compared = json.loads((tmp_path / "c.json").read_text())
+        plain_cost = json.loads((tmp_path / "t.json").read_text())["summary"]["original"]["total_cost_usd"]
+        assert plain_cost == pytest.approx(compared["summary"]["original"]["total_cost_usd"], abs=1e-6) \
+            if plain_cost is not None else compared["summary"]["original"]["total_cost_usd"] is None
+        return " ".join(plain.split()), compared["original_price"]
+
+    plain, source = cost_lines("Sol ultrafast")
+    assert source == "Sol standard's, a built-in demo tier with the same model"
+    assert f"(original price: {source})" in plain and "$" in plain
+    (tmp_path / "tokrace.toml").write_text('[[tiers]]\nname = "fast"\nprovider = "synthetic"\nmodel = "other"\n')
+    plain, source = cost_lines("fast")
+    assert source.startswith("none for the traces' model; give --original-price")
+    assert f"— (original price: {source})" in plain

@@ -45,7 +45,8 @@ def test_on_the_demo_tiers_the_original_is_priced_like_the_tier_with_its_model(
     cmp = build_comparison(traces, args(), Config(source=None), idle_cap_s=600.0)
     assert [c.name for c in cmp.columns] == ["original", "Sol standard", "Sol ultrafast"]
     assert cmp.columns[0].total_cost_usd is not None
-    assert cmp.original_price == "the configured tier with the same model"
+    # a demo tier's price is said to be a demo tier's, never "the configured tier" when no config exists
+    assert cmp.original_price == "Sol standard's, a built-in demo tier with the same model"
     write_comparison(cmp, args())
     out = capsys.readouterr().out
     assert " ".join(out.split()).startswith(cmp.verdict)
@@ -118,7 +119,7 @@ def test_traces_on_the_demo_tiers_prints_every_key_of_design_12(
         assert ("speedup" in column) == (name != "original")
     ultra = doc["summary"]["Sol ultrafast"]["speedup"]
     assert ultra["ci95"] is None  # 5 traces: too few for an interval, and the verdict says why
-    assert "No 95 % interval: 5 traces are too few" in doc["verdict"]
+    assert "No 95% interval: 5 traces are too few" in doc["verdict"]
     assert doc["verdict"].startswith("On these 5 traces, Sol ultrafast would have saved ")
     assert {f["format"] for f in doc["files"]} == {"weka"}
 

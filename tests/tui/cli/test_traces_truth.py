@@ -223,7 +223,7 @@ def test_no_95_interval_over_fewer_than_ten_traces(capsys: pytest.CaptureFixture
         assert f"{speedup['total']:.2f}× │" in o.table and f"{speedup['total']:.2f}× |" in o.md
         assert f"{speedup['total']:.2f}× (" not in o.table + o.md
     assert all(r["speedup_ci95_low"] == r["speedup_ci95_high"] == "" for r in o.rows)
-    assert o.doc["verdict"].endswith("No 95 % interval: 3 traces are too few (10 or more needed).")
+    assert o.doc["verdict"].endswith("No 95% interval: 3 traces are too few (10 or more needed).")
     assert all(o.doc["verdict"] in text for text in o.all_text())
 
 
@@ -341,9 +341,9 @@ def test_a_file_nested_too_deeply_and_a_non_trace_are_one_sentence_everywhere(ca
 
 
 VERDICT = re.compile(
-    r"On these (?P<n>\d+) traces, (?P<tier>.+?) would have saved (?P<saved>[\d.]+) min of (?P<total>[\d.]+) min "
-    r"\((?P<pct>\d+) %\), at a cost not known \((?P<unpriced>.+?) has no price\); the model was (?P<share>\d+) % "
-    r"of the time; no tier could save more than (?P<bound>\d+) %\. No 95 % interval: (?P<few>\d+) traces are too "
+    r"On these (?P<n>\d+) traces, (?P<tier>.+?) would have saved (?P<saved>[\d.]+) s of (?P<total>[\d.]+) s "
+    r"\((?P<pct>\d+)%\), at a cost not known \((?P<unpriced>.+?) has no price\); the model was (?P<share>\d+)% "
+    r"of the time; no tier could save more than (?P<bound>\d+)%\. No 95% interval: (?P<few>\d+) traces are too "
     r"few \(10 or more needed\)\.")
 
 
@@ -357,14 +357,14 @@ def test_the_examples_verdict_is_literally_true_clause_by_clause(capsys: pytest.
     # "On these 5 traces": every file read is a trace
     assert int(m["n"]) == len(o.doc["traces"]) == original["traces"] == 5
     assert all(f["problem"] is None for f in o.doc["files"])
-    # "<tier> would have saved X min of Y min (Z %)": the tier that saves the most, from the totals the table prints
+    # "<tier> would have saved X s of Y s (Z%)": the tier that saves the most, from the totals the table prints
     best = max(tiers, key=lambda name: original["total_task_s"] - summary[name]["total_task_s"])
     saved = original["total_task_s"] - summary[best]["total_task_s"]
     assert m["tier"] == best == "Sol ultrafast"
-    assert m["saved"] == f"{saved / 60:.1f}" and m["total"] == f"{original['total_task_s'] / 60:.1f}"
+    assert m["saved"] == f"{saved:.1f}" and m["total"] == f"{original['total_task_s']:.1f}"
     assert m["pct"] == f"{saved / original['total_task_s'] * 100:.0f}"
-    assert f"{original['total_task_s'] / 60:.1f} min" in o.table and \
-        f"{summary[best]['total_task_s'] / 60:.1f} min" in o.table
+    assert f"{original['total_task_s']:.1f} s" in o.table and \
+        f"{summary[best]['total_task_s']:.1f} s" in o.table
     # "at a cost not known (Sol ultrafast has no price)": the tier has none, and only that is why
     assert m["unpriced"] == best and tiers[best]["price"] is None and summary[best]["total_cost_usd"] is None
     assert original["total_cost_usd"] is not None and o.doc["kept_calls"] == 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from rich.style import Style
 from rich.table import Table
@@ -21,10 +22,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Digits, Static
 
+from tokrace.providers.model.units import duration
 from tokrace.providers.race.race import LaneRun
 from tokrace.providers.runs.session import lane_metrics
 
-from ..widgets.big_digits import BigDigits
+from ..widgets.big_digits import ROWS, BigDigits
 from ..widgets.palette import palette
 
 
@@ -42,7 +44,8 @@ class Place:
 
 @dataclass(slots=True)
 class Finish:
-    """What the podium shows: the places, and the winner's speed-up against the slowest finisher."""
+    """What the podium shows: the places, and the winner's speed-up against the slowest finisher (or the race's
+    reference lane)."""
 
     places: list[Place] = field(default_factory=list)
     winner: str | None = None
@@ -51,6 +54,8 @@ class Finish:
     """The slowest finisher's e2e ÷ the winner's."""
     tokens_x: float | None = None
     """The winner's decode tok/s ÷ the slowest finisher's."""
+    reference: bool = False
+    """``against`` is the race's reference lane (a trace as recorded), not the slowest."""
     loop: bool = False
 
 
@@ -68,10 +73,13 @@ def finish(lanes: Sequence[LaneRun], loop: bool = False) -> Finish:
     out = Finish(places=places, loop=loop)
     if not done:
         return out
-    first, last = metrics[done[0][1]], metrics[done[-1][1]]
+    # Against the race's reference lane (a trace as recorded) when it finished behind the winner, else the slowest.
+    against = next((index for _, index in done[1:] if lanes[index].tier.reference), done[-1][1])
+    first, last = metrics[done[0][1]], metrics[against]
     out.winner = lanes[done[0][1]].tier.name
+    out.reference = lanes[against].tier.reference
     if len(done) > 1:
-        out.against = lanes[done[-1][1]].tier.name
+        out.against = lanes[against].tier.name
         if first.e2e_s and last.e2e_s:
             out.e2e_x = last.e2e_s / first.e2e_s
         if first.decode_tok_s and last.decode_tok_s:
@@ -97,12 +105,35 @@ def tokens_words(f: Finish) -> str:
     return "in tokens" if round(f.tokens_x, 1) >= 1.0 else "the token rate"
 
 
+def rows_needed(f: Finish, big: bool, short: bool, width: int) -> int:
+    """The rows the finish line takes on a terminal ``width`` wide: the border, the headline, each speed-up in
+    five-row (``big``) or three-row digits, the ranking and the footnote, with the blank rows between them (none
+    around the large type on a ``short`` terminal, as podium.tcss lays it out)."""
+    gap = 0 if short else 1
+    lines = (f.e2e_x is not None) + (f.tokens_x is not None)
+    room = max(int(width * BOX_SHARE) - 6, 1)  # the box's border and padding
+    notes = sum(-(-len(line) // room) for line in footnote(f).split("\n"))
+    return 2 + (gap + 1) + lines * (gap + (ROWS if big else 3)) + (1 + len(f.places)) + (1 + notes + gap)
+
+
+BOX_SHARE: Final[float] = 0.96
+"""The finish line's box takes at most this share of the terminal's width and height (podium.tcss)."""
+
+
+def footnote(f: Finish) -> str:
+    """What the speed-ups are measured against, and how to go on."""
+    if f.against is None:
+        return "any key continues"
+    why = "the trace as recorded" if f.reference else "the slowest to finish"
+    return f"{f.winner} against {f.against}, {why}\nmeasured as tokrace bench measures · any key continues"
+
+
 class PodiumScreen(ModalScreen[None]):
-    """The finish line over the race; any key or click dismisses it. On a tall terminal (36 rows or more) the
-    speed-ups are drawn in five-row block type, else in Textual's three-row digits."""
+    """The finish line over the race; any key or click dismisses it. Wherever they fit (a 100×30 projector and
+    up, with three lanes) the speed-ups are drawn in five-row block type, else in Textual's three-row digits."""
 
     CSS_PATH = "podium.tcss"
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (24, "-tall"), (36, "-huge")]  # noqa: RUF012 (Textual types it as an instance attribute)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (24, "-tall")]  # noqa: RUF012 (Textual types it as an instance attribute)
 
     def __init__(self, result: Finish) -> None:
         super().__init__()
@@ -128,6 +159,15 @@ class PodiumScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.query_one("#podium").border_title = "finish"
         self.query_one("#podium-ranking", Static).update(self._ranking())
+        self._fit(self.app.size.width, self.app.size.height)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """The large type wherever the whole finish line still fits with it."""
+        fits = rows_needed(self.result, big=True, short=height < 24, width=width) <= int(height * BOX_SHARE)
+        self.set_class(fits, "-big")
 
     def _headline(self) -> Text:
         f = self.result
@@ -144,20 +184,13 @@ class PodiumScreen(ModalScreen[None]):
         for place in self.result.places:
             style = pal.lane(place.index) + Style(bold=True)
             rank = f"{place.rank}" if place.rank is not None else "✗"
-            time = f"{place.e2e_s:.2f} s" if place.e2e_s is not None else place.note
+            time = duration(place.e2e_s) if place.e2e_s is not None else place.note
             table.add_row(Text(rank, style="bold"), Text(place.name, style=style),
                           Text(time, style="bold" if place.e2e_s is not None else "dim"))
         return table
 
     def _footnote(self) -> Text:
-        f = self.result
-        lines = []
-        if f.against is not None:
-            lines.append(f"{f.winner} against {f.against}, the slowest to finish")
-            lines.append("measured as tokrace bench measures · any key continues")
-        else:
-            lines.append("any key continues")
-        return Text("\n".join(lines), style="dim")
+        return Text(footnote(self.result), style="dim")
 
     def on_key(self, event: events.Key) -> None:
         event.stop()

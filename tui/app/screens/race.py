@@ -74,6 +74,7 @@ class RaceScreen(Screen[None]):
     AUTO_FOCUS = ""
     """Nothing focused at start: keys go to the screen, not the prompt bar."""
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 (Textual types it as an instance attribute)
+    VERTICAL_BREAKPOINTS = [(0, "-low"), (24, "-high")]  # noqa: RUF012 (as above)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "race", "Race", tooltip="race the prompt again on every tier (stops a race still running)"),
         Binding("r", "restart", "Restart", tooltip="play the recording again from its start"),
@@ -287,6 +288,11 @@ class RaceScreen(Screen[None]):
         if slow or force:
             for view in self.views:
                 view.set_pace(pace)
+        if (slow or (live.finished and self._summarised is not live)) and self.replay is not None \
+                and self.replay_bar is not None:
+            # every lane has ended: the replay is finished, whatever the runner still winds down (one state), and
+            # said so before the finish line covers the screen (the bar is not redrawn under it)
+            self.replay_bar.show(self.replay.status(now, live.finished))
         if live.finished and runner.races:  # every lane has ended: the result, not "racing" beside it
             if self._summarised is not live or self._summary_pace != pace:
                 ended = self._summarised is not live
@@ -302,9 +308,6 @@ class RaceScreen(Screen[None]):
         elif runner.races:  # every frame, as the lanes: it names their figures, so it is never behind them
             doing = racing_line(live, now, replay_doing(self.replay) if self.replay is not None else "racing")
             self.summary.update(with_pace(doing, pace, first=True), layout=False)
-        if slow and self.replay is not None and self.replay_bar is not None:
-            # every lane has ended: the replay is finished, whatever the runner still winds down (one state)
-            self.replay_bar.show(self.replay.status(now, live.finished))
         self._show_notice()
         self._report_problems()
 

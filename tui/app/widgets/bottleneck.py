@@ -24,7 +24,7 @@ from tokrace.providers.export.tables import what_if_cell
 from tokrace.providers.metrics.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, bottlenecks, loop_metrics
 from tokrace.providers.model.events import SEGMENT_KINDS, Error, Event, is_loop_end
 from tokrace.providers.model.kinds import THIN_KINDS
-from tokrace.providers.model.tiers import TierSpec
+from tokrace.providers.model.tiers import TierSpec, reference_name
 from tokrace.providers.model.units import duration, percent
 from tokrace.providers.race.live import LiveLane
 
@@ -110,10 +110,10 @@ def _mark(lane: LiveLane) -> str:
 
 
 def baseline(rows: Sequence[Bottleneck]) -> str | None:
-    """The lane the speed-ups are measured against, as :func:`tokrace.providers.metrics.loop.bottlenecks` chooses it:
-    of the lanes that finished, the one with the slowest token rate (none while fewer than two have)."""
-    rated = [b for b in rows if b.ok and b.decode_tok_s and b.e2e_s]
-    return min(rated, key=lambda b: b.decode_tok_s or 0.0).name if len(rated) > 1 else None
+    """The lane the speed-ups are measured against, as :func:`tokrace.providers.metrics.loop.bottlenecks` chose it:
+    the race's reference lane (a trace as recorded), else of the lanes that finished the one with the slowest
+    token rate (none while fewer than two have)."""
+    return next((b.against for b in rows if b.against is not None), None)
 
 
 SCALES: Final[str] = " (its time to first token and its token rate alike)"
@@ -145,6 +145,8 @@ class BottleneckView(VerticalScroll):
         self.final = False
         """The figures are the race's final ones (from the events), not the live ones so far."""
         self.rows: list[Bottleneck] = []
+        self.reference: str | None = None
+        """The lane every speed-up is against when the race names one (a trace as recorded)."""
         self._loops_of: object = None
         self._loops: list[LoopMetrics] = []
 
@@ -168,9 +170,11 @@ class BottleneckView(VerticalScroll):
             loops = self._loops
         else:
             loops = [lane.loop_so_far(now) for lane in lanes]
-        rows = bottlenecks([(lane.tier.name, m) for lane, m in zip(lanes, loops, strict=True)], self.factor)
+        self.reference = reference_name([lane.tier for lane in lanes])
+        rows = bottlenecks([(lane.tier.name, m) for lane, m in zip(lanes, loops, strict=True)], self.factor,
+                           self.reference)
         if not self.final:  # against whichever lane happens to have finished, a speed-up would mislead
-            rows = [dataclasses.replace(b, e2e_speedup=None, token_speedup=None) for b in rows]
+            rows = [dataclasses.replace(b, e2e_speedup=None, token_speedup=None, against=None) for b in rows]
         self.rows = rows
         noun = "loop" if any(lane.loop for lane in lanes) or runner.loop_name else "turn"
         self.body.update(self._view(lanes, noun, runner.loop_name, now, started=race is not None),
@@ -181,7 +185,8 @@ class BottleneckView(VerticalScroll):
         factor = f"{self.factor:g}×"
         what = loop_name if loop_name else "one prompt (a loop of one turn)"
         stop = stopped_at(lanes) if self.final else None
-        when = f"stopped at {stop:.1f} s" if stop is not None else "final" if self.final else f"so far, {now:.1f} s in"
+        when = (f"stopped at {duration(stop, 1)}" if stop is not None else "final" if self.final
+                else f"so far, {duration(now, 1)} in")
         title = join_runs([("where the time goes", "bold"), (f" — {what} · ", ""), (when, "bold"),
                            (f" · what if the model were {factor} faster (", ""), ("< >", "bold"),
                            (" change N)", "")])
@@ -209,10 +214,11 @@ class BottleneckView(VerticalScroll):
         names = max((len(b.name) for b in rows), default=0)
         for index, (b, lane) in enumerate(zip(rows, lanes, strict=True)):
             parts = {part: (s, share) for part, s, share in shown(b)}
-            cells: list[str | Text] = [self._lane_name(b.name.ljust(names), index), f"{b.e2e_s:.1f} s{_mark(lane)}"]
+            cells: list[str | Text] = [self._lane_name(b.name.ljust(names), index),
+                                       f"{duration(b.e2e_s, 1)}{_mark(lane)}"]
             if bars:
                 cells.append(self._bar(b))
-            cells += [f"{parts[p][0]:.1f} s {parts[p][1]:.0%}" if p in parts else "—" for p in present]
+            cells += [f"{duration(parts[p][0], 1)} {percent(parts[p][1])}" if p in parts else "—" for p in present]
             cells += [_x(b.amdahl_max_speedup), what_if_cell(b.what_if),
                       f"{_x(b.e2e_speedup)} | {_x(b.token_speedup)}"]
             table.add_row(*(cell if isinstance(cell, Text) else cell + GAP for cell in cells),
@@ -229,12 +235,13 @@ class BottleneckView(VerticalScroll):
         base = baseline(self.rows) if self.final else None
         for index, (b, lane) in enumerate(zip(self.rows, lanes, strict=True)):
             names_of = part_names(lanes)
-            parts = " · ".join(f"{names_of.get(part, part)} {s:.1f} s {share:.0%}" for part, s, share in shown(b))
+            parts = " · ".join(f"{names_of.get(part, part)} {duration(s, 1)} {percent(share)}"
+                               for part, s, share in shown(b))
             vs = f" · vs {base}: {_x(b.e2e_speedup)} e2e, {_x(b.token_speedup)} tok/s" if base else ""
             if index:
                 text.append("\n")
             text.append_text(self._lane_name(b.name, index)[:-1])
-            text.append(f"{b.e2e_s:.1f} s{_mark(lane)}: {parts} · Amdahl {_x(b.amdahl_max_speedup)} · a model "
+            text.append(f"{duration(b.e2e_s, 1)}{_mark(lane)}: {parts} · Amdahl {_x(b.amdahl_max_speedup)} · a model "
                         f"{factor} faster: {what_if_cell(b.what_if)}{vs}",
                         style="" if b.ok or not lane.finished else "dim")
         return text
@@ -274,18 +281,22 @@ class BottleneckView(VerticalScroll):
             if b.amdahl_max_speedup is None:  # said once: a share of 100 % and an unbounded speed-up are one fact
                 share = f"the model is all of the {noun}{so_far}: nothing else holds it up"
             else:
-                percent = "—" if b.model_share is None else f"{b.model_share:.0%}"
                 could = "could make it" if not so_far else "could have made it"
-                share = (f"the model is {percent} of the {noun}{so_far}; no model, however fast, {could} "
-                         f"more than {b.amdahl_max_speedup:.2f}× faster")
+                share = (f"the model is {percent(b.model_share)} of the {noun}{so_far}; no model, however fast, "
+                         f"{could} more than {b.amdahl_max_speedup:.2f}× faster")
             text.append(f": {share}; {what_if}.")
         gap = self._gap(noun)
         if gap:
             text.append("\n\n")
             text.append(gap, style="bold")
         base = baseline(self.rows) if self.final else None
-        against = (f"speed-ups against {base}, the finished lane with the slowest token rate" if base is not None
-                   else "speed-ups once two lanes have finished, against the slower-streaming one")
+        if base is not None:
+            why = "the trace as recorded" if base == self.reference else "the finished lane with the slowest token rate"
+            against = f"speed-ups against {base}, {why}"
+        elif self.reference is not None:
+            against = f"speed-ups once the race is over, against {self.reference}, the trace as recorded"
+        else:
+            against = "speed-ups once two lanes have finished, against the slower-streaming one"
         if any(lane.path for lane in lanes):  # a trace's lane: its parts are tokrace traces' breakdown
             bound = ("measured, the trace re-timed on an instant model" if self.final else
                      "so far, the time so far ÷ that time less the model's (measured once the trace ends)")

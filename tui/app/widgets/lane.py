@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from tokrace.providers.model.units import duration
+from tokrace.providers.model.units import GLUE, duration
 from tokrace.providers.race.live import SOURCE_MARK, LiveLane
 
 from ..render import content_size
@@ -65,7 +65,7 @@ def figures(lane: LiveLane, now: float, present: bool = False) -> str:
     """TTFT, tokens (marked by source), elapsed (end to end once ended, as the summary) and cost so far; in the
     presenter's view TTFT and tokens only (the time is the lane's big figure and its badge), so the line fits a
     lane a third of a 100-column projector wide."""
-    ttft = "—" if lane.ttft is None else f"{lane.ttft:.2f} s"
+    ttft = duration(lane.ttft)
     tokens = f"{SOURCE_MARK[lane.tokens_source]}{lane.tokens:,}" if lane.tokens else "—"
     cost = lane.cost_so_far()
     money = "$—" if cost is None else f"${cost:.4f}"
@@ -205,7 +205,7 @@ class LaneView(Vertical):
             if len(label) > BADGE_CHARS:  # the tail names the tool or the person's step in full
                 label = state
             if self.present and state == "done" and lane.e2e is not None:
-                label = f"✓ {lane.e2e:.2f} s"
+                label = f"✓ {duration(lane.e2e, glue=GLUE)}"
             self.badge.update(Content(f" {label} "), layout=False)
             self.badge.set_classes(f"badge -{state}")
         if lane.version != self._version:

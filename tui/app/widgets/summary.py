@@ -8,6 +8,7 @@ from rich.text import Text
 
 from tokrace.providers.export.tables import finishes as finishes  # the bottleneck view words comparisons the same
 from tokrace.providers.export.tables import summary_pieces
+from tokrace.providers.model.units import duration
 from tokrace.providers.race.live import LiveRace
 from tokrace.providers.race.summary import RaceSummary
 
@@ -15,13 +16,13 @@ from tokrace.providers.race.summary import RaceSummary
 def racing_line(live: LiveRace, now: float, doing: str = "racing") -> Text:
     """While racing: the time, and who leads: the first lane to finish once one has, else the most tokens so far.
     Lanes level with each other are named together as a tie, never one of them as the lead."""
-    text = Text(f"{doing} · {now:.2f} s", style="bold")
+    text = Text(f"{doing} · {duration(now)}", style="bold")
     done = [(lane, lane.e2e) for lane in live.lanes if lane.ok and lane.e2e is not None]
     if done:
         best = min(e2e or 0.0 for _, e2e in done)
         first = [lane.tier.name for lane, e2e in done if f"{e2e:.2f}" == f"{best:.2f}"]
         together = " together" if len(first) > 1 else ""
-        text.append(f" · {names(first)} finished first{together} in {best:.2f} s")
+        text.append(f" · {names(first)} finished first{together} in {duration(best)}")
         return text
     started = [lane for lane in live.lanes if lane.turns]
     most = max((lane.tokens for lane in started), default=0)

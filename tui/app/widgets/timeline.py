@@ -248,13 +248,20 @@ class Timeline(Widget):
             repaint(self.drawn, *changed)
 
     def _update_rows(self) -> bool:
-        """Cut every lane's spans into rows at ``now``; True when the number of rows changed."""
-        rows = []
-        for index, lane in enumerate(self.lanes):
-            lane_rows = tracks(lane.segments(self.now))
-            if self.overlay is not None:  # drawn over the lane's own row
-                lane_rows[0] = [*lane_rows[0], *self.overlay(index, self.now)]
-            rows += [Row(index, track, spans) for track, spans in enumerate(lane_rows)]
+        """Cut every lane's spans into rows at ``now``; True when the number of rows changed. Parallel rows fold
+        into fewer (at the least, each lane's own) where they would take more than a quarter of the screen: on
+        a short terminal the lanes above keep their rows (60×20 at the end of a loop keeps every lane in view)."""
+        room = max(self.app.size.height // SCREEN_SHARE, len(self.lanes) + 1) - 1  # lines above the axis
+        spans = [lane.segments(self.now) for lane in self.lanes]
+        for limit in range(MAX_TRACKS, 0, -1):
+            rows = []
+            for index, lane_spans in enumerate(spans):
+                lane_rows = tracks(lane_spans, limit)
+                if self.overlay is not None:  # drawn over the lane's own row
+                    lane_rows[0] = [*lane_rows[0], *self.overlay(index, self.now)]
+                rows += [Row(index, track, row) for track, row in enumerate(lane_rows)]
+            if len(rows) <= room:
+                break
         changed = len(rows) != len(self.rows)
         self.rows = rows
         return changed

@@ -12,6 +12,9 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -21,6 +24,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
+from tokrace.providers.model.units import GLUE, duration
 from tokrace.providers.voice.lens import CONVERSATION_GAP_S
 from tokrace.providers.voice.live import VoiceLane, VoiceNow, VoiceShown
 
@@ -235,7 +239,8 @@ def pack(parts: Sequence[Text], width: int, sep: str = " · ") -> Text:
 
 
 def seconds(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f} s"
+    """A voice figure: a number never split from its unit when the bar wraps."""
+    return duration(value, glue=GLUE)
 
 
 class VoiceBar(Static):
@@ -272,10 +277,10 @@ class VoiceBar(Static):
         else:
             audio = [Text(f"1st audio {seconds(first)}", style=late)]
         ttfs = f"turn {voice.turn + 1} TTFS" if voice.turns > 1 else "TTFS"
-        parts = [state, Text(f"{wpm:g} wpm"), stalls, Text(f"{voice.silent_s:.1f} s silent"), *audio,
+        parts = [state, Text(f"{wpm:g} wpm"), stalls, Text(f"{duration(voice.silent_s, 1, glue=GLUE)} silent"), *audio,
                  Text(f"{ttfs} {seconds(voice.ttfs_s)}"), Text(f"margin {seconds(voice.margin_s)}")]
         if voice.state in ("speaking", "silent", "waiting") and voice.ready > voice.spoken:
-            parts.append(Text(f"lead {voice.ahead_s:.1f} s"))
+            parts.append(Text(f"lead {duration(voice.ahead_s, 1, glue=GLUE)}"))
         if self.aloud:
             parts.append(Text("♪ aloud", style=pal.lane(self.lane_index)))
         return parts
@@ -321,25 +326,63 @@ class VoicePanel(Vertical):
             self.bar.show(voice, wpm)
 
 
-def verdict_line(names: Sequence[str], verdicts: Sequence[tuple[bool, str]], rates: Sequence[float]) -> Text:
+class Glued:
+    """Rich text wrapped at ordinary spaces only: Rich and Textual break a line at any whitespace, a no-break space
+    too, so "first audio 1.78 s" could end a line with "1.78" and start the next with "s"."""
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield glued_lines(self.text, options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.text)
+
+
+def glued_lines(text: Text, width: int) -> Text:
+    """``text`` with a line break put in place of the last ordinary space before each line would pass ``width``
+    cells; a no-break space never ends a line (a word longer than the width is left for Rich to fold)."""
+    plain = text.plain
+    out = text.copy()
+    if width <= 0:
+        return out
+    breaks: list[int] = []
+    start, last_space = 0, -1
+    for i, char in enumerate(plain):
+        if char == "\n":
+            start, last_space = i + 1, -1
+            continue
+        if char == " ":
+            last_space = i
+        if cell_len(plain[start:i + 1].rstrip(" ")) > width and last_space > start:
+            breaks.append(last_space)
+            start, last_space = last_space + 1, -1
+    if not breaks:
+        return out
+    pieces = [out[a + 1 if a >= 0 else 0:b] for a, b in zip([-1, *breaks], [*breaks, len(plain)], strict=True)]
+    return Text("\n").join(pieces)
+
+
+def verdict_line(names: Sequence[str], verdicts: Sequence[tuple[bool, str]], rates: Sequence[float]) -> Glued:
     """Which tiers could hold a conversation without a gap, and why the others could not (as bench says it), at
     the rates the voices spoke at during the race (``rates``, in order: never one set after it)."""
     spoken = " then ".join(f"{wpm:g}" for wpm in rates)
-    rule = f"first audio within {CONVERSATION_GAP_S:g} s, never silent mid-answer, at {spoken} wpm"
+    rule = f"first audio within {CONVERSATION_GAP_S:g}{GLUE}s, never silent mid-answer, at {spoken}{GLUE}wpm"
     holds = [name for name, (ok, _) in zip(names, verdicts, strict=True) if ok]
     gaps = [f"{name} ({why})" for name, (ok, why) in zip(names, verdicts, strict=True) if not ok]
     text = Text()
     if not holds:
         text.append("no tier could hold a conversation without a gap", style="bold")
         text.append(f" ({rule}): {', '.join(gaps)}")
-        return text
+        return Glued(text)
     text.append("could hold a conversation without a gap", style="bold")
     text.append(f" ({rule}): ")
     text.append(", ".join(holds), style="bold")
     if gaps:  # a late first audio is not a gap mid-answer: "not", as bench says it, with the reason
         text.append(" · not: ", style="bold")
         text.append(", ".join(gaps))
-    return text
+    return Glued(text)
 
 
 def voice_status(wpm: float, tts_delay_s: float, spoken: str | None) -> Text:
