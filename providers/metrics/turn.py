@@ -469,10 +469,9 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         hidden = (usage.reasoning if usage is not None and m.tokens_source == "usage"
                   and not scan.streamed_reasoning else 0)
         visible = max(m.output_tokens - hidden, count)
-        first_tokens = _event_tokens(first, m, model)
         span = last_t - first.t
-        if count > 1 and span > 0:
-            m.decode_tok_s = max(visible - first_tokens, 0) / span
+        if count > 1 and span > 0:  # (counted only here: a huge first event would be counted twice)
+            m.decode_tok_s = max(visible - _event_tokens(first, m, model), 0) / span
         m.reads_paced_ms = paced_ms(scan.extras)
         if gaps and m.reads_paced_ms is None:  # paced reads: the gaps are the read pace's, not the server's
             ms = sorted(g * 1000.0 for g in gaps)
