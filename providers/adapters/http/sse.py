@@ -39,8 +39,8 @@ class SSEParser:
 
     Linear in the bytes fed, however they are split: only the new chunk is searched for line endings, and the
     start of an unfinished line waits in one growing buffer, its data decoded from there (a line of N bytes costs
-    N for the buffer and N for its text, never a joined or sliced copy besides). An event without its terminating blank line is never
-    dispatched, even at the end of the stream (``pending`` tells whether one was cut off).
+    N for the buffer and N for its text, never a joined or sliced copy besides). An event without its terminating
+    blank line is never dispatched, even at the end of the stream (``pending`` tells whether one was cut off).
     """
 
     __slots__ = ("_bad", "_buf", "_data", "_event", "_limit", "_pending", "_size", "_skip_lf", "_started",
@@ -102,10 +102,7 @@ class SSEParser:
         pos = 0
         for m in _EOL.finditer(chunk):
             piece = chunk[pos : m.start()]
-            if self._buf:
-                event = self._long_line(piece)
-            else:
-                event = self._line(piece)
+            event = self._long_line(piece) if self._buf else self._line(piece)
             pos = m.end()
             if event is not None:
                 events.append(event)
