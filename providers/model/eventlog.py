@@ -291,7 +291,9 @@ class EventLog(Sequence[Event]):
         self._tokens.append(0)
         self._texts.append("")
         self._others[len(self._texts) - 1] = event
-        if len(self._texts) >= BLOCK or isinstance(event, _ENDS):
+        if type(event) is Delta:  # its text counts toward the block's too: 60 huge deltas were held until the end
+            self._chars += len(event.text)
+        if len(self._texts) >= BLOCK or isinstance(event, _ENDS) or self._chars >= BLOCK_CHARS:
             self.seal()
 
     def extend(self, events: Iterable[Event]) -> None:

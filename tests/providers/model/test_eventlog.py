@@ -118,7 +118,18 @@ def test_huge_texts_close_a_block_early_and_a_giant_one_is_kept_whole() -> None:
     events: list[Event] = [Delta(t=float(i), text="x" * (BLOCK_CHARS // 3 + 1)) for i in range(7)]
     events.append(Delta(t=9.0, text="é" * (BLOCK_CHARS + 1), tokens=2))
     log = EventLog(events)
-    assert len(log._stored) == 2 and list(log) == events  # 3 deltas, 3 deltas, and the rest still open
+    assert len(log._stored) == 3 and list(log) == events  # 3 deltas, 3 deltas, then the rest with the giant one
+    assert not log._texts
+
+
+def test_giant_deltas_each_close_their_block_so_none_waits_in_memory() -> None:
+    """A server sending 60 events of 4 MB kept all 240 MB in the open block until the lane ended."""
+    events: list[Event] = [Delta(t=float(i), text="y" * (BLOCK_CHARS + 1)) for i in range(5)]
+    log = EventLog()
+    for k, event in enumerate(events, 1):
+        log.append(event)
+        assert len(log._stored) == k and not log._others
+    assert list(log) == events
 
 
 def test_reading_while_appending_sees_the_log_as_it_was_when_asked() -> None:
