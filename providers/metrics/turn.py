@@ -505,8 +505,10 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
             continue
         text = "".join(buffered)
         cut = tokenizer.word_break(text)
+        if not cut and len(text) > tokenizer.PIECE_CHARS:  # one huge word (a hostile server's): counted in pieces
+            cut = len(text) - tokenizer.TAIL_CHARS            # as count() cuts it, not held until its end
         if cut:
-            counted = tokenizer.count(text[:cut], model)
+            counted = tokenizer.count(text, model, cut)
             if counted is None:
                 return None
             total += counted[0]
