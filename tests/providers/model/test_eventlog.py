@@ -354,3 +354,14 @@ def test_runs_of_deltas_go_in_column_by_column_and_read_back_as_kept_one_by_one(
     assert kept_alone == [*runs[columned], *runs[columned + 1]]
     assert at_once._starts == one_by_one._starts and len(at_once._starts) >= 6
     assert list(at_once) == list(one_by_one) == [event for run in runs for event in run]
+
+
+def test_a_block_holding_a_huge_delta_is_not_kept_in_the_cache() -> None:
+    """Four such blocks, each a misbehaving server's 4 MB event, were kept in memory after being written."""
+    from tokrace.providers.model import eventlog
+
+    events: list[Event] = [Delta(t=float(i), text="y" * (eventlog.CACHE_LARGEST + 1)) for i in range(2)]
+    log = EventLog(events)
+    assert all(stored.serial not in eventlog._cache for stored in log._stored)
+    assert list(log) == events
+    assert all(stored.serial not in eventlog._cache for stored in log._stored)
