@@ -505,8 +505,9 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
             continue
         text = "".join(buffered)
         cut = tokenizer.word_break(text)
-        if not cut and len(text) > tokenizer.PIECE_CHARS:  # one huge word (a hostile server's): counted in pieces
-            cut = len(text) - tokenizer.TAIL_CHARS            # as count() cuts it, not held until its end
+        huge = not cut and len(text) > tokenizer.PIECE_CHARS
+        if huge:  # one huge word (a hostile server's): counted in pieces as count() cuts it, not held to its end
+            cut = len(text) - tokenizer.TAIL_CHARS
         if cut:
             counted = tokenizer.count(text, model, cut)
             if counted is None:
@@ -514,7 +515,8 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
             total += counted[0]
             text = text[cut:]
         buffered, size = [text], len(text)
-        due = max(COUNT_CHUNK, 2 * size)  # a text without a break is looked at again when twice as long: linear
+        # a text without a break is looked at again when twice as long, or a piece longer once that long: linear
+        due = size + tokenizer.PIECE_CHARS if huge else max(COUNT_CHUNK, 2 * size)
     counted = tokenizer.count("".join(buffered), model)
     return None if counted is None else (total + counted[0], counted[1])
 
