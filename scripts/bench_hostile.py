@@ -1,12 +1,18 @@
-"""Memory per event on hostile input: how much a lane takes for one huge SSE event, and a replay of many tiny
-recorded events. Not a test: it prints figures (docs/performance.md#hostile-input).
+"""Memory per event on hostile input: how much a lane takes for huge SSE events, a replay of many tiny recorded
+events, and ``tokrace serve``'s timing while one client uploads a byte per chunk. Not a test: it prints figures
+(docs/performance.md#hostile-input).
 
-Each measurement runs in a fresh child process and reports its peak resident memory (``ru_maxrss``) and time:
-- ``bench`` on one OpenAI-compatible lane whose server sends one ``--event-mb`` MB text event (a misbehaving
-  server), recorded, and the peak's ratio to the event's size;
-- ``tokrace replay FILE --headless --fast-forward`` of a recording of ``--events`` one-token events.
+Each measurement runs in a fresh child process and reports its peak resident memory (``ru_maxrss``), its time and
+its CPU time (what a loaded machine stretches less):
+- ``bench`` on one OpenAI-compatible lane whose server sends one 1 KB text event (the run's own baseline: imports,
+  the tokenizer, the race), then one ``--event-mb`` MB event (a misbehaving server), then ``--many`` events of
+  ``--many-mb`` MB, each recorded: the peak above the baseline's, as a multiple of one event's size (goal: ≤ 4×);
+- ``tokrace replay FILE --headless --fast-forward`` of recordings of ``--events`` one-token events, and of ten
+  times as many with ``--ten-times`` (goal: the peak does not grow with the number of events);
+- ``tokrace serve``: nine requests' first-token error (kernel stamps, against the plan) before and during an
+  upload sent a byte per chunk as fast as a socket takes it (goal: the medians within 1 ms of each other).
 
-    python scripts/bench_hostile.py [--event-mb 10] [--events 1000000]
+    python scripts/bench_hostile.py [--event-mb 10] [--many 60] [--many-mb 4] [--events 1000000] [--ten-times]
 """
 
 from __future__ import annotations
@@ -20,19 +26,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-ONE_EVENT = """
+ONE_EVENT = r"""
 import asyncio, contextlib, io, json, resource, sys, time
 from pathlib import Path
 SIZE = int(sys.argv[1])
 RECORD = sys.argv[2]
+COUNT = int(sys.argv[3])
 
 async def serve(reader, writer):
     while (await reader.readline()).strip():
         pass
-    body = json.dumps({"choices": [{"delta": {"content": "y" * SIZE}}]})
-    payload = f"data: {body}\\n\\ndata: [DONE]\\n\\n".encode()
-    writer.write(b"HTTP/1.1 200 OK\\r\\ncontent-type: text/event-stream\\r\\ncontent-length: "
-                 + str(len(payload)).encode() + b"\\r\\nconnection: close\\r\\n\\r\\n" + payload)
+    event = f"data: {json.dumps({'choices': [{'delta': {'content': 'y' * SIZE}}]})}\n\n".encode()
+    done = b"data: [DONE]\n\n"
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
+                 + str(len(event) * COUNT + len(done)).encode() + b"\r\nconnection: close\r\n\r\n")
+    for _ in range(COUNT):
+        writer.write(event)
+        await writer.drain()
+    writer.write(done)
     await writer.drain()
     writer.close()
 
@@ -46,16 +57,17 @@ def main():
     server, port = loop.run_until_complete(start())
     threading.Thread(target=loop.run_forever, daemon=True).start()
     config = Path(RECORD).with_suffix(".toml")
-    config.write_text(f'[[tiers]]\\nname = "huge"\\nprovider = "openai"\\nmodel = "m"\\n'
-                      f'base_url = "http://127.0.0.1:{port}/v1"\\nmax_retries = 0\\n')
+    config.write_text(f'[[tiers]]\nname = "huge"\nprovider = "openai"\nmodel = "m"\n'
+                      f'base_url = "http://127.0.0.1:{port}/v1"\nmax_retries = 0\n')
     import os
     os.environ["OPENAI_API_KEY"] = "x"
     from tokrace.tui.main import main as cli
     began = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
         code = cli(["--config", str(config), "bench", "--record", RECORD, "--max-tokens", "200000"])
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"exit {code}; {time.perf_counter() - began:.1f} s, peak {peak:.0f} MB")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"exit {code}; {time.perf_counter() - began:.1f} s ({usage.ru_utime + usage.ru_stime:.1f} s of CPU), "
+          f"peak {usage.ru_maxrss / 1024:.0f} MB")
 
 main()
 """
@@ -66,9 +78,57 @@ from tokrace.tui.main import main
 began = time.perf_counter()
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(["replay", sys.argv[1], "--headless", "--fast-forward"])
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(f"exit {code}; {time.perf_counter() - began:.1f} s, peak {peak:.0f} MB")
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(f"exit {code}; {time.perf_counter() - began:.1f} s ({usage.ru_utime + usage.ru_stime:.1f} s of CPU), "
+      f"peak {usage.ru_maxrss / 1024:.0f} MB")
 """
+
+SERVE = r'''
+import asyncio, statistics, subprocess, sys
+import httpx
+from tokrace.providers.adapters.synthetic import Profile
+from tokrace.providers.serve import ServeServer, SyntheticSource
+
+BODY = {"model": "m", "stream": True, "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}
+UPLOAD = """
+import socket, sys
+sock = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+sock.sendall(b"POST /v1/chat/completions HTTP/1.1\\r\\nhost: x\\r\\ntransfer-encoding: chunked\\r\\n\\r\\n")
+piece = b"1\\r\\n \\r\\n" * 4096
+print("sending", flush=True)
+try:
+    while True:
+        sock.sendall(piece)
+except OSError:
+    pass
+"""
+
+async def errors(server, client, planned):
+    out = []
+    for _ in range(9):
+        answer = await client.post("/v1/chat/completions", json=BODY, timeout=30)
+        assert answer.status_code == 200
+        out.append(abs(server.served[-1].ttft_s - planned) * 1000)
+    return out
+
+async def main():
+    profile = Profile(ttft_ms=150, tok_s=400, ttfb_ms=20, seed=1)
+    planned = SyntheticSource(profile).plan(BODY, 20, 0).pieces[0].t
+    async with ServeServer(SyntheticSource(profile)) as server, httpx.AsyncClient(base_url=server.url) as client:
+        quiet = await errors(server, client, planned)
+        upload = subprocess.Popen([sys.executable, "-c", UPLOAD, str(server.port)], stdout=subprocess.PIPE)
+        await asyncio.to_thread(upload.stdout.readline)
+        await asyncio.sleep(0.5)  # well under way
+        busy = await errors(server, client, planned)
+        upload.kill()
+        upload.wait()
+    q, b = statistics.median(quiet), statistics.median(busy)
+    verdict = "within" if b - q < 1 else "NOT within"
+    print(f"median TTFT error {q:.3f} ms before, {b:.3f} ms during the upload: {b - q:+.3f} ms ({verdict} 1 ms); "
+          f"worst during it {max(busy):.3f} ms")
+
+asyncio.run(main())
+'''
 
 BASELINE = """
 import resource
@@ -98,18 +158,51 @@ def run(code: str, *args: str) -> str:
     return (done.stdout.strip().splitlines() or [done.stderr.strip()[-300:]])[-1]
 
 
+def peak(line: str) -> float | None:
+    """The peak (MB) a child reported, if it got that far."""
+    return float(line.rsplit("peak ", 1)[1].split()[0]) if "peak " in line else None
+
+
+def sse_events(scratch: str, count: int, megabytes: float, base: float | None) -> str:
+    """``bench`` on ``count`` SSE events of ``megabytes`` MB each, and its peak over ``base`` per event's size."""
+    size = int(megabytes * 1024 * 1024)
+    line = run(ONE_EVENT, str(size), f"{scratch}/e{count}.jsonl", str(count))
+    got = peak(line)
+    if base is None or got is None:
+        return line
+    above = got - base
+    return f"{line}; {above:.0f} MB above the baseline, {above / megabytes:.1f}× one event (goal ≤ 4×)"
+
+
+def replay(scratch: str, events: int) -> str:
+    path = Path(scratch) / "many.jsonl"
+    write_recording(path, events)
+    try:
+        return f"replay of {events:,} events ({path.stat().st_size / 1e6:.0f} MB): {run(REPLAY, str(path))}"
+    finally:
+        path.unlink()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--event-mb", type=float, default=10.0)
+    parser.add_argument("--many", type=int, default=60)
+    parser.add_argument("--many-mb", type=float, default=4.0)
     parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--ten-times", action="store_true", help="also replay ten times --events")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        print(f"baseline (tokrace imported): {run(BASELINE)}")
-        size = int(args.event_mb * 1024 * 1024)
-        print(f"one {args.event_mb:g} MB SSE event, bench, recorded: {run(ONE_EVENT, str(size), scratch + '/e.jsonl')}")
-        path = Path(scratch) / "many.jsonl"
-        write_recording(path, args.events)
-        print(f"replay of {args.events:,} events ({path.stat().st_size / 1e6:.0f} MB): {run(REPLAY, str(path))}")
+        print(f"tokrace imported: {run(BASELINE)}")
+        base_line = sse_events(scratch, 1, 1 / 1024, None)
+        print(f"baseline, bench on one 1 KB SSE event, recorded: {base_line}")
+        base = peak(base_line)
+        print(f"one {args.event_mb:g} MB SSE event, bench, recorded: {sse_events(scratch, 1, args.event_mb, base)}")
+        print(f"{args.many} SSE events of {args.many_mb:g} MB, bench, recorded: "
+              f"{sse_events(scratch, args.many, args.many_mb, base)}")
+        print(replay(scratch, args.events))
+        if args.ten_times:
+            print(replay(scratch, 10 * args.events))
+    print(f"tokrace serve during a byte-per-chunk upload: {run(SERVE)}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..model.errors import ConfigError
-from ..model.events import MAX_SECONDS, Event, Segment
+from ..model.events import MAX_SECONDS, Delta, Event, Segment
 from ..model.messages import TurnRequest
 from ..model.tiers import TierSpec
 from ..recording import Recording, read_recording
@@ -104,6 +104,8 @@ class ReplayProvider(Provider):
     @staticmethod
     def _placed(event: Event, stamp: float, start: float) -> Event:
         """The recorded event at its place on this race's clock."""
+        if type(event) is Delta:  # nearly every event: made directly (a third of dataclasses.replace's time)
+            return Delta(stamp, event.text, event.channel, event.tokens, event.chunks)
         if isinstance(event, Segment):
             return dataclasses.replace(event, t=stamp, start=start + event.start, end=start + event.end)
         return dataclasses.replace(event, t=stamp)

@@ -17,6 +17,7 @@ from ..model import tokens as tokenizer
 from ..model.eventlog import as_sequence
 from ..model.events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
 from ..model.tiers import Price
+from .gaps import Gaps, percentiles_ms
 
 STALL_THRESHOLD_S: Final[float] = 0.25
 """A gap between token-bearing events longer than this (after the first token) is a stall."""
@@ -306,7 +307,7 @@ class _Scan:
     last_t: float = 0.0
     """The last token event's time."""
     count: int = 0
-    gaps: array[float] = field(default_factory=lambda: array("d"))
+    gaps: Gaps = field(default_factory=Gaps)
     first_answer: float | None = None
     """The first visible answer content (not just whitespace)."""
     answer: float | None = None
@@ -469,16 +470,14 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         hidden = (usage.reasoning if usage is not None and m.tokens_source == "usage"
                   and not scan.streamed_reasoning else 0)
         visible = max(m.output_tokens - hidden, count)
-        first_tokens = _event_tokens(first, m, model)
         span = last_t - first.t
-        if count > 1 and span > 0:
-            m.decode_tok_s = max(visible - first_tokens, 0) / span
+        if count > 1 and span > 0:  # (counted only here: a huge first event would be counted twice)
+            m.decode_tok_s = max(visible - _event_tokens(first, m, model), 0) / span
         m.reads_paced_ms = paced_ms(scan.extras)
         if gaps and m.reads_paced_ms is None:  # paced reads: the gaps are the read pace's, not the server's
-            ms = sorted(g * 1000.0 for g in gaps)
-            m.itl_ms = {"p50": _percentile_sorted(ms, 50), "p90": _percentile_sorted(ms, 90),
-                        "p99": _percentile_sorted(ms, 99), "max": ms[-1]}
+            m.itl_ms = percentiles_ms(gaps)
         m.stalls = sum(1 for g in gaps if g > stall_threshold_s)
+        gaps.close()
         m.tokens_per_event = m.output_tokens / count
     if m.e2e_s and m.output_tokens:
         m.e2e_tok_s = m.output_tokens / m.e2e_s
@@ -506,14 +505,18 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
             continue
         text = "".join(buffered)
         cut = tokenizer.word_break(text)
+        huge = not cut and len(text) > tokenizer.PIECE_CHARS
+        if huge:  # one huge word (a hostile server's): counted in pieces as count() cuts it, not held to its end
+            cut = len(text) - tokenizer.TAIL_CHARS
         if cut:
-            counted = tokenizer.count(text[:cut], model)
+            counted = tokenizer.count(text, model, cut)
             if counted is None:
                 return None
             total += counted[0]
             text = text[cut:]
         buffered, size = [text], len(text)
-        due = max(COUNT_CHUNK, 2 * size)  # a text without a break is looked at again when twice as long: linear
+        # a text without a break is looked at again when twice as long, or a piece longer once that long: linear
+        due = size + tokenizer.PIECE_CHARS if huge else max(COUNT_CHUNK, 2 * size)
     counted = tokenizer.count("".join(buffered), model)
     return None if counted is None else (total + counted[0], counted[1])
 

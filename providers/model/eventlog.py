@@ -233,8 +233,14 @@ class _Stored:
                 return block
         assert self.spool is not None
         block = _Block.load(self.spool.read(self.offset, self.length))
-        _remember(serial, block)
+        if self.length <= CACHE_LARGEST:
+            _remember(serial, block)
         return block
+
+
+CACHE_LARGEST: Final[int] = 4 * BLOCK_CHARS
+"""The largest block kept in the cache (bytes written): a block holding one huge delta (a misbehaving server's 4 MB
+event) is read again when needed, rather than four of them kept at once."""
 
 
 def _remember(serial: int, block: _Block) -> None:
@@ -291,7 +297,9 @@ class EventLog(Sequence[Event]):
         self._tokens.append(0)
         self._texts.append("")
         self._others[len(self._texts) - 1] = event
-        if len(self._texts) >= BLOCK or isinstance(event, _ENDS):
+        if type(event) is Delta:  # its text counts toward the block's too: 60 huge deltas were held until the end
+            self._chars += len(event.text)
+        if len(self._texts) >= BLOCK or isinstance(event, _ENDS) or self._chars >= BLOCK_CHARS:
             self.seal()
 
     def extend(self, events: Iterable[Event]) -> None:
@@ -366,7 +374,8 @@ class EventLog(Sequence[Event]):
                 payload = block.payload()
                 spool = _spool()
                 stored = _Stored(spool, spool.write(payload), len(payload), None)
-                _remember(stored.serial, block)  # its events are the likeliest to be read next (the lane's end)
+                if len(payload) <= CACHE_LARGEST:
+                    _remember(stored.serial, block)  # its events are the likeliest to be read next (the lane's end)
                 return stored
             except Exception:  # whatever failed (the disk, a pickle), the events stay, in memory
                 self._spills = False

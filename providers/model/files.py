@@ -21,6 +21,18 @@ def not_regular(mode: int) -> str | None:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
+def why_not_regular(path: Path | str) -> str | None:
+    """Why ``path`` cannot be read as a file (``no such file``, ``cannot read it (it is a FIFO (named pipe), not a
+    regular file)``), or ``None`` when it is a regular file. Looks without opening it."""
+    try:
+        kind = not_regular(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or exc})"
+    return None if kind is None else f"cannot read it (it is {kind}, not a regular file)"
+
+
 def open_regular(path: Path | str) -> IO[bytes]:
     """``path`` opened to read bytes, when it is a regular file; else an ``OSError`` whose ``strerror`` says what it
     is (``it is a FIFO (named pipe), not a regular file``). Opened without blocking (a FIFO with no writer would

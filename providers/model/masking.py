@@ -59,6 +59,16 @@ enough that code and prose (``pk_user_id``, ``or_else``) never match."""
 _KEY_PREFIX_HINTS: Final[tuple[str, ...]] = ("sk", "fw_", "csk-", "xai-", "pplx-", "nvapi-", "glpat-", "gh",
                                             "hf_", "AIza")
 
+LONG_TEXT_CHARS: Final[int] = 4096
+"""From this length on :func:`shapes_free` searches for its hints with :data:`_HINTS` instead of in a lower-cased
+copy."""
+
+_HINTS: Final[re.Pattern[str]] = re.compile("|".join(
+    [f"(?i:{re.escape(word)})" for word in _CREDENTIAL_WORDS]
+    + [re.escape(hint) for hint in (*_I_LOOKALIKES, *_KEY_PREFIX_HINTS, "://", "=")]))
+"""Whatever makes a text not :func:`shapes_free`, found in one search. Case-insensitive matching finds at least what
+the lower-cased copy does (and a few look-alikes more, which only send a text through :func:`redact` in full)."""
+
 _URL_USERINFO: Final[re.Pattern[str]] = re.compile(r"(?i)\b(https?://)[^/\s@\"'<>]+@")
 _URL_PARAM: Final[re.Pattern[str]] = re.compile(r"([?&;])([A-Za-z0-9_.\-]+)=([^&#\s\"'<>\\]+)")
 
@@ -124,6 +134,8 @@ def looks_like_key(text: str) -> bool:
 def shapes_free(text: str) -> bool:
     """Whether ``text`` holds none of what makes :func:`redact` look for shapes (a credential word in any case, a
     character taken for its i, a key prefix, a URL or a parameter): then only secret values could change it."""
+    if len(text) > LONG_TEXT_CHARS:  # found in place, never lower-cased whole (a huge answer copied once more)
+        return _HINTS.search(text) is None
     lowered = text.lower()
     for word in _CREDENTIAL_WORDS:
         if word in lowered:

@@ -97,13 +97,21 @@ WORD_CUT_CHARS: Final[int] = 8_192
 its count may then be off by a token per cut (under 0.05 %), instead of taking seconds per megabyte."""
 
 
-def count(text: str, model: str = "") -> tuple[int, str] | None:
-    """Tokens in ``text`` and the encoding that counted them, or ``None`` without a tokenizer."""
+def count(text: str, model: str = "", end: int | None = None) -> tuple[int, str] | None:
+    """Tokens in ``text`` (up to ``end``, without copying it) and the encoding that counted them, or ``None``
+    without a tokenizer."""
     name, enc = get_encoding(model)
     if enc is None:
         return None
+    return count_with(enc, text, end), name
+
+
+def count_with(enc: Any, text: str, end: int | None = None) -> int:
+    """Tokens in ``text`` (up to ``end``) by the encoding ``enc``, in pieces (see :data:`PIECE_CHARS`): linear in
+    its length."""
     total, start = 0, 0
-    while len(text) - start > PIECE_CHARS:
+    end = len(text) if end is None else end
+    while end - start > PIECE_CHARS:
         window = text[start:start + PIECE_CHARS]
         cut = _piece_break(window)
         if cut:
@@ -113,7 +121,7 @@ def count(text: str, model: str = "") -> tuple[int, str] | None:
         for at in range(0, PIECE_CHARS, WORD_CUT_CHARS):  # one word the whole window long: cut inside it
             total += len(enc.encode_ordinary(window[at:at + WORD_CUT_CHARS]))
         start += PIECE_CHARS
-    return total + len(enc.encode_ordinary(text[start:] if start else text)), name
+    return total + len(enc.encode_ordinary(text if start == 0 and end == len(text) else text[start:end]))
 
 
 MEMO_SIZE: Final[int] = 2048
@@ -241,6 +249,9 @@ class IncrementalCounter:
         encode = self._enc.encode_ordinary
         if len(tail) > TAIL_CHARS:
             cut = word_break(tail)
+            if not cut and len(tail) > PIECE_CHARS:  # one huge word (a hostile server's): counted in pieces, all
+                cut = len(tail) - TAIL_CHARS          # but its end (within a token per cut, as count() does)
+                return cut, count_with(self._enc, tail, cut), len(encode(tail[cut:]))
             if cut:
                 head = tail[:cut]
                 words = self._words(head) if cut >= WORDS_FROM else None

@@ -33,14 +33,17 @@ class LaneText:
         """Keep a piece of the lane's text: in the tail, and in the answer when it is answer text (or a turn's
         break); the oldest pieces go once more than the limit is kept. Constant time per piece."""
         pieces = self.pieces
-        pieces.append((channel, text))
         size = len(text)
-        chars = self._piece_chars = self._piece_chars + size
+        pieces.append((channel, text if size <= TAIL_KEEP else text[-TAIL_KEEP:]))  # not a huge event's whole text
+        chars = self._piece_chars = self._piece_chars + min(size, TAIL_KEEP)
         if chars > TAIL_KEEP:
             while self._piece_chars > TAIL_KEEP and len(pieces) > 1:
                 self._piece_chars -= len(pieces.popleft()[1])
         if channel == "content" or (channel == "meta" and text == "\n\n"):
             answer = self._answer
+            if size > ANSWER_KEEP:
+                self.answer_cut += size - ANSWER_KEEP
+                text, size = text[-ANSWER_KEEP:], ANSWER_KEEP
             answer.append(text)
             self._answer_chars += size
             while self._answer_chars > ANSWER_KEEP and len(answer) > 1:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,7 @@ from ..model.printable import deep_without_controls
 from .format import FORMAT, VERSION, RecordingError
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class Recording:
     """A recording read back: its header and its events per (run, lane)."""
 
@@ -143,10 +145,32 @@ def _check_header(path: Path, first: bytes) -> dict[str, Any]:
     return deep_without_controls(header)  # type: ignore[return-value]  # its prompt and names are shown
 
 
+_READ: weakref.WeakValueDictionary[tuple[str, int, int, int], Recording] = weakref.WeakValueDictionary()
+"""Recordings read and still held by someone, by path and the file's identity: a replay's tiers and each of its
+lanes read the same file once between them."""
+
+
 def read_recording(path: Path) -> Recording:
     """Read a recording line by line (never the whole file at once). A truncated last line is dropped with a
     warning; any other line that is not an event of this vocabulary (bad JSON, a wrong shape, a number out of
-    range, a lane or run out of place) is skipped, and one warning counts them. A line over 16 MB is refused."""
+    range, a lane or run out of place) is skipped, and one warning counts them. A line over 16 MB is refused.
+
+    A file read before and unchanged since (its size, time and inode), whose recording is still held, is not read
+    again: the same recording is returned."""
+    try:
+        stat = os.stat(path)
+        key: tuple[str, int, int, int] | None = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    except (OSError, ValueError):
+        key = None  # reading it says what is wrong
+    if key is not None and (known := _READ.get(key)) is not None:
+        return known
+    rec = _read(path)
+    if key is not None:
+        _READ[key] = rec
+    return rec
+
+
+def _read(path: Path) -> Recording:
     rec: Recording | None = None
     skipped = 0
     first_problem = ""
@@ -189,7 +213,10 @@ def read_recording(path: Path) -> Recording:
             next_run = max(next_run, run + 1)
             if type(event) is Delta:
                 last_t[(run, lane)] = max(last_t.get((run, lane), 0.0), event.t)
-            rec.events.setdefault((run, lane), EventLog()).append(event)
+            log = rec.events.get((run, lane))
+            if log is None:  # (not setdefault: it would make a log, and its first block, for every line)
+                log = rec.events[(run, lane)] = EventLog()
+            log.append(event)
     if rec is None:
         _check_header(path, b"")
     assert rec is not None

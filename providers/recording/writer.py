@@ -94,6 +94,21 @@ joined chunks) hardly ever does, and a kilobyte each, with its JSON, over a long
 most)."""
 
 
+HUGE_TEXT_CHARS: Final[int] = 1 << 20
+"""A delta whose text is at least this long (a misbehaving server's one huge event) is escaped, checked and written
+a slice at a time, never whole as one more line, one more string with its newline and its bytes (each as large as
+the text): see :meth:`Recorder._huge`."""
+
+SLICE_CHARS: Final[int] = 1 << 18
+"""The slice of a huge text escaped, checked and written at a time."""
+
+
+def _escaped_slices(text: str) -> Iterable[str]:
+    """``encode_basestring(text)`` without its quotes, a slice at a time: each character escapes on its own."""
+    for at in range(0, len(text), SLICE_CHARS):
+        yield encode_basestring(text[at:at + SLICE_CHARS])[1:-1]
+
+
 class Recorder:
     """Writes a session as it happens: a race listener that appends and flushes one line per event, or, when
     ``buffered``, keeps each event's line until :meth:`flush` writes them in one go."""
@@ -170,11 +185,50 @@ class Recorder:
     def __call__(self, lane: int, event: Event) -> None:
         """Keep (buffered) or write one event. As a race listener it never raises: a failed write stops the
         recording, :attr:`problem` says why, and the race goes on."""
-        if self.buffered:
+        if type(event) is Delta and len(event.text) >= HUGE_TEXT_CHARS:
+            self._huge(lane, event, self.run)
+        elif self.buffered:
             if self._fh is not None:
                 self._pending.append(self._line(lane, event))
         elif self._fh is not None:
             self._write_line((self._line(lane, event) + "\n").encode("utf-8"))
+
+    def _huge(self, lane: int, event: Delta, run: int) -> None:
+        """Write a delta with a huge text now (after the lines kept so far, when buffered), its text a slice at a
+        time: the same bytes as its one line, at most a slice's size held besides the text. A text holding anything
+        to mask is masked as a whole line, as any other."""
+        if self._fh is None:
+            return
+        with contextlib.suppress(RecordingError):  # kept in self.problem
+            if self._pending:
+                self.flush()
+            head, end = _delta_line(lane, run, event, '"\0"').split("\0")  # (\0 in a channel is escaped)
+            if event.channel not in _PLAIN_CHANNELS or not self._clean(head + end, event.text):
+                self._put(self._line(lane, event, run))
+                return
+            self._write(head.encode("utf-8"), 0)
+            for piece in _escaped_slices(event.text):
+                if self._fh is None:
+                    return
+                self._write(piece.encode("utf-8"), 0)
+            if self._fh is not None:
+                self._write((end + "\n").encode("utf-8"), 0)
+
+    def _clean(self, rest: str, text: str) -> bool:
+        """Whether a delta's line, of ``rest`` around the JSON of a huge ``text``, holds nothing :func:`redact`
+        would change: looked for slice by slice, each with the end of the one before (as long as the longest
+        secret or trigger), so that nothing is missed across a slice's end."""
+        secrets = self._secrets
+        if any(secret in rest for secret in secrets):
+            return False
+        reach = max(map(len, secrets), default=0) + 16
+        carried = ""
+        for piece in _escaped_slices(text):
+            window = carried + piece
+            if not shapes_free(window) or any(secret in window for secret in secrets):
+                return False
+            carried = window[-reach:]
+        return True
 
     def _write_line(self, data: bytes) -> None:
         """Write one whole line (a hot path: one write when the file takes the whole line, as it does)."""
@@ -191,6 +245,10 @@ class Recorder:
         """Several deltas of a lane at once (see ``Race.emit_many``): kept together when buffered, else each
         written as its own line, as :meth:`__call__` writes it (a crash loses at most the line being written)."""
         if self.buffered:
+            if type(deltas) is not DeltaRun and any(len(delta.text) >= HUGE_TEXT_CHARS for delta in deltas):
+                for delta in deltas:
+                    self(lane, delta)
+                return
             if self._fh is not None:
                 lines = self._run_lines(lane, self.run, deltas) if type(deltas) is DeltaRun else None
                 if lines is not None:
@@ -202,7 +260,10 @@ class Recorder:
             for delta in deltas:
                 if self._fh is None:  # a write failed: the recording stopped
                     return
-                write((line(lane, delta, run) + "\n").encode("utf-8"))
+                if len(delta.text) >= HUGE_TEXT_CHARS:
+                    self._huge(lane, delta, run)
+                else:
+                    write((line(lane, delta, run) + "\n").encode("utf-8"))
 
     def _line(self, lane: int, event: Event, run: int | None = None) -> str:
         """``redact(event_line(lane, run, event), secrets)`` (``run``: this run by default), for a delta without

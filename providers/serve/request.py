@@ -20,6 +20,14 @@ READ_DEADLINE_S: Final[float] = 30.0
 YIELD_EVERY: Final[int] = 64
 """Chunks of a chunked body parsed before the loop is handed back (a client sending a byte per chunk fills a read
 with tens of thousands: 64 take a few tens of µs, far below the 1 ms other answers are held to)."""
+PAUSE_S: Final[float] = 0.001
+"""How long a chunked body's reading rests after :data:`YIELD_EVERY` chunks that carried fewer than
+:data:`SMALL_BATCH` bytes together (a client sending tiny chunks as fast as it can): their parsing then takes a small
+share of a core, not all of it. A server kept busy on its core is scheduled by the kernel as a busy process, behind
+whatever else runs, and every other answer's moments went out tens of ms late on a loaded machine. Chunks of a
+useful size never rest, and a client sending tiny chunks slowly loses a millisecond per 64 of them."""
+SMALL_BATCH: Final[int] = YIELD_EVERY * 256
+"""Bytes under which :data:`YIELD_EVERY` chunks are tiny ones (see :data:`PAUSE_S`)."""
 READ_SIZE: Final[int] = 1 << 20
 """A read of a chunked body: more than a stream ever buffers, so each read takes all it holds."""
 MAX_CHUNK_LINE: Final[int] = 1024
@@ -166,10 +174,13 @@ async def _chunked(reader: asyncio.StreamReader, most: int) -> bytes:
     body = bytearray()
     chunks = _Chunks(reader)
     count = 0
+    batch_from = 0
     while True:
         count += 1
-        if count % YIELD_EVERY == 0:  # chunks already read are parsed without a wait: let other answers be written
-            await asyncio.sleep(0)
+        if count % YIELD_EVERY == 0:  # chunks already read are parsed without a wait: let other answers be written,
+            small = len(body) - batch_from < SMALL_BATCH  # and rest after tiny ones
+            await asyncio.sleep(PAUSE_S if small else 0)
+            batch_from = len(body)
         size_text = (await chunks.line()).split(b";")[0].strip()
         try:
             size = int(size_text or b"0", 16)

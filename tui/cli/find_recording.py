@@ -21,10 +21,11 @@ def _listed(names: list[str]) -> str:
 
 
 def find_recording(given: Path, folder: Path) -> Path:
-    """``given`` when it is a file; else the recording in ``folder`` named ``given`` (with or without ``.jsonl``),
-    else the only one whose name starts with it. None or several: one clear error naming the candidates."""
-    if given.is_file() or given.parent != Path("."):
-        return given  # a path (the reader says what is wrong with it, or that it does not exist)
+    """``given`` when it is there (a file, or anything else the reader then refuses); else the recording in
+    ``folder`` named ``given`` (with or without ``.jsonl``), else the only one whose name starts with it. None or
+    several: one clear error naming the candidates."""
+    if given.is_file() or (given.exists() and not given.is_dir()) or given.parent != Path("."):
+        return given  # a path (the reader says what is wrong with it: a FIFO, a folder, or that it does not exist)
     name = given.name
     recordings = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True) \
         if folder.is_dir() else []

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tokrace.providers.model.errors import TokraceError
+from tokrace.providers.model.files import why_not_regular
 from tokrace.providers.model.tiers import Price
 from tokrace.providers.model.units import NOT_KNOWN, counted, duration, percent
 from tokrace.providers.traces.analysis import IDLE_CAP_S, TraceAnalysis
@@ -271,8 +272,8 @@ def replayable(path: Path, idle_cap: float | None) -> Iterator[tuple[Path, bool]
     from tokrace.providers.traces.reader_tools import head, head_objects
     from tokrace.providers.traces.to_events import write_recording
 
-    if not path.is_file():
-        raise TokraceError(f"{path}: no such file")
+    if (problem := why_not_regular(path)) is not None:
+        raise TokraceError(f"{path}: {problem}")
     objects = head_objects(head(path), limit=1)
     if objects and objects[0].get("format") == FORMAT:
         yield path, False

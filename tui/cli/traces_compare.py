@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from tokrace.providers.model.errors import TokraceError
+from tokrace.providers.model.files import why_not_regular
 from tokrace.providers.model.tiers import Price
 
 if TYPE_CHECKING:
@@ -265,8 +266,8 @@ def replay_on(args: argparse.Namespace, play: Callable[[argparse.Namespace, Path
     from tokrace.providers.traces.read import read_file
 
     path: Path = args.file
-    if not path.is_file():
-        raise TokraceError(f"{path}: no such file")
+    if (problem := why_not_regular(path)) is not None:
+        raise TokraceError(f"{path}: {problem}")
     config = load_config(args.config)
     if len(config.select(args.on)) > max_lanes - 1:
         raise TokraceError(f"--on: the screen races up to {max_lanes} lanes, the original and "

@@ -204,6 +204,9 @@ async def read_events(provider: StreamingProvider, response: httpx.Response, clo
                         add(event)
                 if parts:
                     add(Delta(t, "".join(parts), channel, None, len(parts)))  # type: ignore[arg-type]
+                if sses:  # the parsed events go before the read's are handed on: one huge event held twice is
+                    del sse  # twice its size through every listener
+                    sses = []
                 if final:
                     break
             if out:

@@ -38,16 +38,17 @@ class SSEParser:
     """Feed it chunks of bytes as they arrive; it returns the events each chunk completes.
 
     Linear in the bytes fed, however they are split: only the new chunk is searched for line endings, and the
-    start of an unfinished line waits in a list of pieces. An event without its terminating blank line is never
-    dispatched, even at the end of the stream (``pending`` tells whether one was cut off).
+    start of an unfinished line waits in one growing buffer, its data decoded from there (a line of N bytes costs
+    N for the buffer and N for its text, never a joined or sliced copy besides). An event without its terminating
+    blank line is never dispatched, even at the end of the stream (``pending`` tells whether one was cut off).
     """
 
-    __slots__ = ("_bad", "_data", "_event", "_limit", "_line_parts", "_pending", "_size", "_skip_lf", "_started",
+    __slots__ = ("_bad", "_buf", "_data", "_event", "_limit", "_pending", "_size", "_skip_lf", "_started",
                  "last_id", "retry_ms")
 
     def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
-        self._line_parts: list[bytes] = []
-        """The unfinished line's bytes so far, one piece per chunk."""
+        self._buf = bytearray()
+        """The unfinished line's bytes so far."""
         self._size = 0
         """Bytes of data held for the current event."""
         self._pending = 0
@@ -66,19 +67,19 @@ class SSEParser:
     @property
     def pending(self) -> bool:
         """Whether bytes or fields of an undispatched event are waiting (at the end of a stream: lost)."""
-        return bool(self._line_parts or self._data or self._event)
+        return bool(self._buf or self._data or self._event)
 
     @property
     def clean(self) -> bool:
         """Whether the next chunk starts a new event: nothing of one waits, and no line ending is cut in two."""
-        return self._started and not (self._skip_lf or self._line_parts or self._data or self._event)
+        return self._started and not (self._skip_lf or self._buf or self._data or self._event)
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """The events completed by ``chunk``; :class:`EventTooLarge` when one grows past the limit."""
         if not chunk:
             return []
         if self._started and not self._skip_lf and b"\r" not in chunk:
-            if chunk.endswith(b"\n\n") and not (self._line_parts or self._data or self._event):
+            if chunk.endswith(b"\n\n") and not (self._buf or self._data or self._event):
                 whole = self._whole_events(chunk)
                 if whole is not None:
                     return whole
@@ -88,25 +89,20 @@ class SSEParser:
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
         if not self._started:
-            buf = b"".join(self._line_parts) + chunk
+            buf = bytes(self._buf) + chunk
             if len(buf) < len(_BOM) and _BOM.startswith(buf):
-                self._line_parts = [buf]
+                self._buf = bytearray(buf)
                 self._pending = len(buf)
                 return []
             self._started = True
-            self._line_parts = []
+            self._buf = bytearray()
             self._pending = 0
             chunk = buf[len(_BOM):] if buf.startswith(_BOM) else buf
         events: list[SSEEvent] = []
         pos = 0
         for m in _EOL.finditer(chunk):
             piece = chunk[pos : m.start()]
-            if self._line_parts:
-                self._line_parts.append(piece)
-                piece = b"".join(self._line_parts)
-                self._line_parts = []
-                self._pending = 0
-            event = self._line(piece)
+            event = self._long_line(piece) if self._buf else self._line(piece)
             pos = m.end()
             if event is not None:
                 events.append(event)
@@ -114,7 +110,7 @@ class SSEParser:
         # chunk is the rest of that CRLF, not a blank line.
         self._skip_lf = pos == len(chunk) and chunk.endswith(b"\r")
         if pos < len(chunk):
-            self._line_parts.append(chunk[pos:])
+            self._buf += memoryview(chunk)[pos:]
             self._pending += len(chunk) - pos
         if self._size + self._pending > self._limit:
             raise EventTooLarge(self._limit)
@@ -152,11 +148,9 @@ class SSEParser:
         ``data:`` and blank lines, nearly all of them, handled inline. The same events as the general path."""
         lines = chunk.split(b"\n")
         rest = lines.pop()  # after the last LF: the start of a line still coming (often empty)
-        if self._line_parts and lines:
-            self._line_parts.append(lines[0])
-            lines[0] = b"".join(self._line_parts)
-            self._line_parts = []
-            self._pending = 0
+        if self._buf and lines:
+            self._long_line(lines[0])  # never blank: it never dispatches
+            del lines[0]
         events: list[SSEEvent] = []
         data = self._data
         for raw in lines:
@@ -179,11 +173,28 @@ class SSEParser:
             else:
                 self._line(raw)  # never dispatches: only a blank line does
         if rest:
-            self._line_parts.append(rest)
+            self._buf += rest
             self._pending += len(rest)
         if self._size + self._pending > self._limit:
             raise EventTooLarge(self._limit)
         return events
+
+    def _long_line(self, end: bytes) -> SSEEvent | None:
+        """The unfinished line, ended by ``end``: its data decoded straight from the buffer (see the class)."""
+        buf, self._buf, self._pending = self._buf, bytearray(), 0
+        buf += end
+        if not buf.startswith(b"data:"):
+            return self._line(bytes(buf))
+        with memoryview(buf) as view:
+            value = view[6 if buf[5:6] == b" " else 5:]
+            try:
+                self._data.append(str(value, "utf-8"))
+            except UnicodeDecodeError:
+                self._data.append(str(value, "utf-8", "replace"))
+                self._bad = True
+            value.release()
+        self._size += len(buf)
+        return None
 
     def _line(self, raw: bytes) -> SSEEvent | None:
         if not raw:

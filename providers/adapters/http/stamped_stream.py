@@ -10,6 +10,7 @@ import math
 import socket
 import ssl
 import sys
+import threading
 import time
 from collections import deque
 from typing import Any, Final
@@ -21,6 +22,11 @@ from ...timing.stamps import SO_TIMESTAMPNS, TIMESPEC, SendStamps, packet_time
 from .reader_threads import READERS
 
 READ_SIZE: Final[int] = 64 * 1024
+QUEUE_BYTES: Final[int] = 8 * 1024 * 1024
+"""The most bytes read off the socket and not yet taken by the loop: beyond it the reader (thread or paced look)
+waits, and the server's bytes wait in the kernel (as TCP means them to). A server sending 240 MB faster than the
+lane parses it had it all read into memory. Its packets keep the kernel's stamps of their arrival, so waiting
+changes no figure."""
 SMALL_WRITE: Final[int] = 64 * 1024
 """Writes up to this size go straight to the socket (its buffer takes them at once); bigger ones go through a
 worker thread so that a slow peer never blocks the event loop."""
@@ -94,6 +100,14 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self.sends = SendStamps.on(sock)
         """The kernel's transmit stamps of what this connection sends (``None`` where there are none)."""
         self._reads: deque[tuple[bytes, float] | OSError] = deque()
+        self._read_in = 0
+        """Bytes handed over so far (written by whoever reads the socket: the thread, or the paced looks)."""
+        self._read_out = 0
+        """Bytes taken by the loop so far (written on the loop only): ``_read_in - _read_out`` wait in ``_reads``."""
+        self._room = threading.Condition()
+        """What a reader thread waits on while :data:`QUEUE_BYTES` wait to be taken."""
+        self._full = False
+        """A reader thread waits for room."""
         self._pending: list[bytes] = []
         """Bytes written but not yet sent: the rest of the request is on its way (see :meth:`write`)."""
         self._wake_due = False
@@ -167,8 +181,20 @@ class StampedStream(httpcore.AsyncNetworkStream):
                 self._hand_over((data, stamp))
                 return  # this thread touches the socket no more
             self._hand_over((data, stamp))
+            if self._read_in - self._read_out > QUEUE_BYTES:
+                self._wait_for_room()
+
+    def _wait_for_room(self) -> None:
+        """On the reader thread: wait until the loop has taken enough of what is queued (or the stream closed)."""
+        with self._room:
+            self._full = True
+            while self._read_in - self._read_out > QUEUE_BYTES and not self._closed:
+                self._room.wait(0.05)
+            self._full = False
 
     def _hand_over(self, item: tuple[bytes, float] | OSError, at_once: bool = False) -> None:
+        if type(item) is tuple:
+            self._read_in += len(item[0])
         self._reads.append(item)
         if self._wake_due:  # the loop has not run the last wake-up yet: it will find this read too
             return
@@ -212,6 +238,9 @@ class StampedStream(httpcore.AsyncNetworkStream):
         space = socket.CMSG_SPACE(TIMESPEC.size)
         found = False
         while True:
+            if self._read_in - self._read_out > QUEUE_BYTES:  # the loop has not taken the last looks' yet
+                found = True
+                break
             try:
                 data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, space, MSG_DONTWAIT)
             except BlockingIOError:
@@ -221,13 +250,14 @@ class StampedStream(httpcore.AsyncNetworkStream):
                 self._reads.append(exc)
                 return
             self._reads.append((data, _stamp(ancillary)))
+            self._read_in += len(data)
             if not data:  # the end: nobody reads any more
                 self._paced = False
                 return
             found = True
             self.paced_reads += 1
-            if len(data) < READ_SIZE:  # all that had queued (what comes meanwhile waits for the next look)
-                break
+            if len(data) < READ_SIZE or self._read_in - self._read_out > QUEUE_BYTES:
+                break  # all that had queued, or enough for now (the rest waits for the next look)
         if not found:
             self._to_thread()
 
@@ -282,6 +312,10 @@ class StampedStream(httpcore.AsyncNetworkStream):
         elif len(data) > max_bytes:
             self._reads.appendleft((data[max_bytes:], stamp))
             data = data[:max_bytes]
+        self._read_out += len(data)
+        if self._full and self._read_in - self._read_out <= QUEUE_BYTES:
+            with self._room:
+                self._room.notify()
         self.read_at = stamp if self.read_at is None else max(stamp, self.read_at)
         return data
 

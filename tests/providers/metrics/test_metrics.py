@@ -278,3 +278,36 @@ def test_a_turn_that_failed_before_any_answer_has_no_e2e() -> None:
     assert never.e2e_s is None and never.error == "connection refused"
     answered = turn_metrics([Request(t=0.0), Headers(t=0.5), Error(t=1.34, error="http", message="500")])
     assert answered.e2e_s == 1.34
+
+
+def test_one_huge_answer_is_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn of one 10 MB event was counted for its total and again as its first event's tokens (seconds each)."""
+    counted: list[int] = []
+    real = tokens.count
+
+    def spy(text: str, model: str = "", end: int | None = None) -> tuple[int, str] | None:
+        counted.append(len(text) if end is None else end)
+        return real(text, model, end)
+
+    monkeypatch.setattr(metrics.tokenizer, "count", spy)
+    text = "word " * 40_000
+    m = turn_metrics([Request(t=0.0), Delta(t=0.5, text=text), Done(t=0.6)])
+    assert m.tokens_source == "tokenizer" and m.output_tokens > 0
+    assert sum(counted) <= len(text)
+
+
+def test_an_answer_without_a_word_break_is_counted_as_it_comes_not_held_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """60 events of 4 MB of one word were joined and held until the end: 240 MB, and more at each doubling."""
+    seen: list[int] = []
+    real = tokens.count
+
+    def spy(text: str, model: str = "", end: int | None = None) -> tuple[int, str] | None:
+        seen.append(len(text))
+        return real(text, model, end)
+
+    monkeypatch.setattr(metrics.tokenizer, "count", spy)
+    piece = "y" * 100_000
+    counted = metrics.count_text([piece] * 20)
+    assert counted is not None and max(seen) <= 2 * len(piece) + tokens.TAIL_CHARS
+    exact = tokens.count(piece * 20)
+    assert exact is not None and abs(counted[0] - exact[0]) <= 20 * len(piece) // tokens.WORD_CUT_CHARS + 20

@@ -118,7 +118,18 @@ def test_huge_texts_close_a_block_early_and_a_giant_one_is_kept_whole() -> None:
     events: list[Event] = [Delta(t=float(i), text="x" * (BLOCK_CHARS // 3 + 1)) for i in range(7)]
     events.append(Delta(t=9.0, text="é" * (BLOCK_CHARS + 1), tokens=2))
     log = EventLog(events)
-    assert len(log._stored) == 2 and list(log) == events  # 3 deltas, 3 deltas, and the rest still open
+    assert len(log._stored) == 3 and list(log) == events  # 3 deltas, 3 deltas, then the rest with the giant one
+    assert not log._texts
+
+
+def test_giant_deltas_each_close_their_block_so_none_waits_in_memory() -> None:
+    """A server sending 60 events of 4 MB kept all 240 MB in the open block until the lane ended."""
+    events: list[Event] = [Delta(t=float(i), text="y" * (BLOCK_CHARS + 1)) for i in range(5)]
+    log = EventLog()
+    for k, event in enumerate(events, 1):
+        log.append(event)
+        assert len(log._stored) == k and not log._others
+    assert list(log) == events
 
 
 def test_reading_while_appending_sees_the_log_as_it_was_when_asked() -> None:
@@ -343,3 +354,14 @@ def test_runs_of_deltas_go_in_column_by_column_and_read_back_as_kept_one_by_one(
     assert kept_alone == [*runs[columned], *runs[columned + 1]]
     assert at_once._starts == one_by_one._starts and len(at_once._starts) >= 6
     assert list(at_once) == list(one_by_one) == [event for run in runs for event in run]
+
+
+def test_a_block_holding_a_huge_delta_is_not_kept_in_the_cache() -> None:
+    """Four such blocks, each a misbehaving server's 4 MB event, were kept in memory after being written."""
+    from tokrace.providers.model import eventlog
+
+    events: list[Event] = [Delta(t=float(i), text="y" * (eventlog.CACHE_LARGEST + 1)) for i in range(2)]
+    log = EventLog(events)
+    assert all(stored.serial not in eventlog._cache for stored in log._stored)
+    assert list(log) == events
+    assert all(stored.serial not in eventlog._cache for stored in log._stored)

@@ -155,3 +155,13 @@ def test_deltas_handed_over_together_are_masked_as_one_at_a_time(shapes: bool) -
         assert all(secret not in d.text for d in together)
         if all(alone(d) is d for d in deltas):
             assert together is deltas  # nothing masked: the same list, no copy
+
+
+@pytest.mark.parametrize("hint", ["", "API", "Authorization", "bEaReR", "basic", "\u0130", "\u0131", "sk", "AIza",
+                                  "hf_", "://", "=", "nothing"])
+def test_a_long_text_is_searched_for_hints_in_place_as_a_short_one_is_lower_cased(hint: str) -> None:
+    from tokrace.providers.model.masking import LONG_TEXT_CHARS, shapes_free
+
+    short = "some words " + hint + " more"
+    long = "y" * LONG_TEXT_CHARS + short
+    assert shapes_free(long) == shapes_free(short)

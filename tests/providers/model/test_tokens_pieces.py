@@ -23,3 +23,34 @@ def test_one_huge_word_is_cut_and_counted_within_a_token_per_cut() -> None:
     assert found is not None
     exact = len(enc.encode_ordinary(word))
     assert abs(found[0] - exact) <= len(word) // WORD_CUT_CHARS
+
+
+class _Spy:
+    """An encoding that notes the longest text it was asked to encode."""
+
+    def __init__(self, enc: object) -> None:
+        self.enc = enc
+        self.longest = 0
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.longest = max(self.longest, len(text))
+        return self.enc.encode_ordinary(text)  # type: ignore[attr-defined, no-any-return]
+
+    def decode_bytes(self, tokens: list[int]) -> bytes:
+        return self.enc.decode_bytes(tokens)  # type: ignore[attr-defined, no-any-return]
+
+
+def test_the_live_counter_cuts_one_huge_word_as_count_does() -> None:
+    """The screen's counter encoded a 10 MB word whole (its time grows faster than its length)."""
+    from tokrace.providers.model.tokens import IncrementalCounter
+
+    _, enc = get_encoding("")
+    spy = _Spy(enc)
+    counter = IncrementalCounter(spy)
+    word = "y" * (3 * PIECE_CHARS + 5)
+    counter.feed(word[:10])
+    counter.feed(word[10:])
+    counter.feed("y and more")
+    assert spy.longest <= PIECE_CHARS
+    exact = len(enc.encode_ordinary(word + "y and more"))  # type: ignore[attr-defined]
+    assert abs(counter.total - exact) <= len(word) // WORD_CUT_CHARS + 2

@@ -80,3 +80,15 @@ def test_a_million_tokens_through_the_live_model_the_event_log_and_the_metrics_r
     gc.collect()
     kept = sys.getallocatedblocks() - objects_before
     assert kept < MAX_NEW_OBJECTS, f"{kept:,} objects kept by {TOKENS - WARM:,} events and their metrics"
+
+
+def test_one_huge_piece_of_text_keeps_only_its_end_for_the_tail_and_the_answer() -> None:
+    """A misbehaving server's 10 MB event stayed whole in the lane's text until more came."""
+    from tokrace.providers.race.text import ANSWER_KEEP, TAIL_KEEP, LaneText
+
+    text = LaneText()
+    text.add("content", "x" * 10 + "y" * (2 * ANSWER_KEEP))
+    assert sum(len(piece) for _, piece in text.pieces) == TAIL_KEEP
+    assert text.answer_cut == 10 + ANSWER_KEEP
+    assert text.tail(100) == [("content", "y" * 100)]
+    assert text.answer().endswith("y" * ANSWER_KEEP) and "x" not in text.answer()

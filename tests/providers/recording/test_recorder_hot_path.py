@@ -54,3 +54,42 @@ def test_only_short_texts_are_remembered_so_a_long_fast_race_keeps_the_memo_smal
     assert set(recorder._plain) == {" a", " b"}
     assert _lines(tmp_path / "r.jsonl") == [redact(event_line(0, 0, delta), []) for delta in deltas]
     assert max(map(len, recorder._plain)) <= recording.PLAIN_TEXT_CHARS
+
+
+@pytest.mark.parametrize("buffered", [False, True])
+def test_a_huge_text_is_written_a_slice_at_a_time_as_its_one_line_with_secrets_across_slices_masked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, buffered: bool) -> None:
+    monkeypatch.setattr(recording, "HUGE_TEXT_CHARS", 16)
+    monkeypatch.setattr(recording, "SLICE_CHARS", 7)
+    monkeypatch.setenv("OPENAI_API_KEY", "key-0123456789abcdef")
+    tier = TierSpec(name="a", provider="openai", model="m")
+    texts = ["small", 'a "huge" text\n\u2028 é that goes on' * 3, "x" * 30 + "key-0123456789abcdef" + "y" * 30,
+             "z" * 14 + "authorization: Bearer abcdefgh12345678" + "z" * 20, "tail"]
+    deltas = [Delta(0.5 * i, text, "content", None if i % 2 else 3) for i, text in enumerate(texts)]
+    recorder = Recorder(tmp_path / "r.jsonl", "Why?", [tier], buffered=buffered)
+    recorder(0, deltas[0])
+    recorder.on_deltas(0, deltas[1:3])
+    recorder(0, deltas[3])
+    recorder(0, deltas[4])
+    recorder.close()
+    lines = _lines(tmp_path / "r.jsonl")
+    assert lines == [redact(event_line(0, 0, delta), ["key-0123456789abcdef"]) for delta in deltas]
+    assert "0123456789abcdef" not in "".join(lines) and "abcdefgh12345678" not in "".join(lines)
+
+
+def test_recording_a_huge_text_holds_little_besides_the_text(tmp_path: Path) -> None:
+    """A 10 MB event was escaped, made a line, that line and its newline, then bytes: four copies at once."""
+    import tracemalloc
+
+    tier = TierSpec(name="a", provider="openai", model="m")
+    delta = Delta(0.1, "y" * 8_000_000, "content")
+    recorder = Recorder(tmp_path / "r.jsonl", "Why?", [tier])
+    tracemalloc.start()
+    try:
+        recorder(0, delta)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    recorder.close()
+    assert peak < len(delta.text) // 4, peak
+    assert (tmp_path / "r.jsonl").stat().st_size > len(delta.text)

@@ -96,3 +96,37 @@ def test_max_body_is_an_option_in_mb() -> None:
     args = build_parser().parse_args(["serve", "--max-body", "2"])
     assert args.max_body == 2 * 1024 * 1024
     assert build_parser().parse_args(["serve"]).max_body == 32 * 1024 * 1024
+
+
+class _Sleeps:
+    """``asyncio`` as serve's request reader sees it, its sleeps noted (and made passes of the loop)."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(asyncio, name)
+
+    async def sleep(self, delay: float) -> None:
+        self.asked.append(delay)
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize(("size", "chunks", "rests"), [(1, 6400, 100), (65_536, 640, 0)])
+async def test_tiny_chunks_coming_faster_than_parsed_rest_the_reading_and_useful_ones_never_do(
+        monkeypatch: pytest.MonkeyPatch, size: int, chunks: int, rests: int) -> None:
+    """The root of a normal request's late first token during a byte-per-chunk upload: the upload's parsing kept the
+    server busy on its core, and a busy process is scheduled behind every other one on a loaded machine. Now it
+    hands the loop back every 64 chunks, and rests a millisecond when those were tiny: a small share of a core."""
+    from tokrace.providers.serve import request as reading
+
+    sleeps = _Sleeps()
+    monkeypatch.setattr(reading, "asyncio", sleeps)
+    body = (f"{size:x}\r\n".encode() + b"y" * size + b"\r\n") * chunks + b"0\r\n\r\n"
+    stream = asyncio.StreamReader(limit=1 << 20)
+    stream.feed_data(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n" + body)
+    stream.feed_eof()
+    got = await reading.read_request(stream, Limits(max_body=1 << 30))
+    assert got is not None and len(got.body) == size * chunks
+    assert len(sleeps.asked) == chunks // reading.YIELD_EVERY  # the loop is handed back every 64 chunks
+    assert sleeps.asked.count(reading.PAUSE_S) == rests

@@ -90,3 +90,14 @@ def test_export_finds_a_recording_by_its_name_as_replay_does(recorded: list[Path
     assert code == 0, err
     written = in_tmp / "20261202-0900-count-to-ten.csv"  # in the current folder, not the recordings folder
     assert written.is_file() and "Sol ultrafast" in written.read_text(encoding="utf-8")
+
+
+def test_a_fifo_named_by_its_bare_name_is_called_a_fifo_not_missing(in_tmp: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``tokrace replay fifo`` in the FIFO's folder said "fifo: no such file", naming other recordings."""
+    import os
+
+    os.mkfifo(in_tmp / "fifo")
+    assert main(["replay", "fifo", "--headless"]) == 2
+    err = capsys.readouterr().err
+    assert "FIFO" in err and "no such file" not in err

@@ -62,3 +62,35 @@ def test_the_table_of_a_capped_replay_gives_the_live_speed_up_and_says_it_was_ca
     assert f"finishes the loop {speedup:.2f}× sooner" in out
     assert f"at most {standard['amdahl_max_speedup']:.2f}× faster" in out
     assert "idle pauses over 1 s played in 1 s" in err and "every figure is the recording's" in err
+
+
+@pytest.mark.parametrize("speed", [[], ["--speed", "4"]])
+def test_a_headless_replay_reads_its_file_once(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                               coding_loop: tuple[Path, dict[str, Any]], speed: list[str]) -> None:
+    """Its tiers and each of its lanes read the same file: a long recording was read twice, lane logs and all."""
+    from tokrace.providers.recording import reader
+
+    reads: list[Path] = []
+    real = reader._read
+
+    def counted(path: Path) -> reader.Recording:
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(reader, "_read", counted)
+    path, _ = coding_loop
+    code, _, _ = run(capsys, "replay", str(path), "--headless", "--fast-forward", *speed)
+    assert code == 0 and reads == [path]
+
+
+def test_a_recording_changed_since_it_was_read_is_read_again(tmp_path: Path,
+                                                             coding_loop: tuple[Path, dict[str, Any]]) -> None:
+    from tokrace.providers.recording import read_recording
+
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(coding_loop[0].read_bytes())
+    first = read_recording(copy)
+    assert read_recording(copy) is first
+    with copy.open("ab") as fh:
+        fh.write(b"\n")
+    assert read_recording(copy) is not first

@@ -153,3 +153,21 @@ def test_the_size_limit_holds_on_lf_only_chunks() -> None:
     fine = SSEParser(max_event_bytes=1000)
     fine.feed(b"data: start\n\n")
     assert len([e for _ in range(20) for e in fine.feed(b"data: " + b"x" * 93 + b"\n\n")]) == 20
+
+
+def test_one_huge_data_line_is_held_once_as_bytes_and_once_as_text() -> None:
+    """Its pieces were joined, the join sliced past ``data: ``, then decoded: four copies of it at once."""
+    import tracemalloc
+
+    size = 4_000_000
+    body = b"data: " + b"y" * size + b"\n\n"
+    chunks = [body[at:at + 65_536] for at in range(0, len(body), 65_536)]
+    parser = SSEParser()
+    tracemalloc.start()
+    try:
+        events = [event for chunk in chunks for event in parser.feed(chunk)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [len(e.data) for e in events] == [size]
+    assert peak < 2.3 * size, peak
