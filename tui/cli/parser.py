@@ -199,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_presenter_options(parser)
     _add_record_options(parser, screen=True)
     _add_voice_options(parser)
+    from .load import add_load_options
+
+    add_load_options(parser, _positive_int, _positive_float)
     parser.register("action", "parsers", _Commands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -233,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with a scenario: how long the loop would take with a model N times faster "
                             "(default 14)")
     _add_voice_options(bench)
+    from .load import add_load_options
+
+    add_load_options(bench, _positive_int, _positive_float)
 
     replay = sub.add_parser("replay", help="replay a recording or an agent trace with its original timing",
                             description="Replay every lane of a recording with its original timing: in a "
