@@ -17,7 +17,7 @@ from rich.markup import escape
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
 from tokrace.providers.race.race import Listener
-from tokrace.providers.runs.load import MAX_CONCURRENCY, MAX_POINTS, LoadPlan, LoadResult, RequestRow, run_load
+from tokrace.providers.runs.load import LoadPlan, LoadResult, RequestRow, run_load
 
 from . import tables
 from .parser import UsageError
@@ -31,41 +31,6 @@ LOAD_REFUSES: Final[dict[str, str]] = {
     "record": "--record (a load is not recorded: its requests overlap; --json keeps every request's row)",
 }
 """Options a load cannot honour, each refused by name rather than ignored."""
-
-
-def levels(text: str) -> tuple[int, ...]:
-    """``--concurrency``'s value: a number of streams, or a comma-separated list for a sweep."""
-    parts = [p.strip() for p in text.split(",")]
-    out: list[int] = []
-    for part in parts:
-        try:
-            n = int(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number of streams or a list like 1,4,16,64; got "
-                                             f"{text!r}") from None
-        if not 1 <= n <= MAX_CONCURRENCY:
-            raise argparse.ArgumentTypeError(f"expected 1 to {MAX_CONCURRENCY} streams, got {n}")
-        if n in out:
-            raise argparse.ArgumentTypeError(f"{n} is given twice")
-        out.append(n)
-    if len(out) > MAX_POINTS:
-        raise argparse.ArgumentTypeError(f"at most {MAX_POINTS} levels, got {len(out)}")
-    return tuple(out)
-
-
-def add_load_options(p: argparse.ArgumentParser, positive_int: Callable[[str], int],
-                     positive_float: Callable[[str], float]) -> None:
-    load = p.add_argument_group("load", "continuous load on each tier instead of one race: N streams per tier, "
-                                "each sending its next request when its last ends")
-    load.add_argument("--concurrency", type=levels, metavar="N[,N...]",
-                      help="streams per tier (one connection each); a list (1,4,16,64) sweeps the levels in turn "
-                           f"and reports each (at most {MAX_CONCURRENCY} streams)")
-    end = load.add_mutually_exclusive_group()
-    end.add_argument("--requests", type=positive_int, metavar="M",
-                     help="with --concurrency: send M requests per tier at each level (default: 4 per stream)")
-    end.add_argument("--duration", type=positive_float, metavar="S",
-                     help="with --concurrency: send for S seconds at each level; requests under way then finish "
-                          "and count")
 
 
 def check_load_args(args: argparse.Namespace) -> LoadPlan | None:

@@ -127,3 +127,10 @@ def test_requests_and_duration_exclude_each_other(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         main(["bench", "--concurrency", "2", "--requests", "3", "--duration", "2"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_command_line_limits_are_the_engines() -> None:
+    from tokrace.providers.runs import load
+    from tokrace.tui.cli import parser
+
+    assert (parser.MAX_STREAMS, parser.MAX_LEVELS) == (load.MAX_CONCURRENCY, load.MAX_POINTS)
