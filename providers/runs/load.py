@@ -124,6 +124,8 @@ class TierLoad:
     tier: TierSpec
     concurrency: int
     rows: list[RequestRow] = field(default_factory=list)
+    origin: float = 0.0
+    """The load clock's reading at the window's start (the real clock's is ``time.perf_counter``)."""
 
     @property
     def window_s(self) -> float:
@@ -248,7 +250,9 @@ async def _stream(index: int, stream: int, tier: TierSpec, provider: Provider, r
         end = events[-1].t if len(events) else 0.0
         head = next((e for e in events if isinstance(e, Headers)), None)
         new = any(s.kind == "connect" and s.label == "new connection" for s in m.segments)
-        row = RequestRow(stream, race.origin - t0, race.origin - t0 + end, m.ok, m.error, m.connect_s, m.ttft_s,
+        # the request's own start (its Request event) is where its figures count from, a hair after the race's
+        sent = race.origin - t0 + m.start
+        row = RequestRow(stream, sent, race.origin - t0 + end, m.ok, m.error, m.connect_s, m.ttft_s,
                          m.decode_tok_s, m.e2e_s, m.output_tokens, m.tokens_source,
                          head.request_id if head is not None else "", new)
         out.rows.append(row)
@@ -263,8 +267,8 @@ async def load_level(tiers: Sequence[TierSpec], providers: Sequence[Sequence[Pro
                      stall_threshold_s: float = 0.25) -> list[TierLoad]:
     """One level of load: ``concurrency`` streams on every tier at once (``providers[tier][stream]``, one
     connection each), from one start; each tier's window ends with its own last request."""
-    loads = [TierLoad(tier, concurrency) for tier in tiers]
     t0 = clock.now()
+    loads = [TierLoad(tier, concurrency, origin=t0) for tier in tiers]
     tasks = []
     for i, tier in enumerate(tiers):
         budget = _Budget(plan, concurrency, clock, t0)
