@@ -17,6 +17,7 @@ from ..cli.screen import ThemeListing
 if TYPE_CHECKING:
     from tokrace.providers.loop.scenario import Scenario
     from tokrace.providers.recording import Recording
+    from tokrace.providers.runs.load import LoadPlan
     from tokrace.providers.runs.record_paths import RecordPlan
     from tokrace.providers.voice.lens import VoiceSettings
     from tokrace.providers.voice.speak import Speaker
@@ -77,6 +78,28 @@ def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1
     return app.return_code or 0
 
 
+def run_load(tiers: Sequence[TierSpec], request: TurnRequest, plan: LoadPlan, *, theme: str | None = None,
+             configured_theme: str | None = None, warm: bool = False, stall_threshold_s: float = 0.25) -> int:
+    """A load on the tiers (``--concurrency``) on screen, one lane per tier, until the user quits; the exit code
+    (0 when every request succeeded, 1 when one failed, once the load is over)."""
+    check_lanes(tiers)
+    from tokrace.providers.runs.live_load import LoadRunner
+    from tokrace.providers.timing.clock import RealClock
+
+    from .load_app import LoadApp
+    from .theming import AppThemes
+
+    runner = LoadRunner(tiers, request, plan, RealClock(), warm=warm, stall_threshold_s=stall_threshold_s)
+    app = LoadApp(runner, themes=AppThemes(requested=theme, configured=configured_theme))
+    code = app.run()
+    if app.return_code not in (None, 0):
+        return app.return_code
+    if runner.problem is not None:
+        print(f"tokrace: {runner.problem}", file=sys.stderr)
+        return 2
+    return code or (0 if runner.result is not None and runner.result.all_ok else 1)
+
+
 class AppScreen:
     """The race screen behind the command line's :class:`tokrace.tui.cli.screen.Screen`: each call looks its
     function up when it is made, and Textual is imported only then."""
@@ -107,6 +130,9 @@ class AppScreen:
     def run_replay(self, recording: Recording, tiers: Sequence[TierSpec], speed: float = 1.0,
                    idle_cap: float | None = None, run: int | None = None, **options: Any) -> int:
         return run_replay(recording, tiers, speed, idle_cap, run, **options)
+
+    def run_load(self, tiers: Sequence[TierSpec], request: TurnRequest, plan: LoadPlan, **options: Any) -> int:
+        return run_load(tiers, request, plan, **options)
 
     async def export_svg(self, recording: Recording, *, run: int | None, at: float | None,
                          size: tuple[int, int] | None, theme: str | None) -> str:

@@ -208,7 +208,14 @@ def cmd_race(args: argparse.Namespace, screen: Screen) -> int:
     for key in RACE_KEYS:
         if not hasattr(args, key):
             setattr(args, key, None)
+    from .load import check_load_args
+
+    plan = check_load_args(args)
     config, tiers, scenario, request = _configured_race(args)
+    if plan is not None:
+        return screen.run_load(tiers, request, plan, theme=getattr(args, "theme", None),
+                               configured_theme=config.defaults.theme, warm=bool(args.warm),
+                               stall_threshold_s=config.defaults.stall_threshold_ms / 1000.0)
     return screen.run_race(tiers, request, scenario, theme=getattr(args, "theme", None),
                     configured_theme=config.defaults.theme, record=_record_plan(args), voice=_voice(args),
                     speaker=_speaker(args, tiers), warm=bool(args.warm), podium=not getattr(args, "no_podium", False),

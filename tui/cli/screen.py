@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from tokrace.providers.model.messages import TurnRequest
     from tokrace.providers.model.tiers import TierSpec
     from tokrace.providers.recording import Recording
+    from tokrace.providers.runs.load import LoadPlan
     from tokrace.providers.runs.record_paths import RecordPlan
     from tokrace.providers.voice.lens import VoiceSettings
     from tokrace.providers.voice.speak import Speaker
@@ -54,6 +55,10 @@ class Screen(Protocol):
                    voice: VoiceSettings | None = None, speaker: Speaker | None = None, caption: str | None = None,
                    podium: bool = True, present: bool = False) -> int:
         """Replay a recording on screen under the user's controls; the exit code."""
+
+    def run_load(self, tiers: Sequence[TierSpec], request: TurnRequest, plan: LoadPlan, *, theme: str | None = None,
+                 configured_theme: str | None = None, warm: bool = False, stall_threshold_s: float = 0.25) -> int:
+        """A load on the tiers (``--concurrency``) on screen, one lane per tier, until the user quits."""
 
     async def export_svg(self, recording: Recording, *, run: int | None, at: float | None,
                          size: tuple[int, int] | None, theme: str | None) -> str:

@@ -134,3 +134,27 @@ def test_the_command_line_limits_are_the_engines() -> None:
     from tokrace.tui.cli import parser
 
     assert (parser.MAX_STREAMS, parser.MAX_LEVELS) == (load.MAX_CONCURRENCY, load.MAX_POINTS)
+
+
+def test_concurrency_in_a_terminal_opens_the_load_screen(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from tokrace.tui.app import launch
+
+    seen: dict[str, object] = {}
+
+    def run_load(tiers: object, request: object, plan: object, **options: object) -> int:
+        seen.update(tiers=tiers, plan=plan, options=options)
+        return 0
+
+    monkeypatch.setattr(launch, "run_load", run_load)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main(["--concurrency", "16", "--duration", "30"]) == 0
+    plan = seen["plan"]
+    assert (plan.concurrency, plan.duration_s) == ((16,), 30.0)  # type: ignore[attr-defined]
+    assert [t.name for t in seen["tiers"]] == ["quick", "slow"]  # type: ignore[attr-defined]
+
+
+def test_concurrency_piped_prints_the_load_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--concurrency", "2", "--requests", "2"]) == 0
+    assert "tokrace under load — 2 requests per tier and level" in capsys.readouterr().out
