@@ -61,7 +61,8 @@ def load_table(result: LoadResult) -> Table:
                Column("req/s", True), Column("TTFT p50", True), Column("TTFT p90", True), Column("TTFT p99", True),
                Column("decode p50", True), Column("e2e p50", True), Column("e2e p99", True),
                Column("ITL p50", True), Column("ITL p99", True), Column("result")]
-    table = Table(f"tokrace under load — {end}", columns,
+    stopped = " — stopped before its end: what ended by then, and the requests cut short" if result.stopped else ""
+    table = Table(f"tokrace under load — {end}{stopped}", columns,
                   caption="tok/s: all output tokens ÷ the load window; TTFT, decode, e2e, ITL: per request, "
                           "over the requests that succeeded")
     for point in result.points:

@@ -190,10 +190,12 @@ class LoadResult:
     plan: LoadPlan
     points: list[TierLoad] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    stopped: bool = False
+    """Stopped before its end (Ctrl-C, SIGTERM): the points hold what ended by then, and the requests cut short."""
 
     @property
     def all_ok(self) -> bool:
-        return all(not p.failed and p.rows for p in self.points)
+        return not self.stopped and all(not p.failed and p.rows for p in self.points)
 
 
 class LoadWatch(Protocol):
@@ -240,44 +242,59 @@ async def _stream(index: int, stream: int, tier: TierSpec, provider: Provider, r
     while budget.take():
         race = Race([tier], request, clock, providers=[provider])
         if watch is not None:
-            start = clock.now()
-            listener = watch.request_started(index, stream, start)
+            listener = watch.request_started(index, stream, clock.now())
             if listener is not None:
                 race.listeners.append(listener)
-        lanes = await race.run()
-        events = lanes[0].events
-        m = lane_metrics(lanes[0], stall_threshold_s)
-        end = events[-1].t if len(events) else 0.0
-        head = next((e for e in events if isinstance(e, Headers)), None)
-        new = any(s.kind == "connect" and s.label == "new connection" for s in m.segments)
-        # the request's own start (its Request event) is where its figures count from, a hair after the race's
-        sent = race.origin - t0 + m.start
-        row = RequestRow(stream, sent, race.origin - t0 + end, m.ok, m.error, m.connect_s, m.ttft_s,
-                         m.decode_tok_s, m.e2e_s, m.output_tokens, m.tokens_source,
-                         head.request_id if head is not None else "", new)
-        out.rows.append(row)
+        try:
+            await race.run()
+        except asyncio.CancelledError:  # stopped: the request cut short still counts, as failed (its lane says so)
+            if race.lanes[0].events:
+                _measure(race, stream, t0, stall_threshold_s, out)
+            raise
+        row = _measure(race, stream, t0, stall_threshold_s, out)
         if watch is not None:
             watch.request_ended(index, row)
-        if not m.ok and m.e2e_s is None:
+        if not row.ok and row.e2e_s is None:
             return
 
 
-async def load_level(tiers: Sequence[TierSpec], providers: Sequence[Sequence[Provider]], request: TurnRequest,
-                     concurrency: int, plan: LoadPlan, clock: Clock, watch: LoadWatch | None = None,
-                     stall_threshold_s: float = 0.25) -> list[TierLoad]:
-    """One level of load: ``concurrency`` streams on every tier at once (``providers[tier][stream]``, one
-    connection each), from one start; each tier's window ends with its own last request."""
+def _measure(race: Race, stream: int, t0: float, stall_threshold_s: float, out: TierLoad) -> RequestRow:
+    """A finished request's row (its lane's metrics), added to its tier's."""
+    lane = race.lanes[0]
+    events = lane.events
+    m = lane_metrics(lane, stall_threshold_s)
+    end = events[-1].t if len(events) else 0.0
+    head = next((e for e in events if isinstance(e, Headers)), None)
+    new = any(s.kind == "connect" and s.label == "new connection" for s in m.segments)
+    # the request's own start (its Request event) is where its figures count from, a hair after the race's
+    sent = race.origin - t0 + m.start
+    row = RequestRow(stream, sent, race.origin - t0 + end, m.ok, m.error, m.connect_s, m.ttft_s, m.decode_tok_s,
+                     m.e2e_s, m.output_tokens, m.tokens_source, head.request_id if head is not None else "", new)
+    out.rows.append(row)
+    return row
+
+
+async def load_level(loads: Sequence[TierLoad], providers: Sequence[Sequence[Provider]], request: TurnRequest,
+                     plan: LoadPlan, clock: Clock, watch: LoadWatch | None = None,
+                     stall_threshold_s: float = 0.25) -> None:
+    """One level of load into ``loads`` (a tier each, at one concurrency): that many streams on every tier at once
+    (``providers[tier][stream]``, one connection each), from one start; each tier's window ends with its own last
+    request. Stopped, each tier keeps the rows of what ended, and of the requests cut short."""
     t0 = clock.now()
-    loads = [TierLoad(tier, concurrency, origin=t0) for tier in tiers]
+    tiers = [load.tier for load in loads]
+    concurrency = loads[0].concurrency
+    for load in loads:
+        load.origin = t0
     tasks = []
     for i, tier in enumerate(tiers):
         budget = _Budget(plan, concurrency, clock, t0)
         tasks += [_stream(i, s, tier, providers[i][s], request, clock, t0, budget, loads[i], watch,
                           stall_threshold_s) for s in range(concurrency)]
-    await asyncio.gather(*tasks)
-    for load in loads:
-        load.rows.sort(key=lambda r: (r.start_s, r.stream))
-    return loads
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for load in loads:
+            load.rows.sort(key=lambda r: (r.start_s, r.stream))
 
 
 async def run_load(tiers: Sequence[TierSpec], request: TurnRequest, plan: LoadPlan, *, fast_forward: bool = False,
@@ -286,7 +303,9 @@ async def run_load(tiers: Sequence[TierSpec], request: TurnRequest, plan: LoadPl
                    on_level: Callable[[int], None] | None = None, stall_threshold_s: float = 0.25,
                    clock: Clock | None = None) -> LoadResult:
     """Every level of ``plan`` in turn, each on every tier at once. Each stream has a provider of its own (one
-    connection), made and prepared before the first level and kept for the next."""
+    connection), made and prepared before the first level and kept for the next. Cancelled (Ctrl-C, SIGTERM), it
+    stops the requests under way and returns what it has, ``stopped`` (the cancelled task stays cancelling:
+    ``asyncio.run`` still raises ``KeyboardInterrupt`` after a Ctrl-C)."""
     check_loadable(tiers)
     if fast_forward:
         check_fast_forward(tiers)
@@ -303,11 +322,13 @@ async def run_load(tiers: Sequence[TierSpec], request: TurnRequest, plan: LoadPl
             if on_level is not None:
                 on_level(n)
             level_clock = clock or (VirtualClock(grid=FAST_FORWARD_GRID_S) if fast_forward else RealClock())
-            level = load_level(tiers, provs, request, n, plan, level_clock, watch, stall_threshold_s)
-            if isinstance(level_clock, VirtualClock) and clock is None:
-                result.points += await level_clock.drive(level)
-            else:
-                result.points += await level
+            loads = [TierLoad(tier, n) for tier in tiers]
+            result.points += loads
+            level = load_level(loads, provs, request, plan, level_clock, watch, stall_threshold_s)
+            await (level_clock.drive(level) if isinstance(level_clock, VirtualClock) and clock is None else level)
+    except asyncio.CancelledError:
+        result.stopped = True
+        result.points = [p for p in result.points if p.rows]
     finally:
         gc.unfreeze()
         await asyncio.gather(*(p.aclose() for lane in provs for p in lane), return_exceptions=True)
@@ -317,7 +338,7 @@ async def run_load(tiers: Sequence[TierSpec], request: TurnRequest, plan: LoadPl
 def load_report(result: LoadResult) -> dict[str, Any]:
     """The ``--json`` object of a load (docs/design.md §14); a number that is not finite is ``null``."""
     plan = result.plan
-    out = {"tool": "tokrace", "version": __version__, "mode": "concurrency",
+    out = {"tool": "tokrace", "version": __version__, "mode": "concurrency", "stopped": result.stopped,
            "load": {"concurrency": list(plan.concurrency), "requests": plan.requests,
                     "requests_per_level": [plan.requests_at(n) for n in plan.concurrency],
                     "duration_s": plan.duration_s},

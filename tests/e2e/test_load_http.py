@@ -1,13 +1,15 @@
-"""``tokrace bench --concurrency`` over real HTTP: a ``tokrace serve`` process, a bench process, every request
-found in the server's log with the TTFT the server itself timed, one connection per stream."""
+"""``tokrace bench --concurrency`` in real processes: over HTTP to a ``tokrace serve`` process, every request found
+in the server's log with the TTFT the server itself timed, one connection per stream; and stopped by a signal."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,3 +61,23 @@ def test_every_request_is_one_the_server_served_with_its_ttft(tmp_path: Path,
         assert abs(ours - int(served[row["request_id"]])) < 15, row
     assert point["delivered_tok_s"] == pytest.approx(point["output_tokens"] / point["window_s"], rel=1e-3)
     assert point["window_s"] == pytest.approx(max(row["end_s"] for row in rows), abs=1e-5)
+
+
+@pytest.mark.parametrize(("sig", "code", "said"), [(signal.SIGINT, 130, "interrupted"),
+                                                   (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_stops_the_load_and_it_still_reports(tmp_path: Path, sig: int, code: int, said: str) -> None:
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    proc = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", "bench", "--concurrency", "2", "--duration",
+                             "60", "--tiers", "Sol standard", "--json", "-"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(3.0)  # the demo's standard tier takes ~8 s a request: both streams are under way
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert f"tokrace: {said}" in err and "Traceback" not in err
+    report = json.loads(out)
+    assert report["stopped"] is True
+    (point,) = report["points"]
+    assert [row["error"] for row in point["rows"]] == ["stopped before the end"] * 2
+    assert point["output_tokens"] > 0  # what arrived before the signal was delivered, and counts

@@ -126,16 +126,25 @@ def run_load_headless(tiers: list[TierSpec], request: TurnRequest, plan: LoadPla
 
     if progress is not None:
         progress.start()
+    interrupted = False
     try:
         asyncio.run(session())
+    except KeyboardInterrupt:  # the load stopped and returned what it had: shown below, then the exit of Ctrl-C
+        interrupted = True
     except asyncio.CancelledError:
-        if terminated:
-            raise Terminated() from None
-        raise
+        if not terminated:
+            raise
     finally:
         if progress is not None:
             progress.stop()
+    if not finished:  # stopped before the load began
+        if terminated:
+            raise Terminated()
+        raise KeyboardInterrupt
     result = finished[0]
+    # the load returns what it has when stopped, so asyncio.run sees no interrupt: a stop that was no SIGTERM is
+    # asyncio.run's own SIGINT handler's (Ctrl-C)
+    interrupted = interrupted or (result.stopped and not terminated)
     for warning in result.warnings:
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if json_target != "-" and "-" not in exports.values():
@@ -143,6 +152,10 @@ def run_load_headless(tiers: list[TierSpec], request: TurnRequest, plan: LoadPla
 
         print_table(tables.console(), rich_table(load_table(result), status=True))
     write_load(result, json_target, exports, prompt)
+    if terminated:
+        raise Terminated()
+    if interrupted:
+        raise KeyboardInterrupt
     return 0 if result.all_ok else 1
 
 

@@ -128,3 +128,18 @@ async def test_the_json_holds_points_with_percentiles_and_rows() -> None:
 def test_an_empty_point_has_no_rate() -> None:
     point = TierLoad(tier(), 4)
     assert point.delivered_tok_s is None and point.request_rate is None and point.window_s == 0.0
+
+
+async def test_a_stopped_load_returns_what_ended_and_what_was_cut_short() -> None:
+    import asyncio
+
+    clock = VirtualClock()
+    task = asyncio.create_task(run_load([tier()], REQUEST, LoadPlan((2, 4), requests=10), clock=clock))
+    await clock.advance_to(0.5)  # two requests each stream ended (0.2 s each), the third under way
+    task.cancel()
+    result = await task
+    assert result.stopped and not result.all_ok
+    (point,) = result.points  # the second level never began
+    assert [r.ok for r in point.rows] == [True] * 4 + [False] * 2
+    assert all(r.error == "stopped before the end" for r in point.rows[4:])
+    assert load_report(result)["stopped"] is True
