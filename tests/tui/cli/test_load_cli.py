@@ -158,3 +158,20 @@ def test_concurrency_in_a_terminal_opens_the_load_screen(monkeypatch: pytest.Mon
 def test_concurrency_piped_prints_the_load_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--concurrency", "2", "--requests", "2"]) == 0
     assert "tokrace under load — 2 requests per tier and level" in capsys.readouterr().out
+
+
+def test_a_load_shows_its_progress_on_a_terminals_stderr(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["bench", "--fast-forward", "--concurrency", "2,4", "--requests", "8"]) == 0
+    shown = terminal.getvalue()
+    assert "load" in shown and "4 streams × 2 tiers: 16 requests done" in shown
+    assert "requests done" not in capsys.readouterr().out
