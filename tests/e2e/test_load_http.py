@@ -67,11 +67,14 @@ def test_every_request_is_one_the_server_served_with_its_ttft(tmp_path: Path,
                                                    (signal.SIGTERM, 143, "terminated")])
 def test_a_signal_stops_the_load_and_it_still_reports(tmp_path: Path, sig: int, code: int, said: str) -> None:
     env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    (tmp_path / "tokrace.toml").write_text(  # a token at once, then 20 a second: a request lasts 20 s
+        '[defaults]\nmax_tokens = 400\n\n[[tiers]]\nname = "slow"\nprovider = "synthetic"\nttft_ms = 0\n'
+        'tok_s = 20\n', encoding="utf-8")
     proc = subprocess.Popen([sys.executable, "-m", "tokrace.tui.main", "bench", "--concurrency", "2", "--duration",
-                             "60", "--tiers", "Sol standard", "--json", "-"], stdout=subprocess.PIPE,
+                             "60", "--json", "-"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(3.0)  # the demo's standard tier takes ~8 s a request: both streams are under way
+    time.sleep(6.0)  # started (a few seconds on a loaded box), both streams under way
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
