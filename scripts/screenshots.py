@@ -207,11 +207,41 @@ async def render_proxy(name: str, out: Path) -> Path:
     return target
 
 
+LOAD_SHOTS = {"load": ((160, 45), 2.5), "load-narrow": ((80, 24), 2.5)}
+"""The load screen (``tokrace --concurrency 16``) on the demo tiers: name → (size, seconds into the load)."""
+
+
+async def render_load(name: str, out: Path) -> Path:
+    """The demo tiers under a load of 16 streams each, stopped ``at`` seconds in."""
+    from tokrace.providers.runs.live_load import LoadRunner
+    from tokrace.providers.runs.load import LoadPlan
+    from tokrace.tui.app.load_app import LoadApp
+    from tokrace.tui.app.screens.load import LoadScreen
+
+    size, at = LOAD_SHOTS[name]
+    clock = VirtualClock()
+    with tempfile.TemporaryDirectory() as scratch:
+        themes = builtin_themes(Path(scratch))
+    runner = LoadRunner(demo_tiers(), TurnRequest(DEMO_PROMPT, 200), LoadPlan((16,), requests=64), clock)
+    app = LoadApp(runner, animate=False, themes=themes)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await clock.advance_to(at)
+        await pilot.pause()
+        assert isinstance(app.screen, LoadScreen)
+        app.screen.sample()
+        await pilot.pause()
+        path = out / f"{name}.svg"
+        path.write_text(keep_spaces(app.export_screenshot(title="tokrace")), encoding="utf-8")
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Render the README's screenshots to SVG.")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "screenshots")
     parser.add_argument("--only", metavar="NAME",
-                        help=f"one of: {', '.join([*(s.name for s in SHOTS), *TRACE_SHOTS, *PROXY_SHOTS])}")
+                        help="one of: " + ", ".join([*(s.name for s in SHOTS), *TRACE_SHOTS, *PROXY_SHOTS,
+                                                     *LOAD_SHOTS]))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for shot in SHOTS:
@@ -223,6 +253,9 @@ def main() -> None:
     for name in PROXY_SHOTS:
         if args.only is None or name == args.only:
             print(asyncio.run(render_proxy(name, args.out)))
+    for name in LOAD_SHOTS:
+        if args.only is None or name == args.only:
+            print(asyncio.run(render_load(name, args.out)))
 
 
 if __name__ == "__main__":

@@ -138,3 +138,30 @@ def replay_app(path: Path) -> tuple[TokraceApp, VirtualClock, ReplayControl]:
 
 PRICED = Price(input=5.0, output=30.0)
 """A price for lanes whose cost the tests read."""
+
+
+def load_app(plan: object, tiers: Sequence[TierSpec] | None = None,
+             max_tokens: int = 200) -> tuple[object, VirtualClock]:
+    """The load screen (``tokrace --concurrency``) on a virtual clock: nothing moves until the test advances time."""
+    from tokrace.providers.runs.live_load import LoadRunner
+    from tokrace.providers.runs.load import LoadPlan
+    from tokrace.tui.app.load_app import LoadApp
+
+    assert isinstance(plan, LoadPlan)
+    clock = VirtualClock()
+    runner = LoadRunner(list(tiers) if tiers is not None else demo_tiers(), TurnRequest(DEMO_PROMPT, max_tokens),
+                        plan, clock)
+    return LoadApp(runner, animate=False), clock
+
+
+async def load_at(pilot: Pilot[object], clock: VirtualClock, t: float) -> None:
+    """Move the load to ``t`` seconds and draw one frame of it."""
+    from tokrace.tui.app.screens.load import LoadScreen
+
+    await pilot.pause()
+    await clock.advance_to(t)
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, LoadScreen)
+    screen.sample()
+    await pilot.pause()

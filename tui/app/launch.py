@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tokrace.providers.loop.scenario import Scenario
     from tokrace.providers.proxy.live import LiveProxy
     from tokrace.providers.recording import Recording
+    from tokrace.providers.runs.load import LoadPlan
     from tokrace.providers.runs.record_paths import RecordPlan
     from tokrace.providers.voice.lens import VoiceSettings
     from tokrace.providers.voice.speak import Speaker
@@ -78,6 +79,30 @@ def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1
     return app.return_code or 0
 
 
+def run_load(tiers: Sequence[TierSpec], request: TurnRequest, plan: LoadPlan, *, theme: str | None = None,
+             configured_theme: str | None = None, warm: bool = False, stall_threshold_s: float = 0.25) -> int:
+    """A load on the tiers (``--concurrency``) on screen, one lane per tier, until the user quits; the exit code
+    (1 when a request of a load that ran to its end failed, else 0)."""
+    check_lanes(tiers)
+    from tokrace.providers.runs.live_load import LoadRunner
+    from tokrace.providers.timing.clock import RealClock
+
+    from .load_app import LoadApp
+    from .theming import AppThemes
+
+    runner = LoadRunner(tiers, request, plan, RealClock(), warm=warm, stall_threshold_s=stall_threshold_s)
+    app = LoadApp(runner, themes=AppThemes(requested=theme, configured=configured_theme))
+    code = app.run()
+    if app.return_code not in (None, 0):
+        return app.return_code
+    if runner.problem is not None:
+        print(f"tokrace: {runner.problem}", file=sys.stderr)
+        return 2
+    result = runner.result
+    failed = result is not None and not result.stopped and not result.all_ok  # (quitting early is no failure)
+    return code or (1 if failed else 0)
+
+
 class AppScreen:
     """The race screen behind the command line's :class:`tokrace.tui.cli.screen.Screen`: each call looks its
     function up when it is made, and Textual is imported only then."""
@@ -118,6 +143,9 @@ class AppScreen:
         app = ProxyApp(live, now, follow, heading, hint, themes=AppThemes(requested=theme))
         await app.run_async()
         return app.return_code or 0
+
+    def run_load(self, tiers: Sequence[TierSpec], request: TurnRequest, plan: LoadPlan, **options: Any) -> int:
+        return run_load(tiers, request, plan, **options)
 
     async def export_svg(self, recording: Recording, *, run: int | None, at: float | None,
                          size: tuple[int, int] | None, theme: str | None) -> str:

@@ -113,16 +113,19 @@ async def export_text(recording: Recording, to: str, *, run: int | None = None, 
     return render(source, to, turns=turns, colours=html_colours(theme) if to == "html" else None)
 
 
-TABLE_EXPORTS: Final[tuple[str, ...]] = ("markdown", "csv")
+TABLE_EXPORTS: Final[tuple[str, ...]] = ("markdown", "csv", "html")
 """What ``bench`` (and ``replay --headless``) can write beside its table and its JSON."""
 
 
 def add_table_exports(p: argparse.ArgumentParser) -> None:
-    """``--markdown FILE|-`` and ``--csv FILE|-`` on a command that prints bench's table."""
+    """``--markdown FILE|-``, ``--csv FILE|-`` and ``--html FILE|-`` on a command that prints bench's table."""
     p.add_argument("--markdown", metavar="FILE|-", help="also write the results as GitHub-flavoured Markdown "
                    "(bench's table, the bottleneck table of a loop, the summary) to FILE, or to stdout with -")
     p.add_argument("--csv", metavar="FILE|-", help="also write the results as CSV (one row per tier and run, the "
                    "metric names as headers) to FILE, or to stdout with -")
+    p.add_argument("--html", metavar="FILE|-", help="also write the results as one self-contained HTML page (as "
+                   "tokrace export --to html; under --concurrency, the table and a plot against the streams) to "
+                   "FILE, or to stdout with -")
 
 
 def table_exports(args: argparse.Namespace) -> dict[str, str]:
@@ -142,6 +145,6 @@ def check_exports(exports: dict[str, str], json_target: str | None) -> None:
 
 
 def write_exports(source: ExportSource, exports: dict[str, str]) -> None:
-    """Write each export asked for (Markdown, CSV) of a finished run."""
+    """Write each export asked for (Markdown, CSV, HTML) of a finished run."""
     for fmt, target in exports.items():
         write_output(render(source, fmt), target, fmt)

@@ -22,6 +22,12 @@ MAX_NUMBER = 1e7
 """The largest number an option takes (speeds, seconds, rates): anything above is a typo."""
 
 
+MAX_STREAMS = 256
+"""The most streams per tier ``--concurrency`` takes (as the engine's ``runs.load.MAX_CONCURRENCY``)."""
+MAX_LEVELS = 16
+"""The most levels one ``--concurrency`` sweep takes (as the engine's ``runs.load.MAX_POINTS``)."""
+
+
 class UsageError(TokraceError):
     """The command line asks for something that cannot be done."""
 
@@ -162,6 +168,40 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
                    help="run synthetic and replay tiers on virtual time: the same numbers, no waiting")
 
 
+def _levels(text: str) -> tuple[int, ...]:
+    """``--concurrency``'s value: a number of streams, or a comma-separated list for a sweep."""
+    parts = [p.strip() for p in text.split(",")]
+    out: list[int] = []
+    for part in parts:
+        try:
+            n = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of streams or a list like 1,4,16,64; got "
+                                             f"{text!r}") from None
+        if not 1 <= n <= MAX_STREAMS:
+            raise argparse.ArgumentTypeError(f"expected 1 to {MAX_STREAMS} streams, got {n}")
+        if n in out:
+            raise argparse.ArgumentTypeError(f"{n} is given twice")
+        out.append(n)
+    if len(out) > MAX_LEVELS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_LEVELS} levels, got {len(out)}")
+    return tuple(out)
+
+
+def _add_load_options(p: argparse.ArgumentParser) -> None:
+    load = p.add_argument_group("load", "continuous load on each tier instead of one race: N streams per tier, "
+                                "each sending its next request when its last ends")
+    load.add_argument("--concurrency", type=_levels, metavar="N[,N...]",
+                      help="streams per tier (one connection each); a list (1,4,16,64) sweeps the levels in turn "
+                           f"and reports each (at most {MAX_STREAMS} streams)")
+    end = load.add_mutually_exclusive_group()
+    end.add_argument("--requests", type=_positive_int, metavar="M",
+                     help="with --concurrency: send M requests per tier at each level (default: 4 per stream)")
+    end.add_argument("--duration", type=_positive_float, metavar="S",
+                     help="with --concurrency: send for S seconds at each level; requests under way then finish "
+                          "and count")
+
+
 class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
     """The commands, where options given before the command count as the command's (argparse would reset them
     to its defaults): ``tokrace --theme projector demo`` is ``tokrace demo --theme projector``. Given again after
@@ -199,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_presenter_options(parser)
     _add_record_options(parser, screen=True)
     _add_voice_options(parser)
+    _add_load_options(parser)
     parser.register("action", "parsers", _Commands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -233,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with a scenario: how long the loop would take with a model N times faster "
                             "(default 14)")
     _add_voice_options(bench)
+    _add_load_options(bench)
 
     replay = sub.add_parser("replay", help="replay a recording or an agent trace with its original timing",
                             description="Replay every lane of a recording with its original timing: in a "

@@ -108,8 +108,14 @@ def cmd_bench(args: argparse.Namespace, screen: Screen) -> int:
 
     from .export_files import table_exports
     from .headless import run_headless
+    from .load import check_load_args, run_load_headless
 
+    plan = check_load_args(args)
     config, tiers, scenario, request = _configured_race(args)
+    if plan is not None:
+        return run_load_headless(tiers, request, plan, fast_forward=args.fast_forward, warm=args.warm,
+                                 json_target=args.json_target, exports=table_exports(args), prompt=request.prompt,
+                                 stall_threshold_s=config.defaults.stall_threshold_ms / 1000.0)
     voice, speaker = _voice(args), _speaker(args, tiers)
     slug = scenario.name if scenario is not None else request.prompt
     record = None if args.no_record else (args.record or default_path(slug, tiers=[t.name for t in tiers]))
@@ -188,7 +194,8 @@ def _paced_note(speed: float, idle_cap: float | None) -> str | None:
 
 
 RACE_KEYS = ("config", "tiers", "prompt", "prompt_file", "max_tokens", "scenario", "record", "no_record",
-             "voice", "wpm", "tts_delay", "speak", "speak_lane", "warm", "exact_reads")
+             "voice", "wpm", "tts_delay", "speak", "speak_lane", "warm", "exact_reads", "concurrency", "requests",
+             "duration")
 """The options ``tokrace`` takes without a command (as ``bench`` does)."""
 
 
@@ -201,7 +208,14 @@ def cmd_race(args: argparse.Namespace, screen: Screen) -> int:
     for key in RACE_KEYS:
         if not hasattr(args, key):
             setattr(args, key, None)
+    from .load import check_load_args
+
+    plan = check_load_args(args)
     config, tiers, scenario, request = _configured_race(args)
+    if plan is not None:
+        return screen.run_load(tiers, request, plan, theme=getattr(args, "theme", None),
+                               configured_theme=config.defaults.theme, warm=bool(args.warm),
+                               stall_threshold_s=config.defaults.stall_threshold_ms / 1000.0)
     return screen.run_race(tiers, request, scenario, theme=getattr(args, "theme", None),
                     configured_theme=config.defaults.theme, record=_record_plan(args), voice=_voice(args),
                     speaker=_speaker(args, tiers), warm=bool(args.warm), podium=not getattr(args, "no_podium", False),

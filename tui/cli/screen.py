@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from tokrace.providers.model.tiers import TierSpec
     from tokrace.providers.proxy.live import LiveProxy
     from tokrace.providers.recording import Recording
+    from tokrace.providers.runs.load import LoadPlan
     from tokrace.providers.runs.record_paths import RecordPlan
     from tokrace.providers.voice.lens import VoiceSettings
     from tokrace.providers.voice.speak import Speaker
@@ -61,6 +62,10 @@ class Screen(Protocol):
                           theme: str | None = None) -> int:
         """Show a proxied session live (on the running loop, where the proxy listens) until the person quits; the
         exit code. ``follow`` runs beside it, handed where to say a line."""
+
+    def run_load(self, tiers: Sequence[TierSpec], request: TurnRequest, plan: LoadPlan, *, theme: str | None = None,
+                 configured_theme: str | None = None, warm: bool = False, stall_threshold_s: float = 0.25) -> int:
+        """A load on the tiers (``--concurrency``) on screen, one lane per tier, until the user quits."""
 
     async def export_svg(self, recording: Recording, *, run: int | None, at: float | None,
                          size: tuple[int, int] | None, theme: str | None) -> str:
