@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 TTFT_MS, TOKENS = 200.0, 20
 TTFT_P50_MS, TTFT_P99_MS, CONNECT_P50_MS = 0.5, 3.0, 1.0
+STEADY_OVER_FIRST_MS, STEADY_P99_MS, STEADY_TOKENS = 0.2, 3.0, 200
 
 
 def truth_server(conn: Connection, rate: float) -> None:
@@ -71,20 +72,21 @@ def client_cores() -> None:
         os.sched_setaffinity(0, set(cores[:-1]))
 
 
-def child_bench(port: int) -> dict[str, Any]:
-    """A fresh ``tokrace bench`` process, one request: its run object of the JSON contract."""
+def child_bench(port: int, runs: int = 1, tokens: int = TOKENS) -> list[dict[str, Any]]:
+    """A fresh ``tokrace bench`` process, ``runs`` requests one after the other: their run objects of the JSON
+    contract."""
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "tokrace.toml"
         config.write_text(f'[[tiers]]\nname = "loopback"\nprovider = "openai"\nmodel = "first"\n'
                           f'base_url = "http://127.0.0.1:{port}/v1"\n', encoding="utf-8")
-        out = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "bench", "--config", str(config), "--runs", "1",
-                              "--max-tokens", str(TOKENS), "--no-record", "--json", "-"],
+        out = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "bench", "--config", str(config),
+                              "--runs", str(runs), "--max-tokens", str(tokens), "--no-record", "--json", "-"],
                              cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
                              preexec_fn=client_cores)
     if out.returncode != 0:
         raise SystemExit(f"tokrace bench failed: {out.stderr.strip()}")
-    run: dict[str, Any] = json.loads(out.stdout)["tiers"][0]["runs"][0]
-    return run
+    got: list[dict[str, Any]] = json.loads(out.stdout)["tiers"][0]["runs"]
+    return got
 
 
 SCREEN_CHILD = """
@@ -134,12 +136,41 @@ def measure(rate: float, runs: int, screen: bool) -> tuple[list[float], list[flo
     errors, connects = [], []
     try:
         for _ in range(runs):
-            run = child_screen(port) if screen else child_bench(port)
-            if not run["ok"]:
-                raise SystemExit(f"the request failed: {run['error']}")
-            server_ttft, _ = parent.recv()
-            errors.append((run["ttft_s"] - server_ttft) * 1000.0)
-            connects.append(run["connect_s"] * 1000.0)
+            run = child_screen(port) if screen else child_bench(port)[0]
+            error, connect = judged(run, parent)
+            errors.append(error)
+            connects.append(connect)
+    finally:
+        parent.send("stop")
+        server.join(5)
+    return errors, connects
+
+
+def judged(run: dict[str, Any], server: Connection) -> tuple[float, float]:
+    """(TTFT error, ``connect_s``) of one run in ms, against the server's record of the same request."""
+    if not run["ok"]:
+        raise SystemExit(f"the request failed: {run['error']}")
+    server_ttft, _ = server.recv()
+    return (run["ttft_s"] - server_ttft) * 1000.0, run["connect_s"] * 1000.0
+
+
+def measure_steady(rate: float, processes: int, runs: int, tokens: int) -> tuple[list[float], list[float]]:
+    """(TTFT errors in ms, connect_s in ms) of requests 2 to ``runs`` of ``processes`` fresh ``tokrace bench``
+    processes, each making ``runs`` requests one after the other."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    server = ctx.Process(target=truth_server, args=(child, rate), daemon=True)
+    server.start()
+    tag, port = parent.recv()
+    assert tag == "port"
+    errors, connects = [], []
+    try:
+        for _ in range(processes):
+            for i, run in enumerate(child_bench(port, runs, tokens)):
+                error, connect = judged(run, parent)
+                if i:
+                    errors.append(error)
+                    connects.append(connect)
     finally:
         parent.send("stop")
         server.join(5)
@@ -162,17 +193,46 @@ def rows(runs: int, rates: list[float], screen: bool) -> list[tuple[str, str, st
     return out
 
 
+def steady_rows(runs: int, rates: list[float], processes: int, per_process: int,
+                tokens: int) -> list[tuple[str, str, str, bool]]:
+    """(measure, goal, measured, met) of the steady state against the first request, for every rate: requests 2
+    to ``per_process`` of ``processes`` fresh processes, the first requests of ``runs`` others."""
+    out = []
+    for rate in rates:
+        first, first_connects = measure(rate, runs, False)
+        steady, connects = measure_steady(rate, processes, per_process, tokens)
+        f50, s50, s99 = pct(first, 50), pct(steady, 50), pct(steady, 99)
+        out.append((f"TTFT error, steady ({processes} x {per_process}), {rate:g} tok/s (p50 / p99)",
+                    f"<= {f50:.2f}+{STEADY_OVER_FIRST_MS:g} / < {STEADY_P99_MS:g} ms", f"{s50:.2f} / {s99:.2f} ms",
+                    abs(s50) <= abs(f50) + STEADY_OVER_FIRST_MS and abs(s99) < STEADY_P99_MS))
+        out.append((f"connect_s, steady vs first request, {rate:g} tok/s (p50)", "as the first's",
+                    f"{pct(connects, 50):.2f} vs {pct(first_connects, 50):.2f} ms",
+                    pct(connects, 50) <= pct(first_connects, 50) + STEADY_OVER_FIRST_MS))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="fresh processes per rate")
     parser.add_argument("--rates", default="750,50", help="the server's tok/s, comma-separated")
     parser.add_argument("--screen", action="store_true", help="the screen's first race instead of tokrace bench")
+    parser.add_argument("--steady", metavar="PxR", help="also requests 2..R of P fresh processes making R requests "
+                        "each, against the first request (issue 29: 4x100)")
+    parser.add_argument("--tokens", type=int, default=STEADY_TOKENS, help="tokens each steady request asks for")
     args = parser.parse_args()
+    steady: tuple[int, int] | None = None
+    if args.steady:
+        try:
+            p, r = (int(x) for x in args.steady.lower().split("x"))
+        except ValueError:
+            parser.error("--steady takes PROCESSESxRUNS, like 4x100")
+        steady = (p, r)
     rates = [float(r) for r in args.rates.split(",")]
     started = time.perf_counter()
     ok = True
     print(f"{'measure':64} {'goal':>18} {'measured':>18}")
-    for name, goal, got, met in rows(args.runs, rates, args.screen):
+    table = steady_rows(args.runs, rates, *steady, args.tokens) if steady else rows(args.runs, rates, args.screen)
+    for name, goal, got, met in table:
         ok = ok and met
         print(f"{name:64} {goal:>18} {got:>18}  {'met' if met else 'MISSED'}")
     print(f"({args.runs} fresh processes per rate, {time.perf_counter() - started:.0f} s)")

@@ -92,6 +92,9 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
             result.warnings.extend(w for w in getattr(p, "warnings", []) if w not in result.warnings)
         settle_heap()
         for run in range(runs):
+            if run:  # every run starts as the first did: connections back in the pool, sockets ready, heap settled
+                await asyncio.gather(*(p.ready() for p in provs))
+                settle_heap()
             if on_run_start is not None:
                 on_run_start(run)
             clock: Clock = VirtualClock(grid=FAST_FORWARD_GRID_S) if fast_forward else RealClock()
