@@ -203,9 +203,10 @@ def loop_metrics(events: Iterable[Event], price: Price | None = None, model: str
             span = toks[-1] - toks[0]
             decoded += t.decode_tok_s * span
             span_total += span
-        if t.itl_ms is not None and len(toks) > 1:  # the turn's span over its mean: its tokens less one
+        mean = None if t.itl_ms is None else t.itl_ms.get("mean")
+        if mean and len(toks) > 1:  # the turn's span over its mean: its tokens less one
             itl_span += (toks[-1] - toks[0]) * 1000.0
-            itl_gaps += (toks[-1] - toks[0]) * 1000.0 / t.itl_ms["mean"]
+            itl_gaps += (toks[-1] - toks[0]) * 1000.0 / mean
     m.decode_tok_s = decoded / span_total if span_total > 0 else None
     m.reads_paced_ms = max((t.reads_paced_ms for t in turns if t.reads_paced_ms is not None), default=None)
     m.itl_ms = {"mean": itl_span / itl_gaps} if itl_gaps > 0 else None  # over every turn's gaps

@@ -210,7 +210,8 @@ def cmd_traces(args: argparse.Namespace) -> int:
             trace.steps = []  # the figures are kept, the steps let go: a folder never sits in memory
         return found, out
 
-    for found, analysed in read_each(paths, args.trace_format, err, "reading traces", digest, args.jobs):
+    for found, analysed in read_each(paths, args.trace_format, err, "reading traces", digest,
+                                     getattr(args, "jobs", 1)):
         files_out.append(file_json(found))
         if found.problem is not None:
             problems.append(found)
