@@ -8,9 +8,12 @@ headless (its first race). Per run this prints nothing; at the end, per rate: th
 first request's ``connect_s``, p50 and p99.
 
 Goals (issue 12): TTFT error p50 < 0.5 ms and p99 < 3 ms at 750 and at 50 tok/s; ``connect_s`` of a first request
-< 1 ms p50 on loopback, bench and screen alike. Not a test: it prints figures.
+< 1 ms p50 on loopback, bench and screen alike. With ``--steady PxR`` (issue 29: 4x100), the steady state
+against the first request: requests 2..R of P fresh ``tokrace bench --runs R`` processes, TTFT error p50 no more
+than 0.2 ms above the first request's (measured in the same window) and p99 < 3 ms; ``itl_ms`` with its mean and
+``started_at`` in every run. Not a test: it prints figures.
 
-    python scripts/bench_first_request.py [--runs 15] [--rates 750,50] [--screen]
+    python scripts/bench_first_request.py [--runs 15] [--rates 750,50] [--screen] [--steady 4x100 [--tokens N]]
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ sys.path.insert(0, str(ROOT))
 
 TTFT_MS, TOKENS = 200.0, 20
 TTFT_P50_MS, TTFT_P99_MS, CONNECT_P50_MS = 0.5, 3.0, 1.0
-STEADY_OVER_FIRST_MS, STEADY_P99_MS, STEADY_TOKENS = 0.2, 3.0, 200
+STEADY_OVER_FIRST_MS, STEADY_P99_MS = 0.2, 3.0
+STEADY_DECODE_S = 0.25
+"""Each steady request asks for this many seconds of tokens at its rate (at least 20 tokens): 187 at 750 tok/s."""
+
+
+def steady_tokens(rate: float) -> int:
+    return max(TOKENS, round(rate * STEADY_DECODE_S))
 
 
 def truth_server(conn: Connection, rate: float) -> None:
@@ -154,27 +163,29 @@ def judged(run: dict[str, Any], server: Connection) -> tuple[float, float]:
     return (run["ttft_s"] - server_ttft) * 1000.0, run["connect_s"] * 1000.0
 
 
-def measure_steady(rate: float, processes: int, runs: int, tokens: int) -> tuple[list[float], list[float]]:
-    """(TTFT errors in ms, connect_s in ms) of requests 2 to ``runs`` of ``processes`` fresh ``tokrace bench``
-    processes, each making ``runs`` requests one after the other."""
+def measure_steady(rate: float, processes: int, runs: int, tokens: int
+                   ) -> tuple[list[float], list[float], list[dict[str, Any]]]:
+    """(TTFT errors in ms, connect_s in ms, run objects) of requests 2 to ``runs`` of ``processes`` fresh
+    ``tokrace bench`` processes, each making ``runs`` requests one after the other."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
     server = ctx.Process(target=truth_server, args=(child, rate), daemon=True)
     server.start()
     tag, port = parent.recv()
     assert tag == "port"
-    errors, connects = [], []
+    errors, connects, objects = [], [], []
     try:
         for _ in range(processes):
             for i, run in enumerate(child_bench(port, runs, tokens)):
                 error, connect = judged(run, parent)
+                objects.append(run)
                 if i:
                     errors.append(error)
                     connects.append(connect)
     finally:
         parent.send("stop")
         server.join(5)
-    return errors, connects
+    return errors, connects, objects
 
 
 def rows(runs: int, rates: list[float], screen: bool) -> list[tuple[str, str, str, bool]]:
@@ -194,13 +205,13 @@ def rows(runs: int, rates: list[float], screen: bool) -> list[tuple[str, str, st
 
 
 def steady_rows(runs: int, rates: list[float], processes: int, per_process: int,
-                tokens: int) -> list[tuple[str, str, str, bool]]:
+                tokens: int | None) -> list[tuple[str, str, str, bool]]:
     """(measure, goal, measured, met) of the steady state against the first request, for every rate: requests 2
     to ``per_process`` of ``processes`` fresh processes, the first requests of ``runs`` others."""
     out = []
     for rate in rates:
         first, first_connects = measure(rate, runs, False)
-        steady, connects = measure_steady(rate, processes, per_process, tokens)
+        steady, connects, objects = measure_steady(rate, processes, per_process, tokens or steady_tokens(rate))
         f50, s50, s99 = pct(first, 50), pct(steady, 50), pct(steady, 99)
         out.append((f"TTFT error, steady ({processes} x {per_process}), {rate:g} tok/s (p50 / p99)",
                     f"<= {f50:.2f}+{STEADY_OVER_FIRST_MS:g} / < {STEADY_P99_MS:g} ms", f"{s50:.2f} / {s99:.2f} ms",
@@ -208,6 +219,14 @@ def steady_rows(runs: int, rates: list[float], processes: int, per_process: int,
         out.append((f"connect_s, steady vs first request, {rate:g} tok/s (p50)", "as the first's",
                     f"{pct(connects, 50):.2f} vs {pct(first_connects, 50):.2f} ms",
                     pct(connects, 50) <= pct(first_connects, 50) + STEADY_OVER_FIRST_MS))
+        no_mean = sum(1 for run in objects if not (run["itl_ms"] or {}).get("mean"))
+        paced = sum(1 for run in objects if run["reads_paced_ms"] is not None)
+        out.append((f"itl_ms without its mean, steady, {rate:g} tok/s ({paced} of {len(objects)} paced)", "0 runs",
+                    f"{no_mean} of {len(objects)}", no_mean == 0))
+        starts = [run.get("started_at") for run in objects]
+        ordered = all(starts) and starts == sorted(starts, key=str)  # one process after the other: in order
+        out.append((f"started_at in every run, in order, steady, {rate:g} tok/s", "every run",
+                    f"{sum(1 for s in starts if s)} of {len(starts)}", bool(ordered)))
     return out
 
 
@@ -218,7 +237,8 @@ def main() -> int:
     parser.add_argument("--screen", action="store_true", help="the screen's first race instead of tokrace bench")
     parser.add_argument("--steady", metavar="PxR", help="also requests 2..R of P fresh processes making R requests "
                         "each, against the first request (issue 29: 4x100)")
-    parser.add_argument("--tokens", type=int, default=STEADY_TOKENS, help="tokens each steady request asks for")
+    parser.add_argument("--tokens", type=int, help="tokens each steady request asks for (default: "
+                        f"{STEADY_DECODE_S:g} s of the rate's, at least {TOKENS})")
     args = parser.parse_args()
     steady: tuple[int, int] | None = None
     if args.steady:
