@@ -31,7 +31,7 @@ SENTENCE_TAIL: Final[frozenset[str]] = frozenset(".!?…\"'”’)]")
 an end mark can still be completed by text that comes later."""
 
 DEFINITIONS: Final[dict[str, str]] = {
-    "connect_s": "request start → request on the wire (DNS, TCP, TLS, sending); 0 on a reused connection",
+    "connect_s": "request start → request on the wire (DNS, TCP, TLS, sending); on a reused connection, the sending",
     "ttfb_s": "request start → response head received",
     "ttft_s": "request start → first generated token of any channel (content, reasoning, tool arguments)",
     "ttfa_s": "request start → first visible answer content",
