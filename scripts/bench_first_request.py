@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def child_bench(port: int, runs: int = 1, tokens: int = TOKENS) -> list[dict[str
                           f'base_url = "http://127.0.0.1:{port}/v1"\n', encoding="utf-8")
         out = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "bench", "--config", str(config),
                               "--runs", str(runs), "--max-tokens", str(tokens), "--no-record", "--json", "-"],
-                             cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
+                             cwd=ROOT, capture_output=True, text=True, check=False, timeout=60 + 10 * runs,
                              preexec_fn=client_cores)
     if out.returncode != 0:
         raise SystemExit(f"tokrace bench failed: {out.stderr.strip()}")
@@ -188,46 +189,42 @@ def measure_steady(rate: float, processes: int, runs: int, tokens: int
     return errors, connects, objects
 
 
-def rows(runs: int, rates: list[float], screen: bool) -> list[tuple[str, str, str, bool]]:
+def rows(runs: int, rates: list[float], screen: bool) -> Iterator[tuple[str, str, str, bool]]:
     """(measure, goal, measured, met) for every rate."""
-    out = []
     where = "screen's first race" if screen else "bench, first request"
     for rate in rates:
         errors, connects = measure(rate, runs, screen)
         e50, e99 = pct(errors, 50), pct(errors, 99)
         c50, c99 = pct(connects, 50), pct(connects, 99)
-        out.append((f"TTFT error vs server, {where}, {rate:g} tok/s (p50 / p99)",
+        yield (f"TTFT error vs server, {where}, {rate:g} tok/s (p50 / p99)",
                     f"< {TTFT_P50_MS:g} / < {TTFT_P99_MS:g} ms", f"{e50:.2f} / {e99:.2f} ms",
-                    abs(e50) < TTFT_P50_MS and abs(e99) < TTFT_P99_MS))
-        out.append((f"connect_s, {where}, {rate:g} tok/s (p50 / p99)", f"< {CONNECT_P50_MS:g} ms p50",
-                    f"{c50:.2f} / {c99:.2f} ms", c50 < CONNECT_P50_MS))
-    return out
+                    abs(e50) < TTFT_P50_MS and abs(e99) < TTFT_P99_MS)
+        yield (f"connect_s, {where}, {rate:g} tok/s (p50 / p99)", f"< {CONNECT_P50_MS:g} ms p50",
+                    f"{c50:.2f} / {c99:.2f} ms", c50 < CONNECT_P50_MS)
 
 
 def steady_rows(runs: int, rates: list[float], processes: int, per_process: int,
-                tokens: int | None) -> list[tuple[str, str, str, bool]]:
+                tokens: int | None) -> Iterator[tuple[str, str, str, bool]]:
     """(measure, goal, measured, met) of the steady state against the first request, for every rate: requests 2
     to ``per_process`` of ``processes`` fresh processes, the first requests of ``runs`` others."""
-    out = []
     for rate in rates:
         first, first_connects = measure(rate, runs, False)
         steady, connects, objects = measure_steady(rate, processes, per_process, tokens or steady_tokens(rate))
         f50, s50, s99 = pct(first, 50), pct(steady, 50), pct(steady, 99)
-        out.append((f"TTFT error, steady ({processes} x {per_process}), {rate:g} tok/s (p50 / p99)",
+        yield (f"TTFT error, steady ({processes} x {per_process}), {rate:g} tok/s (p50 / p99)",
                     f"<= {f50:.2f}+{STEADY_OVER_FIRST_MS:g} / < {STEADY_P99_MS:g} ms", f"{s50:.2f} / {s99:.2f} ms",
-                    abs(s50) <= abs(f50) + STEADY_OVER_FIRST_MS and abs(s99) < STEADY_P99_MS))
-        out.append((f"connect_s, steady vs first request, {rate:g} tok/s (p50)", "as the first's",
+                    abs(s50) <= abs(f50) + STEADY_OVER_FIRST_MS and abs(s99) < STEADY_P99_MS)
+        yield (f"connect_s, steady vs first request, {rate:g} tok/s (p50)", "as the first's",
                     f"{pct(connects, 50):.2f} vs {pct(first_connects, 50):.2f} ms",
-                    pct(connects, 50) <= pct(first_connects, 50) + STEADY_OVER_FIRST_MS))
+                    pct(connects, 50) <= pct(first_connects, 50) + STEADY_OVER_FIRST_MS)
         no_mean = sum(1 for run in objects if not (run["itl_ms"] or {}).get("mean"))
         paced = sum(1 for run in objects if run["reads_paced_ms"] is not None)
-        out.append((f"itl_ms without its mean, steady, {rate:g} tok/s ({paced} of {len(objects)} paced)", "0 runs",
-                    f"{no_mean} of {len(objects)}", no_mean == 0))
+        yield (f"itl_ms without its mean, steady, {rate:g} tok/s ({paced} of {len(objects)} paced)", "0 runs",
+                    f"{no_mean} of {len(objects)}", no_mean == 0)
         starts = [run.get("started_at") for run in objects]
         ordered = all(starts) and starts == sorted(starts, key=str)  # one process after the other: in order
-        out.append((f"started_at in every run, in order, steady, {rate:g} tok/s", "every run",
-                    f"{sum(1 for s in starts if s)} of {len(starts)}", bool(ordered)))
-    return out
+        yield (f"started_at in every run, in order, steady, {rate:g} tok/s", "every run",
+                    f"{sum(1 for s in starts if s)} of {len(starts)}", bool(ordered))
 
 
 def main() -> int:
@@ -254,7 +251,7 @@ def main() -> int:
     table = steady_rows(args.runs, rates, *steady, args.tokens) if steady else rows(args.runs, rates, args.screen)
     for name, goal, got, met in table:
         ok = ok and met
-        print(f"{name:64} {goal:>18} {got:>18}  {'met' if met else 'MISSED'}")
+        print(f"{name:64} {goal:>18} {got:>18}  {'met' if met else 'MISSED'}", flush=True)
     print(f"({args.runs} fresh processes per rate, {time.perf_counter() - started:.0f} s)")
     return 0 if ok else 1
 
