@@ -1,8 +1,13 @@
-"""Every row of issue 12's table, goal against measured: runs each benchmark script in turn (each in fresh
+"""Every goal of issues 12 and 29, goal against measured: runs each benchmark script in turn (each in fresh
 processes) and prints their verdict lines together at the end. Meant for an otherwise idle machine: the figures
-move with whatever else the cores are doing. Not a test: it prints figures (about 5 to 8 minutes).
+move with whatever else the cores are doing. Not a test: it prints figures (about 20 to 25 minutes; the steady
+state's 4 x 100 requests at two rates are most of it).
 
-    python scripts/bench_goals.py [--quick] [--only first,screen,trip,fidelity,memory,cpu,delivery,ff]
+    python scripts/bench_goals.py [--quick] [--only first,steady,screen,trip,fidelity,memory,cpu,delivery,ff,
+                                                     traces,cold,concurrency,peers]
+
+When scripts/bench_concurrency.py exists, its rows (``concurrency``) are run and included too; the ``peers`` row
+runs aiperf and guidellm beside tokrace when they are installed (one line and a skip when not).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ def rows(quick: bool) -> dict[str, list[list[str]]]:
 
     return {
         "first": [["bench_first_request.py", "--runs", n(15, 6)]],
+        "steady": [["bench_first_request.py", "--steady", "4x100" if not quick else "2x20", "--runs", n(15, 6)]],
         "screen": [["bench_first_request.py", "--screen", "--rates", "750", "--runs", n(10, 4)]],
         "trip": [["bench_trip_out.py", "--runs", n(20, 8)]],
         "fidelity": [["bench_fidelity.py", "--ui", "app", "--runs", n(30, 10)]] * 3,
@@ -31,6 +37,11 @@ def rows(quick: bool) -> dict[str, list[list[str]]]:
         "cpu": [["bench_cpu.py", "--seconds", n(4, 2)]],
         "delivery": [["bench_render.py", "--rates", "20000,20000,20000,20000", "--seconds", n(10, 4)]],
         "ff": [["bench_fast_forward.py", "--tokens", n(1_200_000, 400_000)]],
+        "traces": [["bench_traces.py", "--traces", n(1000, 200)]],
+        "cold": [["bench_cold_start.py", "--runs", n(7, 3)]],
+        **({"concurrency": [["bench_concurrency.py", *(["--quick"] if quick else [])]]}
+           if (HERE / "bench_concurrency.py").exists() else {}),
+        "peers": [["compare_peers.py", "--rounds", n(4, 1)]],
     }
 
 
@@ -70,7 +81,7 @@ def main() -> int:
             elif i == len(runs) - 1:
                 summary.append(f"{'bench_fidelity with the screen drawing: met in every run':60} {met} of "
                                f"{len(runs)} runs  {'met' if met == len(runs) else 'MISSED'}")
-    print(f"\n== issue 12, goal vs measured ({cores} cores, load average {load:.1f} at the start"
+    print(f"\n== issues 12 and 29, goal vs measured ({cores} cores, load average {load:.1f} at the start"
           f"{', QUICK: fewer runs' if args.quick else ''}) ==")
     for line in summary:
         print(line)

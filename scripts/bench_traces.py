@@ -2,10 +2,12 @@
 
 Writes N synthetic traces of about 1 MB each into a temporary folder (a mix of Claude Code sessions, Codex rollouts
 and OTLP JSON Lines, each a few hundred lines with tool output as big as real ones), then runs
-`tokrace traces FOLDER --json FILE` in a child process and prints its wall time, traces/s, MB/s and peak RSS
-(goal: under 300 MB for 1,000 traces of 1 MB).
+`tokrace traces FOLDER --json FILE` in a child process with --jobs 1 and with --jobs 2 (after one untimed pass,
+so both read from the page cache) and prints each one's wall time, traces/s, MB/s and peak RSS, the speed-up,
+the MB/s per core and what a 1 TB trace set would take. Goals: --jobs 2 at least 1.8x faster than --jobs 1 on
+1,000 files (on 2 cores), the same JSON, under 300 MB for 1,000 traces of 1 MB.
 
-    python scripts/bench_traces.py [--traces 1000] [--size-mb 1.0] [--keep DIR]
+    python scripts/bench_traces.py [--traces 1000] [--size-mb 1.0] [--jobs 2] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+SPEEDUP_GOAL, RSS_GOAL_MB = 1.8, 300.0
 FILLER = "def test_parse_handles_empty_input():\n    assert parse('') == []\n"
 
 
@@ -119,10 +122,28 @@ def generate(folder: Path, count: int, size: int, seed: int = 7) -> int:
     return total
 
 
-def main() -> None:
+def read_folder(folder: Path, jobs: int) -> tuple[float, float, dict[str, Any], int]:
+    """``tokrace traces FOLDER --jobs N --json FILE`` in a fresh process: (seconds, peak RSS MB of any process so
+    far, the JSON, exit code)."""
+    out = folder.parent / f"{folder.name}-report-{jobs}.json"
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "traces", str(folder), "--jobs", str(jobs),
+                           "--json", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          check=False)
+    elapsed = time.perf_counter() - started
+    rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    report = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"traces": []}
+    out.unlink(missing_ok=True)
+    if done.returncode != 0:
+        print(done.stderr[-2000:], file=sys.stderr)
+    return elapsed, rss_mb, report, done.returncode
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=1000)
     parser.add_argument("--size-mb", type=float, default=1.0)
+    parser.add_argument("--jobs", type=int, default=2, help="the jobs to compare with one (default 2)")
     parser.add_argument("--keep", type=Path, help="write the traces here and keep them")
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="tokrace-bench-traces-"))
@@ -132,23 +153,34 @@ def main() -> None:
         written = generate(folder, args.traces, int(args.size_mb * 1_000_000))
         print(f"wrote {args.traces} traces, {written / 1e6:.0f} MB, in {time.perf_counter() - started:.1f} s "
               f"to {folder}")
-        out = folder.parent / f"{folder.name}-report.json"
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "tokrace.tui.main", "traces", str(folder), "--json", str(out)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
-        elapsed = time.perf_counter() - started
-        rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        report = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"traces": []}
-        out.unlink(missing_ok=True)
-        read = len(report["traces"])
-        print(f"read {read} traces (exit {done.returncode}) in {elapsed:.1f} s: {read / elapsed:.1f} traces/s, "
-              f"{written / 1e6 / elapsed:.1f} MB/s; peak RSS {rss_mb:.0f} MB (goal < 300 MB)")
-        if done.returncode != 0:
-            print(done.stderr[-2000:], file=sys.stderr)
+        read_folder(folder, 1)  # a first pass fills the page cache: both timed passes read from memory
+        results = {}
+        for jobs in (1, args.jobs):
+            elapsed, rss_mb, report, code = read_folder(folder, jobs)
+            read = len(report["traces"])
+            results[jobs] = (elapsed, report)
+            print(f"--jobs {jobs}: read {read} traces (exit {code}) in {elapsed:.1f} s: {read / elapsed:.1f} "
+                  f"traces/s, {written / 1e6 / elapsed:.1f} MB/s; peak RSS of one process so far {rss_mb:.0f} MB")
+        one, many = results[1][0], results[args.jobs][0]
+        per_core = written / 1e6 / one
+        speedup = one / many
+        same = results[1][1] == results[args.jobs][1]
+        terabyte_h = 1e6 / (written / 1e6 / many) / 3600
+        print(f"MB/s per core (--jobs 1): {per_core:.1f}; a 1 TB trace set at --jobs {args.jobs}: "
+              f"{terabyte_h:.1f} h ({1e6 / per_core / 3600:.1f} h on one core)")
+        lines = [(f"traces --jobs {args.jobs} against --jobs 1, {args.traces} files (x faster)", ">= 1.8x",
+                  f"{speedup:.2f}x", speedup >= SPEEDUP_GOAL),
+                 (f"traces --jobs {args.jobs}: the same JSON as --jobs 1", "identical",
+                  "identical" if same else "DIFFERENT", same),
+                 (f"traces, peak RSS of one process, {args.traces} traces of {args.size_mb:g} MB", "< 300 MB",
+                  f"{rss_mb:.0f} MB", rss_mb < RSS_GOAL_MB)]
+        for name, goal, got, met in lines:
+            print(f"{name:64} {goal:>10} {got:>10}  {'met' if met else 'MISSED'}")
+        return 0 if all(met for *_, met in lines) else 1
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -33,6 +33,10 @@ class Provider(ABC):
     async def prepare(self, warm: bool = False) -> None:  # noqa: B027 (an optional hook: most need none)
         """Get ready before the start (create clients; with ``warm``, open connections)."""
 
+    async def ready(self) -> None:  # noqa: B027 (an optional hook: most need none)
+        """Before each run after the first, outside its clock: get back what the first run had at its start (its
+        connection returned to the pool, a socket made ready), so that every run measures the same thing."""
+
     @abstractmethod
     def stream(self, request: TurnRequest, clock: Clock) -> AsyncIterator[Event]:
         """The events of one turn."""

@@ -248,7 +248,7 @@ def loop_metrics(events: Iterable[Event], price: Price | None = None, model: str
     m.stalls = sum(t.stalls for t in turns)
     m.retries = sum(t.retries for t in turns)
     m.token_events = sum(t.token_events for t in turns)
-    decoded = span_total = 0.0
+    decoded = span_total = itl_span = itl_gaps = 0.0
     gaps: list[float] = []
     for chunk, t in zip(split.turns, turns, strict=True):
         toks = [e.t for e in chunk if is_token(e)]
@@ -259,11 +259,16 @@ def loop_metrics(events: Iterable[Event], price: Price | None = None, model: str
             span = toks[-1] - toks[0]
             decoded += t.decode_tok_s * span
             span_total += span
+        mean = None if t.itl_ms is None else t.itl_ms.get("mean")
+        if mean and len(toks) > 1:  # the turn's span over its mean: its tokens less one
+            itl_span += (toks[-1] - toks[0]) * 1000.0
+            itl_gaps += (toks[-1] - toks[0]) * 1000.0 / mean
     m.decode_tok_s = decoded / span_total if span_total > 0 else None
     m.reads_paced_ms = max((t.reads_paced_ms for t in turns if t.reads_paced_ms is not None), default=None)
+    m.itl_ms = {"mean": itl_span / itl_gaps} if itl_gaps > 0 else None  # over every turn's gaps
     if gaps and m.reads_paced_ms is None:  # a turn read paced: its gaps are not the server's (see turn_metrics)
-        m.itl_ms = {"p50": percentile(gaps, 50), "p90": percentile(gaps, 90), "p99": percentile(gaps, 99),
-                    "max": max(gaps)}
+        m.itl_ms = {**(m.itl_ms or {}), "p50": percentile(gaps, 50), "p90": percentile(gaps, 90),
+                    "p99": percentile(gaps, 99), "max": max(gaps)}
     if m.token_events:
         m.tokens_per_event = m.output_tokens / m.token_events
     if m.e2e_s and m.output_tokens:

@@ -6,6 +6,7 @@ no TTFT at all (``None``), never a zero.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import re
 from array import array
@@ -31,7 +32,7 @@ SENTENCE_TAIL: Final[frozenset[str]] = frozenset(".!?…\"'”’)]")
 an end mark can still be completed by text that comes later."""
 
 DEFINITIONS: Final[dict[str, str]] = {
-    "connect_s": "request start → request on the wire (DNS, TCP, TLS, sending); 0 on a reused connection",
+    "connect_s": "request start → request on the wire (DNS, TCP, TLS, sending); on a reused connection, the sending",
     "ttfb_s": "request start → response head received",
     "ttft_s": "request start → first generated token of any channel (content, reasoning, tool arguments)",
     "ttfa_s": "request start → first visible answer content",
@@ -40,7 +41,8 @@ DEFINITIONS: Final[dict[str, str]] = {
     "output_tokens": "the provider's usage when sent; else the tokenizer's count of the streamed text; else chunks",
     "decode_tok_s": "tokens after the first event ÷ (last token time − first token time): the speed the eye sees",
     "e2e_tok_s": "output tokens ÷ e2e",
-    "itl_ms": "gaps between consecutive token-bearing events (p50, p90, p99, max)",
+    "itl_ms": "mean: (last token time − first token time) ÷ (output tokens − 1); p50, p90, p99, max: the gaps "
+              "between consecutive token-bearing events, when each was read on its own",
     "tokens_per_event": "output tokens ÷ token-bearing events",
     "stalls": f"gaps between token events longer than {STALL_THRESHOLD_S * 1000:.0f} ms after the first token",
     "cost_usd": "usage × the tier's price per million tokens (cached input priced apart)",
@@ -53,13 +55,16 @@ DEFINITIONS: Final[dict[str, str]] = {
 """One line per metric: what it means. Shown beside every number in the details view."""
 
 WIRE_DEFINITIONS: Final[dict[str, str]] = {
+    "started_at": "the wall clock when the request started, ISO 8601 in UTC to the microsecond (a replay's: when it "
+                  "was replayed; on virtual time, the run's start plus its virtual offset), to line a run up with a "
+                  "server's log",
     "retries": "attempts that failed and were retried before the stream began (HTTP 429, 5xx, connection failures)",
     "service_tier": "the service tier the request asked for (the tier's service_tier) and the one the server said "
                     "it used",
     "provider_timing": "the provider's own timing as it came (Groq x_groq.usage, Cerebras time_info, llama.cpp "
                        "timings), with the decode rate each implies",
     "reads_paced_ms": "tokens came faster than 500 packets a second, so tokrace read them every this many ms "
-                      "(each read stamped with its newest packet): itl_ms is not measured (null); TTFT, e2e and "
+                      "(each read stamped with its newest packet): itl_ms holds only its mean; TTFT, e2e and "
                       "the rates stay exact. null: every packet was read on its own",
 }
 """One line per thing a response said about itself (in ``--json`` and the details view's wire section)."""
@@ -134,8 +139,10 @@ class TurnMetrics:
     decode_tok_s: float | None = None
     e2e_tok_s: float | None = None
     itl_ms: dict[str, float] | None = None
+    """``mean`` whenever two tokens came at different times; ``p50``, ``p90``, ``p99``, ``max`` beside it when
+    every packet was read on its own."""
     reads_paced_ms: float | None = None
-    """Why ``itl_ms`` is not measured: the turn's tokens came faster than 500 packets a second and were read every
+    """Why ``itl_ms`` holds only its mean: the turn's tokens came faster than 500 packets a second and were read every
     this many milliseconds (stamped with each read's newest packet), so the gaps between them are not the server's
     (``None``: every packet was read on its own)."""
     tokens_per_event: float | None = None
@@ -150,12 +157,16 @@ class TurnMetrics:
     extras: dict[str, Any] = field(default_factory=dict)
     service_tier_asked: str | None = None
     """The service tier the lane's tier asks for (set by whoever knows the tier: the events may not say)."""
+    wall_start: float | None = None
+    """The wall clock (Unix seconds) when the request started (set by whoever knows the lane's wall origin: the
+    events' times are the lane's own)."""
 
     def to_json(self) -> dict[str, Any]:
         """The run object of the ``--json`` contract (docs/design.md §8)."""
         return {
             "ok": self.ok,
             "error": self.error,
+            "started_at": utc_iso(self.wall_start),
             "connect_s": _r(self.connect_s),
             "ttfb_s": _r(self.ttfb_s),
             "ttft_s": _r(self.ttft_s),
@@ -191,6 +202,13 @@ class TurnMetrics:
         reported = self.extras.get("service_tier")
         got = reported.get("got") if isinstance(reported, dict) else None
         return got if isinstance(got, str) and got else self.service_tier
+
+
+def utc_iso(unix_s: float | None) -> str | None:
+    """Unix seconds as ISO 8601 in UTC to the microsecond (``2026-12-02T03:30:47.123456Z``)."""
+    if unix_s is None:
+        return None
+    return dt.datetime.fromtimestamp(unix_s, dt.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _r(x: float | None, digits: int = 6) -> float | None:
@@ -474,8 +492,10 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         if count > 1 and span > 0:  # (counted only here: a huge first event would be counted twice)
             m.decode_tok_s = max(visible - _event_tokens(first, m, model), 0) / span
         m.reads_paced_ms = paced_ms(scan.extras)
+        if visible > 1 and count > 1 and span > 0:  # the first and last token's stamps are exact even when paced
+            m.itl_ms = {"mean": span * 1000.0 / (visible - 1)}
         if gaps and m.reads_paced_ms is None:  # paced reads: the gaps are the read pace's, not the server's
-            m.itl_ms = percentiles_ms(gaps)
+            m.itl_ms = {**(m.itl_ms or {}), **percentiles_ms(gaps)}
         m.stalls = sum(1 for g in gaps if g > stall_threshold_s)
         gaps.close()
         m.tokens_per_event = m.output_tokens / count

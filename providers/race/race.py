@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -87,6 +88,8 @@ class LaneRun:
     index: int
     tier: TierSpec
     events: EventLog = field(default_factory=EventLog)
+    wall_origin: float | None = None
+    """The wall clock (Unix seconds) at the lane's time 0, read when the race started; ``None`` before that."""
 
     @property
     def ok(self) -> bool:
@@ -133,6 +136,9 @@ class Race:
         if not self.providers:
             await self.prepare()
         self.origin = self.clock.now()
+        wall = time.time()  # read beside the origin: a run's wall-clock start is this plus its lane time
+        for lane in self.lanes:
+            lane.wall_origin = wall
         self._tasks = [asyncio.create_task(self._run_lane(i)) for i in range(len(self.tiers))]
         await asyncio.gather(*self._tasks, return_exceptions=True)
         return self.lanes

@@ -228,6 +228,8 @@ class RaceRunner:
         try:
             await self.prepare()
             providers = await self._prepare()
+            if self.races:  # as the first race started: connections back in the pool, sockets ready
+                await asyncio.gather(*(p.ready() for p in providers))
             self.loop_name = self.loop_name or recorded_loop(providers)
             live = LiveRace(self.tiers, [expected_turns(p, self.scenario) for p in providers], self._load_encoding,
                             [plays_loop(p, self.scenario) for p in providers])

@@ -52,9 +52,11 @@ def lane_metrics(run: LaneRun, stall_threshold_s: float = STALL_THRESHOLD_S, loo
     """The metrics of one lane's run; with ``loop``, the loop metrics of a scenario lane (``LoopMetrics``)."""
     measure = loop_metrics if loop else turn_metrics
     m = measure(run.events, run.tier.price, run.tier.model, stall_threshold_s)
-    if run.tier.service_tier:  # asked in every request of the lane, whether or not the server said what it used
-        for one in [m, *getattr(m, "turns", [])]:
+    for one in [m, *getattr(m, "turns", [])]:
+        if run.tier.service_tier:  # asked in every request of the lane, whether or not the server said what it used
             one.service_tier_asked = run.tier.service_tier
+        if run.wall_origin is not None:
+            one.wall_start = run.wall_origin + one.start
     return m
 
 
@@ -92,6 +94,9 @@ async def run_session(tiers: Sequence[TierSpec], request: TurnRequest, *, runs: 
             result.warnings.extend(w for w in getattr(p, "warnings", []) if w not in result.warnings)
         settle_heap()
         for run in range(runs):
+            if run:  # every run starts as the first did: connections back in the pool, sockets ready, heap settled
+                await asyncio.gather(*(p.ready() for p in provs))
+                settle_heap()
             if on_run_start is not None:
                 on_run_start(run)
             clock: Clock = VirtualClock(grid=FAST_FORWARD_GRID_S) if fast_forward else RealClock()

@@ -216,6 +216,20 @@ def bootstrap_ci(original: Sequence[float], retimed: Sequence[float], seed: int 
     return percentile(ratios, 2.5), percentile(ratios, 97.5)
 
 
+@dataclass(slots=True)
+class Measured:
+    """One trace's figures, made by :meth:`Comparer.measure` and added by :meth:`Comparer.take`."""
+
+    row: TraceRow
+    costs: dict[str, float | None] = field(default_factory=dict)
+    """Column name → the trace's cost there."""
+    ttfts: dict[str, list[float]] = field(default_factory=dict)
+    """Column name → the trace's TTFTs there."""
+    kept_calls: int = 0
+    cached_tokens: int = 0
+    write_tokens: int = 0
+
+
 class Comparer:
     """Builds a comparison one trace at a time: each trace is analysed as recorded and re-timed on every tier
     when it is added, and only its figures are kept, so the caller may let its steps go (a folder of traces
@@ -242,21 +256,35 @@ class Comparer:
 
     def add(self, trace: Trace) -> TraceRow:
         """Analyse one trace as recorded and on every tier."""
+        return self.take(self.measure(trace))
+
+    def measure(self, trace: Trace) -> Measured:
+        """One trace's figures as recorded and on every tier, without adding them (a worker process's share of
+        :meth:`add`: what it returns holds no steps once the caller lets ``trace.steps`` go)."""
         original = priced_analysis(trace, self.idle_cap_s, self._price_of)
-        self._costs[ORIGINAL].append(original.cost_usd)
-        self._ttfts[ORIGINAL].extend(_ttfts(trace))
-        row = TraceRow(trace=trace, original=original)
+        out = Measured(TraceRow(trace=trace, original=original))
+        out.costs[ORIGINAL], out.ttfts[ORIGINAL] = original.cost_usd, _ttfts(trace)
         for profile in self.profiles:
             moved = retime_on(trace, profile)
             on = analyse(moved, self.idle_cap_s, price=profile.price)
-            row.on[profile.name] = on
-            self._costs[profile.name].append(None if profile.price is None else on.cost_usd)
-            self._ttfts[profile.name].extend(_ttfts(moved))
-        self.kept_calls += sum(1 for s in trace.steps if s.kind == "model" and s.output_tokens is None)
-        self.cached_tokens += sum(s.cached_input_tokens or 0 for s in trace.steps if s.kind == "model")
-        self.write_tokens += sum(s.cache_write_tokens or 0 for s in trace.steps if s.kind == "model")
-        self.rows.append(row)
-        return row
+            out.row.on[profile.name] = on
+            out.costs[profile.name] = None if profile.price is None else on.cost_usd
+            out.ttfts[profile.name] = _ttfts(moved)
+        out.kept_calls = sum(1 for s in trace.steps if s.kind == "model" and s.output_tokens is None)
+        out.cached_tokens = sum(s.cached_input_tokens or 0 for s in trace.steps if s.kind == "model")
+        out.write_tokens = sum(s.cache_write_tokens or 0 for s in trace.steps if s.kind == "model")
+        return out
+
+    def take(self, measured: Measured) -> TraceRow:
+        """Add one trace's figures from :meth:`measure`, in the order traces are to be reported."""
+        for name, cost in measured.costs.items():
+            self._costs[name].append(cost)
+            self._ttfts[name].extend(measured.ttfts[name])
+        self.kept_calls += measured.kept_calls
+        self.cached_tokens += measured.cached_tokens
+        self.write_tokens += measured.write_tokens
+        self.rows.append(measured.row)
+        return measured.row
 
     def finish(self) -> Comparison:
         """The columns over every trace added, each tier's speed-up and interval, and the verdict."""

@@ -1,7 +1,8 @@
 """``tokrace traces PATH...``: read the agent traces people already have (files, or folders searched
 recursively) and show where their time went: a table of the traces, a summary over the set with the six figures
-of the checklist, and ``--json`` per docs/design.md §12. Files are read one at a time; a file of another kind is listed
-as "not a trace" and the rest go on. Exit 0 when at least one trace was read, 2 when none."""
+of the checklist, and ``--json`` per docs/design.md §12. Files are read on every core (``--jobs``), reported in
+order; a file of another kind is listed as "not a trace" and the rest go on. Exit 0 when at least one trace was
+read, 2 when none."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from tokrace.providers.traces.summary import SetSummary
 
 from .tables import console as table_console
 from .tables import err_console, print_table, write_text
-from .traces_common import file_json, price_arg, read_each
+from .traces_common import add_jobs_option, file_json, price_arg, read_each
 
 MAX_LANES: Final[int] = 6
 """The screen shows up to six lanes: a file with more traces plays its first six."""
@@ -73,6 +74,7 @@ def add_traces_parser(sub: Any) -> None:
                    help="USD per million input, output (and cached input, cache-write) tokens, to price the "
                         "traces (cached and cache-write tokens at the input price when not given; default: the "
                         "price of a tier, configured or demo, with the trace's model)")
+    add_jobs_option(p)
     from .traces_compare import add_compare_options
 
     add_compare_options(p)
@@ -218,18 +220,26 @@ def cmd_traces(args: argparse.Namespace) -> int:
     rows: list[tuple[Trace, TraceAnalysis]] = []
     approvals: list[bool] = []
     problems: list[Found] = []
-    for found in read_each(paths, args.trace_format, err, "reading traces"):
+    def digest(found: Found) -> tuple[Found, list[tuple[TraceAnalysis, bool]]]:
+        """A file's traces analysed where it was read (a worker, with ``--jobs``), their steps let go."""
+        out = []
+        for trace in found.traces:
+            out.append((priced_analysis(trace, args.idle_cap, price_of),
+                        any(s.includes_approval for s in trace.steps if s.kind == "tool")))
+            trace.steps = []  # the figures are kept, the steps let go: a folder never sits in memory
+        return found, out
+
+    for found, analysed in read_each(paths, args.trace_format, err, "reading traces", digest,
+                                     getattr(args, "jobs", 1)):
         files_out.append(file_json(found))
         if found.problem is not None:
             problems.append(found)
-        for trace in found.traces:
-            a = priced_analysis(trace, args.idle_cap, price_of)
+        for trace, (a, approval) in zip(found.traces, analysed, strict=True):
             models.update(a.models)
             summary.add(a)
             summary.note(trace.format, trace.notes)
             traces_out.append(trace_json(trace, a))
-            approvals.append(any(s.includes_approval for s in trace.steps if s.kind == "tool"))
-            trace.steps = []  # the figures are kept, the steps let go: a folder never sits in memory
+            approvals.append(approval)
             rows.append((trace, a))
     if target is not None:
         from tokrace.providers import __version__

@@ -1,12 +1,16 @@
-"""What ``tokrace traces`` and its comparison (``--on``) share: the price argument, the progress threshold and
-each file's object of the ``--json`` contract."""
+"""What ``tokrace traces`` and its comparison (``--on``) share: the price and jobs arguments, reading files in
+worker processes with a progress bar, and each file's object of the ``--json`` contract."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator, Sequence
+import itertools
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from rich.console import Console
 
@@ -18,6 +22,13 @@ if TYPE_CHECKING:
 
 PROGRESS_FROM: Final[int] = 10
 """Show a progress bar on stderr (when it is a terminal) from this many files on."""
+MAX_JOBS: Final[int] = 256
+"""The most worker processes ``--jobs`` takes."""
+AHEAD_PER_JOB: Final[int] = 4
+"""Files handed to the workers ahead of the one being reported, per job: enough to keep them busy while a big
+file is read, few enough that memory stays bounded."""
+
+T = TypeVar("T")
 
 
 def price_arg(text: str) -> Price:
@@ -55,9 +66,46 @@ def file_json(found: Found) -> dict[str, Any]:
             "skipped": sum(t.skipped for t in found.traces), "problem": found.problem}
 
 
-def read_each(paths: Sequence[Path], trace_format: str | None, err: Console, doing: str) -> Iterator[Found]:
-    """Each file read in turn (one at a time: a folder never sits in memory), with a progress bar saying ``doing``
-    on ``err`` from :data:`PROGRESS_FROM` files on, when it is a terminal."""
+def cores() -> int:
+    """The cores this process may run on: ``--jobs``'s default."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def jobs_arg(text: str) -> int:
+    """``--jobs N``: a whole number of worker processes, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes, got {text!r}") from None
+    if not 1 <= value <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"expected 1 to {MAX_JOBS} processes, got {value}")
+    return value
+
+
+def add_jobs_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N",
+                   help="read and analyse files in N processes at once (default: the number of cores, "
+                        f"{cores()} here); the output is the same for any N")
+
+
+_digest: Callable[[Found], Any] | None = None
+"""What each worker does with a file it read (set before the workers are forked: see :func:`read_each`)."""
+_format: str | None = None
+
+
+def _work(path: Path) -> Any:
+    assert _digest is not None
+    return _digest(read_file(path, _format))
+
+
+def read_each(paths: Sequence[Path], trace_format: str | None, err: Console, doing: str,
+              digest: Callable[[Found], T], jobs: int | None = 1) -> Iterator[T]:
+    """``digest`` of each file read, in the order of ``paths`` whatever ``jobs`` is (``None``: one per core),
+    with a progress bar saying ``doing`` on ``err`` from :data:`PROGRESS_FROM` files on, when it is a terminal.
+
+    ``digest`` runs where the file was read: with several jobs, in forked worker processes, so it must return
+    something small to send back (a trace's figures, its steps let go). At most a few files per job are in
+    flight, so a folder never sits in memory either way. Where processes cannot be forked, one job reads."""
     progress = None
     if len(paths) >= PROGRESS_FROM and err.is_terminal:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -66,11 +114,39 @@ def read_each(paths: Sequence[Path], trace_format: str | None, err: Console, doi
                             console=err, transient=True)
         progress.start()
     task = progress.add_task(doing, total=len(paths)) if progress is not None else None
+    jobs = min(cores() if jobs is None else jobs, len(paths))
     try:
-        for path in paths:
-            yield read_file(path, trace_format)
+        results = (_in_workers(paths, trace_format, digest, jobs)
+                   if jobs > 1 and "fork" in multiprocessing.get_all_start_methods()
+                   else (digest(read_file(path, trace_format)) for path in paths))
+        for result in results:
+            yield result
             if progress is not None and task is not None:
                 progress.advance(task)
     finally:
         if progress is not None:
             progress.stop()
+
+
+def _in_workers(paths: Sequence[Path], trace_format: str | None, digest: Callable[[Found], T],
+                jobs: int) -> Iterator[T]:
+    """:func:`read_each`'s results from ``jobs`` forked processes, in order, a few files per job ahead."""
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    global _digest, _format
+    _digest, _format = digest, trace_format
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"))
+    try:
+        ahead: deque[Future[T]] = deque()
+        todo = iter(paths)
+        for path in itertools.islice(todo, jobs * AHEAD_PER_JOB):
+            ahead.append(pool.submit(_work, path))
+        while ahead:
+            result = ahead.popleft().result()
+            following = next(todo, None)
+            if following is not None:
+                ahead.append(pool.submit(_work, following))
+            yield result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _digest = _format = None

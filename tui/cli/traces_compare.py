@@ -99,6 +99,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from tokrace.providers.config.load import load_config
+    from tokrace.providers.traces.compare import Measured
     from tokrace.providers.traces.read import Found, files
 
     from .tables import err_console
@@ -111,15 +112,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     problems: list[Found] = []
     skipped: list[tuple[str, int]] = []
     files_out: list[dict[str, object]] = []
-    for found in read_each(paths, args.trace_format, err, "re-timing traces"):
+    def digest(found: Found) -> tuple[Found, list[Measured]]:
+        """A file's traces measured where it was read (a worker, with ``--jobs``), their steps let go."""
+        out = []
+        for trace in found.traces:
+            out.append(comparer.measure(trace))
+            trace.steps = []  # the figures are kept, the steps let go
+        return found, out
+
+    for found, measured in read_each(paths, args.trace_format, err, "re-timing traces", digest,
+                                     getattr(args, "jobs", 1)):
         files_out.append(file_json(found))
         if found.problem is not None:
             problems.append(found)
-        for trace in found.traces:
-            comparer.add(trace)
+        for trace, figures in zip(found.traces, measured, strict=True):  # (one pickle: row.trace is trace)
+            comparer.take(figures)
             if trace.skipped:
                 skipped.append((trace.file, trace.skipped))
-            trace.steps = []  # the figures are kept, the steps let go
     for file, count in skipped:
         err.print(f"{escape(file)}: skipped {count} unreadable line(s) or span(s)")
     for found in problems:

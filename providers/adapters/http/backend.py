@@ -125,6 +125,14 @@ class StampedBackend(httpcore.AsyncNetworkBackend):
                     self._spares[key] = _new_socket(*infos[0][:3])
         return infos
 
+    def rearm(self) -> None:
+        """Make again, before a run, the ready socket :meth:`resolve` made for each server and a connection used
+        since (the receive-stamping socket stays open all along)."""
+        for key, infos in self._addresses.items():
+            if infos and key not in self._spares:
+                with contextlib.suppress(OSError):
+                    self._spares[key] = _new_socket(*infos[0][:3])
+
     def reserve_reader(self) -> None:
         """Park a reader thread for a connection to come (a provider's ``prepare``), until this backend is closed."""
         self._readers += 1

@@ -182,6 +182,16 @@ class HTTPProvider(Provider):
         except httpx.HTTPError:
             pass  # warming is a courtesy: the race itself reports any connection problem
 
+    async def ready(self) -> None:
+        """Connection reuse, by choice (docs/performance.md): the last turn's connection goes back to the pool
+        before the next run's clock starts (its drain awaited, at most 5 s), so a run never opens a second
+        connection because the first was still being read to its end; and a socket is made ready again for a
+        run that must connect anew (the server closed the connection), as for the first."""
+        if self._drains:
+            await asyncio.gather(*self._drains, return_exceptions=True)
+        if self._backend is not None:
+            self._backend.rearm()
+
     async def aclose(self) -> None:
         for task in list(self._drains):
             task.cancel()

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from conftest import synthetic
+from wall_clock import without_started_at
 
 from tokrace.providers.adapters.replay import ReplayProvider, replay_pace, replay_tiers
 from tokrace.providers.metrics.turn import TurnMetrics
@@ -45,7 +46,7 @@ def session(tiers: list[TierSpec], runs: int = 1, record: Path | None = None,
 
 
 def runs_json(result: SessionResult) -> list[list[dict[str, Any]]]:
-    return [[m.to_json() for m in lane] for lane in result.metrics]
+    return without_started_at([[m.to_json() for m in lane] for lane in result.metrics])
 
 
 @pytest.fixture

@@ -315,6 +315,10 @@ def test_fast_forward_gives_the_figures_and_events_of_exact_virtual_time(monkeyp
         for grid in (FAST_FORWARD_GRID_S, 0.0):
             monkeypatch.setattr("tokrace.providers.runs.session.FAST_FORWARD_GRID_S", grid)
             result = asyncio.run(run_session(tiers, fast_forward=True, **kwargs))
+            for lane in result.metrics:  # the one figure that is not virtual time's: when the run started
+                for m in lane:
+                    for one in [m, *getattr(m, "turns", [])]:
+                        one.wall_start = None
             out.append((report(result), [[list(lane.events) for lane in run] for run in result.runs]))
         return out
 

@@ -59,6 +59,16 @@ def token_source(m: TurnMetrics) -> str:
     return TOKEN_SOURCES.get(m.tokens_source, m.tokens_source)
 
 
+def _itl(itl: dict[str, float] | None) -> str:
+    """``itl_ms`` as the details view shows it: the mean, then p50/p90/p99/max when the gaps were measured."""
+    if itl is None:
+        return "—"
+    parts = [f"mean {itl['mean']:.1f}"] if "mean" in itl else []
+    if "p50" in itl:
+        parts.append("/".join(f"{itl[q]:.1f}" for q in ("p50", "p90", "p99", "max")))
+    return " · ".join(parts) + " ms"
+
+
 def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
     """(metric, value, where it came from) for every metric of ``DEFINITIONS`` that ``m`` has, in its order:
     a turn's, plus a loop's own when ``m`` is a whole loop."""
@@ -69,7 +79,7 @@ def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
         cost_from = "no price for this tier"
     else:
         cost_from = f"usage × ${price.output:g}/M out" + (f", ${price.input:g}/M in" if price.input is not None else "")
-    itl = "—" if m.itl_ms is None else "/".join(f"{v:.1f}" for v in m.itl_ms.values()) + " ms"
+    itl = _itl(m.itl_ms)
     connect_label = next((f": {s.label}" for s in m.segments if s.kind == "connect" and s.label), "")
     if m.retries:  # the turn's start is the first attempt's: the failed attempts and their waits come first
         connect_label += f", after {m.retries} failed attempt{'s' if m.retries > 1 else ''} (see retries)"
@@ -92,9 +102,10 @@ def metric_rows(m: TurnMetrics, tier: TierSpec) -> list[tuple[str, str, str]]:
         "decode_tok_s": ("—" if m.decode_tok_s is None else f"{m.decode_tok_s:,.1f}",
                          f"tokens from {m.tokens_source} ÷ delta stamps"),
         "e2e_tok_s": ("—" if m.e2e_tok_s is None else f"{m.e2e_tok_s:,.1f}", f"tokens from {m.tokens_source} ÷ e2e"),
-        "itl_ms": (itl, f"p50/p90/p99/max of the gaps between {m.token_events} token events"
-                   if m.reads_paced_ms is None else f"not measured: tokens came faster than 500 packets/s and "
-                   f"were read every {m.reads_paced_ms:g} ms (--exact-reads measures them)"),
+        "itl_ms": (itl, f"mean of the first to last token; p50/p90/p99/max of the gaps between {m.token_events} "
+                   "token events" if m.reads_paced_ms is None else "mean of the first to last token; the gaps are "
+                   f"not measured: tokens came faster than 500 packets/s and were read every {m.reads_paced_ms:g} "
+                   "ms (--exact-reads measures them)"),
         "tokens_per_event": ("—" if m.tokens_per_event is None else f"{m.tokens_per_event:.2f}",
                              f"tokens from {m.tokens_source} ÷ {m.token_events} events"),
         "stalls": (str(m.stalls), "gaps between delta stamps"),

@@ -1,0 +1,53 @@
+"""``tokrace traces --jobs N``: files read and analysed in N worker processes, the output byte for byte what one
+process writes (tables, JSON, the comparison), in the files' order."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from paths import ROOT
+from paths import TRACE_FIXTURES as FIXTURES
+from rich.console import Console
+
+from tokrace.providers.traces.read import Found, files
+from tokrace.tui.cli.traces_common import read_each
+from tokrace.tui.main import main
+
+EXAMPLES = ROOT / "examples" / "traces"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("extra", [["--json", "-"], [], ["--on", "Sol ultrafast,Sol priority", "--json", "-"],
+                                   ["--on", "Sol ultrafast"]], ids=["json", "tables", "on-json", "on-tables"])
+def test_two_jobs_write_what_one_job_writes(capsys: pytest.CaptureFixture[str], extra: list[str]) -> None:
+    one = run(capsys, "traces", str(EXAMPLES), str(FIXTURES), "--jobs", "1", *extra)
+    two = run(capsys, "traces", str(EXAMPLES), str(FIXTURES), "--jobs", "2", *extra)
+    assert one[0] == 0 and one[1]
+    assert two == one
+
+
+def test_jobs_read_in_other_processes_and_report_in_order() -> None:
+    paths = sorted(files([EXAMPLES, FIXTURES]))
+
+    def where(found: Found) -> tuple[Path, int]:
+        return found.path, os.getpid()
+
+    got = list(read_each(paths, None, Console(), "reading", where, jobs=2))
+    assert [path for path, _ in got] == paths
+    assert {pid for _, pid in got} - {os.getpid()}  # read by workers, not by this process
+    assert list(read_each(paths, None, Console(), "reading", where, jobs=1)) == [(p, os.getpid()) for p in paths]
+
+
+def test_bad_jobs_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    for value in ("0", "-2", "two", "100000"):
+        with pytest.raises(SystemExit) as exc:
+            main(["traces", str(EXAMPLES), "--jobs", value])
+        assert exc.value.code == 2
+    assert "--jobs" in capsys.readouterr().err
