@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 from rich.text import Text
+from textual.filter import DimFilter, LineFilter, Monochrome
 from textual.geometry import Region
+from textual.widget import Widget
 
 from tokrace.tui.app.render import content_size
 from tokrace.tui.app.widgets.summary import with_pace
@@ -66,3 +68,23 @@ async def test_racing_frames_skip_textual_visuals_and_unchanged_text() -> None:
         summary.refresh = lambda *args, **kwargs: refreshes.append(args)  # type: ignore[method-assign]
         summary.show_line(summary.content.copy())
         assert refreshes == []  # the same text again: nothing to draw
+
+
+@pytest.mark.parametrize("extra", [(), (Monochrome(),), (DimFilter(),)])
+async def test_the_padded_line_is_the_line_textual_would_draw(extra: tuple[LineFilter, ...]) -> None:
+    """Between its padding, under the app's filters, whole or cropped."""
+    from tui_harness import demo_app
+
+    app, _clock = demo_app()
+    app._filters += extra
+    async with app.run_test(size=(160, 45)) as pilot:
+        summary = app.screen.summary  # type: ignore[attr-defined]
+        summary.show_line(LINES[2])
+        await pilot.pause()
+        width = content_size(summary).width + 2
+        for crop in (Region(0, 0, width, 1), Region(0, 0, 30, 1), Region(5, 0, 20, 1)):
+            direct = summary.render_lines(crop)
+            summary._styles_cache.clear()
+            through_textual = Widget.render_lines(summary, crop)  # Textual's own padding and filters
+            assert [(c, s.style) for strip in direct for s in strip for c in s.text] == \
+                [(c, s.style) for strip in through_textual for s in strip for c in s.text]

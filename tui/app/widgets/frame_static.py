@@ -12,7 +12,7 @@ from textual.strip import Strip
 from textual.visual import VisualType
 from textual.widgets import Static
 
-from ..render import compositor, content_size
+from ..render import compositor, content_size, look
 
 
 class FrameStatic(Static):
@@ -31,17 +31,19 @@ class FrameStatic(Static):
 
 class StatusLine(FrameStatic):
     """A :class:`FrameStatic` for a line that changes every frame (the race's status line): :meth:`show_line` keeps
-    the text as it is and draws it as one strip of its styled runs, without Textual's visual (the text converted,
-    measured and wrapped, then split into strips: most of the line's cost a frame at 12,000 tok/s, see
-    ``scripts/bench_status_line.py``). The same text again draws nothing. A text that would wrap (wider than the
-    line, or a line break), a widget not one row high or a line not aligned left goes through :meth:`update` as
-    any other, so it looks the same either way."""
+    the text as it is and draws it as one strip of its styled runs between its padding, without Textual's visual
+    (the text converted, measured and wrapped, then split into strips) or its styling pipeline: most of the line's
+    cost a frame at 12,000 tok/s (``scripts/bench_status_line.py``). The same text again draws nothing. A text
+    that would wrap (wider than the line, or a line break), a widget not one row high or a line not aligned left
+    goes through :meth:`update` as any other, and a widget styled beyond padding through Textual's pipeline, so
+    it looks the same either way."""
 
     def __init__(self, content: VisualType = "", **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
         self._line: Text | None = None
         self._line_key: object = None
         self._strip: Strip | None = None
+        self._look_memo: list[object] = []
 
     def show_line(self, line: Text) -> None:
         """Show ``line`` (one row, its size unchanged: ``update(line, layout=False)``, cheaper)."""
@@ -86,3 +88,22 @@ class StatusLine(FrameStatic):
             # of the row is in the background alone, as Textual fills a visual's line (and its padding)
             self._strip = Strip(segments).apply_offsets(0, 0).adjust_cell_length(width, Style(bgcolor=base.bgcolor))
         return self._strip
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The line between its padding (in the background alone, as Textual pads) when nothing else styles the
+        widget's lines, without Textual's pipeline; through it otherwise."""
+        if self._line is None or content_size(self).height != 1:
+            return super().render_lines(crop)
+        is_plain, filters, background = look(self, self._look_memo, padding=True)
+        if not is_plain:
+            return super().render_lines(crop)
+        _, right, _, left = self.styles.padding
+        strip = self.render_line(0)
+        fill = Style(bgcolor=self.visual_style.rich_style.bgcolor)
+        line = Strip.join([Strip.blank(left, fill), strip, Strip.blank(right, fill)])
+        for line_filter in filters:
+            line = line.apply_filter(line_filter, background)  # type: ignore[arg-type]
+        x1, x2 = crop.column_span
+        if (x1, x2) != (0, line.cell_length):
+            line = line.crop(x1, x2)
+        return [line if y == 0 else Strip.blank(crop.width, fill) for y in crop.line_range]
