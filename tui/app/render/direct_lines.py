@@ -21,10 +21,13 @@ from textual.widget import Widget
 from .compositor import content_size
 
 
-def plain(widget: Widget) -> bool:
-    """No border, padding, outline, tint, hatch or opacity: Textual would draw each line as it is given."""
+def plain(widget: Widget, padding: bool = False) -> bool:
+    """No border, padding (unless ``padding``: left and right only, then in the background), outline, tint, hatch
+    or opacity: Textual would draw each line as it is given (between its padding)."""
     styles = widget.styles
-    return (not any(styles.gutter) and not any(edge for edge, _ in styles.outline) and not styles.tint.a
+    top, _, bottom, _ = styles.padding
+    spaced = any(edge for edge, _ in styles.border) or top or bottom if padding else any(styles.gutter)
+    return (not spaced and not any(edge for edge, _ in styles.outline) and not styles.tint.a
             and styles.text_opacity == 1 and widget.opacity == 1
             and not (styles.has_rule("hatch") and styles.hatch != "none"))
 
@@ -54,15 +57,15 @@ Look = tuple[bool, tuple[LineFilter, ...], Color | None]
 """Whether a widget draws plainly, the app's line filters, and the background they apply on."""
 
 
-def look(widget: Widget, memo: list[object]) -> Look:
+def look(widget: Widget, memo: list[object], padding: bool = False) -> Look:
     """:func:`plain`, the app's line filters and the widget's background, worked out again only when the
     widget's or an ancestor's styles changed or the filters did (``memo`` keeps them: [key, look]); working them
-    out walks the widget's ancestors."""
+    out walks the widget's ancestors. ``padding``: as :func:`plain`."""
     filters = tuple(widget.get_line_filters())
     key = (filters, *(node.styles._cache_key for node in widget.ancestors_with_self))
     if memo and memo[0] == key:
         return memo[1]  # type: ignore[return-value]
-    is_plain = plain(widget)
+    is_plain = plain(widget, padding)
     background = widget.background_colors[1] if is_plain and filters else None
     result: Look = (is_plain, filters if is_plain else (), background)
     memo[:] = [key, result]

@@ -33,7 +33,7 @@ from tokrace.providers.voice.live import WPM_STEP, LiveVoice
 from ..render import draw_by_lines, draw_now
 from ..widgets.bottleneck import BottleneckView
 from ..widgets.footer import RaceFooter
-from ..widgets.frame_static import FrameStatic
+from ..widgets.frame_static import StatusLine
 from ..widgets.gauge import nice_scale
 from ..widgets.lane import LaneView, gauge_peak
 from ..widgets.prompt import PromptInput
@@ -132,7 +132,7 @@ class RaceScreen(Screen[None]):
         self.views = [LaneView(i, lane) for i, lane in enumerate(runner.live.lanes)]
         self.timeline = Timeline(id="timeline")
         self.bottlenecks = BottleneckView(id="bottlenecks")
-        self.summary = FrameStatic("", id="summary")
+        self.summary = StatusLine("", id="summary")
         self.voice_line = Static("", id="voice-line")
         self.notice = Static("", id="notice", markup=False)
         """The latest notification, on a line of its own above the footer: it never covers the lanes or the
@@ -307,7 +307,7 @@ class RaceScreen(Screen[None]):
                     gc.freeze()
         elif runner.races:  # every frame, as the lanes: it names their figures, so it is never behind them
             doing = racing_line(live, now, replay_doing(self.replay) if self.replay is not None else "racing")
-            self.summary.update(with_pace(doing, pace, first=True), layout=False)
+            self.summary.show_line(with_pace(doing, pace, first=True))
         self._show_notice()
         self._report_problems()
 
