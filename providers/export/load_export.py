@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from .. import __version__
 from ..model.printable import csv_cell
-from ..model.units import duration
+from ..model.units import NOT_KNOWN, duration
 from ..runs.load import LoadResult
 from . import markdown
 from .html_report import _colours, _css, table_html
@@ -39,11 +39,12 @@ CSV_COLUMNS: Final[tuple[str, ...]] = (
 
 
 def _ms(x: float | None, digits: int = 1) -> str:
-    """Seconds as milliseconds (TTFT, ITL: the figures a load moves by a millisecond)."""
-    return "—" if x is None else f"{x * 1000:.{digits}f} ms"
+    """Seconds as milliseconds (ITL: gaps of a millisecond or two, where seconds would show only zeros)."""
+    return NOT_KNOWN if x is None else f"{x * 1000:.{digits}f} ms"
 
 
 def _s(x: float | None) -> str:
+    """A TTFT or end-to-end time, in seconds to the millisecond as every other table tells it."""
     return duration(x, 3)
 
 
@@ -71,7 +72,7 @@ def load_table(result: LoadResult) -> Table:
         failed = point.failed
         table.rows.append(Row(
             [point.tier.name, str(point.concurrency), str(len(point.rows)), fmt(point.delivered_tok_s, "", 1),
-             fmt(point.request_rate, "", 2), _ms(_q(ttft, "p50")), _ms(_q(ttft, "p90")), _ms(_q(ttft, "p99")),
+             fmt(point.request_rate, "", 2), _s(_q(ttft, "p50")), _s(_q(ttft, "p90")), _s(_q(ttft, "p99")),
              fmt(_q(dec, "p50"), "", 1), _s(_q(e2e, "p50")), _s(_q(e2e, "p99")), _ms(_q(itl, "p50"), 2),
              _ms(_q(itl, "p99"), 2), "ok" if not failed and point.rows else f"{len(failed)} failed"],
             failed=len(failed) if point.rows else 1,

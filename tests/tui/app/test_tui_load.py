@@ -23,7 +23,7 @@ async def test_a_tier_under_load_is_one_lane_with_its_rate_and_ttft() -> None:
         assert len(lanes) == 3  # the demo's three tiers, 16 streams each: three lanes
         fast = text_of(lanes[2])
         assert "Sol ultrafast" in fast and "16 streams" in fast and "≈" in fast and "tok/s" in fast
-        assert "TTFT  p50 182.8 ms" in fast and "under way" in fast
+        assert "TTFT  p50 0.183 s" in fast and "under way" in fast
 
 
 async def test_when_the_load_ends_the_lanes_show_benchs_figures() -> None:
@@ -90,6 +90,6 @@ def test_a_spread_of_ttfts_is_drawn_as_a_strip_between_its_ends() -> None:
     text = lane_text(lane, 0, 1.0, 1000.0, 80, Palette(APP_COLOURS)).plain
     assert "4 requests · 0 under way" in text and "≈400 tok/s" in text
     strip = text.splitlines()[-1]
-    assert strip.startswith("  100.0 ms ") and strip.endswith(" 300.0 ms")
-    body = strip[len("  100.0 ms "):-len(" 300.0 ms")]
+    assert strip.startswith("   0.100 s ") and strip.endswith(" 0.300 s")
+    body = strip[len("   0.100 s "):-len(" 0.300 s")]
     assert body.count("█") == 4 and body.endswith("█") and body.index("█", 4) < 8  # three early, one at the end

@@ -55,7 +55,7 @@ def test_a_sweep_prints_a_row_per_tier_and_level(capsys: pytest.CaptureFixture[s
     assert len(rows) == 4 and "TTFT p99" in out and "ITL p50" in out
     quick_1, quick_4 = (r for r in rows if "quick" in r)
     # 21 tokens in 0.2 s per request: 105 tok/s on one stream, four times that on four
-    assert "105.0" in quick_1 and "420.0" in quick_4 and "100.0 ms" in quick_1
+    assert "105.0" in quick_1 and "420.0" in quick_4 and "0.100 s" in quick_1
 
 
 def test_the_json_has_a_point_per_tier_and_level(capsys: pytest.CaptureFixture[str]) -> None:

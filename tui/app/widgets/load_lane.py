@@ -11,6 +11,7 @@ from rich.style import Style
 from rich.text import Text
 
 from tokrace.providers.metrics.turn import percentile
+from tokrace.providers.model.units import duration
 from tokrace.providers.runs.live_load import LiveTierLoad
 from tokrace.providers.runs.load import TierLoad
 
@@ -41,7 +42,8 @@ def plural(n: int, word: str) -> str:
 
 
 def ms(seconds: float | None) -> str:
-    return "—" if seconds is None else f"{seconds * 1000:.1f} ms"
+    """A TTFT as every table tells it: seconds to the millisecond ("1.068 s"), through ``model/units``."""
+    return duration(seconds, 3)
 
 
 def lane_text(lane: LiveTierLoad, index: int, now: float, scale: float, width: int, colours: Palette,
