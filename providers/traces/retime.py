@@ -15,6 +15,7 @@ from typing import Final
 
 from ..model.errors import ConfigError
 from ..model.tiers import Price, TierSpec
+from ..model.units import duration
 from ..race.calibrate import HTTP_PROVIDERS
 from .model import Step, Trace
 
@@ -46,7 +47,7 @@ class TierProfile:
     def describe(self) -> str:
         """The profile in one line, as the tables' footnotes and ``--help`` texts show it."""
         prefill = f" + input ÷ {self.prefill_tok_s:.6g} tok/s" if self.prefill_tok_s else ""
-        return f"{self.name}: TTFT {self.ttft_s * 1000:.6g} ms{prefill}, {self.tok_s:.4g} tok/s"
+        return f"{self.name}: TTFT {duration(self.ttft_s, 3)}{prefill}, {self.tok_s:.4g} tok/s"
 
 
 def tier_profile(tier: TierSpec) -> TierProfile:

@@ -250,3 +250,11 @@ def test_every_fixture_trace_retimes_exactly_on_its_own_durations_and_monotonica
         assert [(s.start, s.end) for s in again.steps] == [(s.start, s.end) for s in trace.steps], trace.file
         assert analyse(again).e2e_s == analyse(trace).e2e_s
         assert analyse(retime_on(trace, fast)).e2e_s <= analyse(retime_on(trace, slow)).e2e_s + 1e-9, trace.file
+
+
+def test_a_profile_tells_its_ttft_in_seconds_as_every_table_does() -> None:
+    """The footnote under ``traces --on`` names each tier's TTFT in the one duration format (docs/design.md §6):
+    "1.000 s", not "1000 ms" beside a table of seconds."""
+    profile = TierProfile("Sol standard", ttft_s=1.0, tok_s=53.57, prefill_tok_s=40_000)
+    assert profile.describe() == "Sol standard: TTFT 1.000 s + input ÷ 40000 tok/s, 53.57 tok/s"
+    assert " ms" not in TierProfile("fast", ttft_s=0.18, tok_s=750.0).describe()
