@@ -71,9 +71,11 @@ async def read_per_packet(stream: StampedStream, writer: asyncio.StreamWriter, c
 
 async def paced(stream: StampedStream, writer: asyncio.StreamWriter) -> None:
     """Bring ``stream`` to paced reads: allowed, then enough reads in a row (paced from the read that ended the
-    run of reads until a look finds nothing: that look runs after the reading task has seen the read)."""
+    run of reads until a look finds nothing: that look runs after the reading task has seen the read). A run of
+    reads counts only while the reader thread keeps up, which a busy machine can break: a few runs' worth of
+    reads are allowed before the pacing is called missing."""
     stream.allow_pacing()
-    for i in range(stamped_stream.PACE_AFTER + 1):
+    for i in range(4 * (stamped_stream.PACE_AFTER + 1)):
         await send(writer, f"q{i}".encode())
         assert await stream.read(1024, timeout=5) == f"q{i}".encode()
         if stream.paced:
