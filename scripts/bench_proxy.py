@@ -236,7 +236,7 @@ async def serve_ttft(requests: int) -> None:
         for label, fresh in (("new bodies", True), ("the same conversation again", False)):
             errors = []
             for n in range(requests):
-                text = ("word " * 80_000) + (str(n) if fresh else "")
+                text = ("word " * 82_000) + (str(n) if fresh else "")
                 body = json.dumps({"model": "m", "stream": True, "max_tokens": 5,
                                    "messages": [{"role": "user", "content": text}]}).encode()
                 reader, writer = await asyncio.open_connection("127.0.0.1", port)
