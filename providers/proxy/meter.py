@@ -34,6 +34,10 @@ ERROR_BODY_KEPT: Final[int] = 64 * 1024
 """How much of an error answer's body is kept to quote."""
 
 
+PROTOCOLS: Final[tuple[str, ...]] = ("anthropic", "openai-responses", "openai")
+"""The protocols a call is read in (see :func:`stream_decoder`)."""
+
+
 def stream_decoder(protocol: str) -> StreamDecoder:
     """The adapters' decoder for a protocol's stream: the proxy reads the same SSE the providers read."""
     if protocol == "anthropic":
@@ -106,12 +110,18 @@ def _body_session(payload: dict[str, Any]) -> str:
 
 class MeterQueue:
     """What the relay handed on, read in the order it came (every call of a session alike, so a call's end is read
-    before the next call opens), off the relay's path: on the loop's next turn, at most ``SLICE_S`` at a time, then
-    the rest after the loop has looked at its sockets again (a chunk that came meanwhile is forwarded first)."""
+    before the next call opens), off the relay's path: at most ``SLICE_S`` at a time, each slice on a turn of the
+    loop after it looked at its sockets and ran what they brought (a chunk that came meanwhile is forwarded first).
+
+    A slice is a timer due at once, not a ``call_soon``: asyncio runs a turn's ready callbacks before the sockets'
+    callbacks of that turn and its due timers after them, so a chunk that came in a burst right behind the last
+    one would otherwise wait for that one's measuring."""
 
     def __init__(self) -> None:
         self._queue: deque[tuple[CallMeter, str, float, Any]] = deque()
         self._scheduled = False
+        self.caught_up: Callable[[], None] | None = None
+        """Called when everything queued was read: the moment for work that must not hold a chunk back."""
 
     def push(self, meter: CallMeter, kind: str, t: float, *values: Any) -> None:
         """Queue one thing (or several of a kind, read in slices) and read what is queued, unless that is already
@@ -119,7 +129,8 @@ class MeterQueue:
         self._queue.extend((meter, kind, t, value) for value in values)
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._work)
+            loop = asyncio.get_running_loop()
+            loop.call_at(loop.time(), self._work)
 
     def _work(self) -> None:
         queue = self._queue
@@ -128,11 +139,12 @@ class MeterQueue:
             meter, kind, t, value = queue.popleft()
             meter.step(kind, t, value)
             if queue and time.perf_counter() > stop:
-                # behind the sockets' callbacks: call_soon now would run before those the loop's next look brings
                 loop = asyncio.get_running_loop()
-                loop.call_soon(loop.call_soon, self._work)
+                loop.call_at(loop.time(), self._work)
                 return
         self._scheduled = False
+        if self.caught_up is not None:
+            self.caught_up()
 
 
 class CallMeter:
