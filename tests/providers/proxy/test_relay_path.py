@@ -150,6 +150,9 @@ def test_a_big_answer_piece_is_measured_in_slices() -> None:
     call.request(head, 0.0, Upstream.parse("http://127.0.0.1:1"))
     call.response_body(0.0, [b"x" * (meter.SLICE_BYTES * 2 + 10)])
     assert pushed == [meter.SLICE_BYTES, meter.SLICE_BYTES, 10]
+    pushed.clear()
+    call.response_body(0.0, [b"e" * 130] * 30)  # a read that brought thirty chunks (after a late wake)
+    assert pushed == [130] * 30  # a step each, not one step of four kilobytes
 
 
 async def test_a_request_body_waiting_on_a_lost_upstream_goes_no_further_instead_of_waiting_for_ever() -> None:
