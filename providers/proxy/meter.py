@@ -27,11 +27,18 @@ SLICE_S: Final[float] = 50e-6
 """The longest the measuring runs at once before the loop looks at its sockets again: a chunk that arrives meanwhile
 waits at most this long to be forwarded."""
 
-SLICE_BYTES: Final[int] = 4096
-"""The measuring reads a big piece of an answer in slices this long (each well under ``SLICE_S``)."""
+SLICE_BYTES: Final[int] = 512
+"""The measuring reads an answer a chunk at a time and a big chunk in slices this long: a slice is a step the loop
+cannot leave, and an SSE event takes about 20 µs to read into events and recording lines (a 4 KB step was some
+thirty events, over half a millisecond, and a read that brought that much after a late wake held the next chunks
+that long)."""
 
 ERROR_BODY_KEPT: Final[int] = 64 * 1024
 """How much of an error answer's body is kept to quote."""
+
+
+PROTOCOLS: Final[tuple[str, ...]] = ("anthropic", "openai-responses", "openai")
+"""The protocols a call is read in (see :func:`stream_decoder`)."""
 
 
 def stream_decoder(protocol: str) -> StreamDecoder:
@@ -106,12 +113,18 @@ def _body_session(payload: dict[str, Any]) -> str:
 
 class MeterQueue:
     """What the relay handed on, read in the order it came (every call of a session alike, so a call's end is read
-    before the next call opens), off the relay's path: on the loop's next turn, at most ``SLICE_S`` at a time, then
-    the rest after the loop has looked at its sockets again (a chunk that came meanwhile is forwarded first)."""
+    before the next call opens), off the relay's path: at most ``SLICE_S`` at a time, each slice on a turn of the
+    loop after it looked at its sockets and ran what they brought (a chunk that came meanwhile is forwarded first).
+
+    A slice is a timer due at once, not a ``call_soon``: asyncio runs a turn's ready callbacks before the sockets'
+    callbacks of that turn and its due timers after them, so a chunk that came in a burst right behind the last
+    one would otherwise wait for that one's measuring."""
 
     def __init__(self) -> None:
         self._queue: deque[tuple[CallMeter, str, float, Any]] = deque()
         self._scheduled = False
+        self.caught_up: Callable[[], None] | None = None
+        """Called when everything queued was read: the moment for work that must not hold a chunk back."""
 
     def push(self, meter: CallMeter, kind: str, t: float, *values: Any) -> None:
         """Queue one thing (or several of a kind, read in slices) and read what is queued, unless that is already
@@ -119,7 +132,8 @@ class MeterQueue:
         self._queue.extend((meter, kind, t, value) for value in values)
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._work)
+            loop = asyncio.get_running_loop()
+            loop.call_at(loop.time(), self._work)
 
     def _work(self) -> None:
         queue = self._queue
@@ -128,11 +142,12 @@ class MeterQueue:
             meter, kind, t, value = queue.popleft()
             meter.step(kind, t, value)
             if queue and time.perf_counter() > stop:
-                # behind the sockets' callbacks: call_soon now would run before those the loop's next look brings
                 loop = asyncio.get_running_loop()
-                loop.call_soon(loop.call_soon, self._work)
+                loop.call_at(loop.time(), self._work)
                 return
         self._scheduled = False
+        if self.caught_up is not None:
+            self.caught_up()
 
 
 class CallMeter:
@@ -207,9 +222,9 @@ class CallMeter:
     def response_body(self, t: float, pieces: list[bytes]) -> None:
         if len(pieces) == 1 and len(pieces[0]) <= SLICE_BYTES:
             self._push("body", t, pieces)
-        elif self.protocol is not None:  # read a slice at a time: no read of a big piece holds the next chunk back
-            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)  # (a read may bring hundreds of chunks)
-            self._work.push(self, "body", t, *([data[at:at + SLICE_BYTES]] for at in range(0, len(data), SLICE_BYTES)))
+        elif self.protocol is not None:  # a step at a time: no read of many chunks or a big one holds the next back
+            self._work.push(self, "body", t, *([piece[at:at + SLICE_BYTES]] for piece in pieces
+                                               for at in range(0, len(piece), SLICE_BYTES)))
 
     def ended(self, t: float, outcome: str, detail: str = "") -> None:
         if self.ended_at is None:

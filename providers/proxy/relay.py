@@ -358,6 +358,8 @@ class ProxyServer:
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, proto: _ClientProtocol,
                    peer: object) -> bool:
         """Relay one request and its answer; False when the client's connection is to close."""
+        if isinstance(reader, ArrivalReader):
+            reader.expect_request()
         try:
             head = await read_head(reader)
         except HeadError as exc:
@@ -365,7 +367,7 @@ class ProxyServer:
             return False
         if head is None:
             return False
-        arrived = reader.arrived if isinstance(reader, ArrivalReader) else time.perf_counter()
+        arrived = reader.began if isinstance(reader, ArrivalReader) else time.perf_counter()
         method, target = head.first[0].upper(), head.first[1]
         keep = head.keep_alive
         if not target.startswith("/"):

@@ -16,7 +16,8 @@ from ..recording.format import RecordingError
 from ..recording.writer import Recorder
 from .book import SESSION_LOOP, Book
 from .http1 import Head
-from .meter import CallMeter
+from .meter import PROTOCOLS, CallMeter, stream_decoder
+from .pauses import Collector
 from .relay import ProxyServer
 from .routes import Routes
 from .shadow import Shadow
@@ -55,7 +56,7 @@ class ProxySession:
         self.routes = routes
         self.listeners = list(listeners or [])
         self.recorder: Recorder | None = None
-        self._flusher: asyncio.Future[None] | None = None
+        self._flusher: asyncio.TimerHandle | None = None
         self._closed = False
         if record is not None:
             upstreams = sorted({routes.anthropic.public(), routes.openai.public()})
@@ -64,6 +65,9 @@ class ProxySession:
         self.masker = Masker()
         """Masks what the listeners (the live screen) are handed: the clients' keys, and every key's shape."""
         self.book = Book(self._emit, seen=self._seen)
+        self.collector = Collector()
+        """Runs the garbage collector's collections off the relay's path (once started)."""
+        self.book.work.caught_up = self.collector.caught_up
         self.server = ProxyServer(routes, self.book.observer)
         self.shadow = shadow
         self.notes: list[str] = []
@@ -108,15 +112,29 @@ class ProxySession:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.book.zero = time.perf_counter()
         await self.server.start(host, port)
+        loop = asyncio.get_running_loop()
         if self.recorder is not None:
-            self._flusher = asyncio.ensure_future(self._flush_every(FLUSH_S))
+            self._flusher = loop.call_later(FLUSH_S, self._flush)
+        loop.call_soon(self._settle)
 
-    async def _flush_every(self, seconds: float) -> None:
+    def _settle(self) -> None:
+        """Before the first call: load what reading one needs (a first call's measuring would hold its chunks
+        back for the imports, a third of a second), then hand the collections to the collector."""
+        if self._closed:
+            return
+        for protocol in PROTOCOLS:
+            stream_decoder(protocol)
+        self.collector.start()
+
+    def _flush(self) -> None:
+        """Write the recording's kept lines, every ``FLUSH_S``: a timer's callback, which asyncio runs after the
+        sockets' callbacks of its turn (a chunk that came meanwhile goes on first; a task's step would run before)."""
         assert self.recorder is not None
-        while not self.recorder.closed:
-            await asyncio.sleep(seconds)
-            with contextlib.suppress(RecordingError):  # (kept in the recorder's problem)
-                self.recorder.flush()
+        if self.recorder.closed:
+            return
+        with contextlib.suppress(RecordingError):  # (kept in the recorder's problem)
+            self.recorder.flush()
+        self._flusher = asyncio.get_running_loop().call_later(FLUSH_S, self._flush)
 
     def now(self) -> float:
         """The session's clock: seconds since the proxy started listening."""
@@ -131,10 +149,10 @@ class ProxySession:
             task.cancel()
         await asyncio.gather(*self._shadows, return_exceptions=True)
         await self.server.close()
+        self.collector.stop()
         self.book.close()
         if self._flusher is not None:
             self._flusher.cancel()
-            await asyncio.gather(self._flusher, return_exceptions=True)
         if self.recorder is not None:
             with contextlib.suppress(RecordingError):
                 self.recorder.close()

@@ -103,12 +103,27 @@ class ArrivalReader(asyncio.StreamReader):
         super().__init__()
         self.clock = clock
         self.arrived = 0.0
+        """When the newest bytes fed reached the server."""
+        self.began = 0.0
+        """When the first bytes of the request asked for by :meth:`expect_request` reached the server."""
+        self._awaiting = False
         self.conn: StampedConnection | None = None
 
     def feed_data(self, data: Iterable[SupportsIndex]) -> None:
         stamp = self.conn.stamp if self.conn is not None else None
         self.arrived = stamp if stamp is not None else self.clock.now()
+        if self._awaiting:
+            self.began, self._awaiting = self.arrived, False
         super().feed_data(data)
+
+    def expect_request(self) -> None:
+        """Mark that a new request is to be read: :attr:`began` becomes when its first bytes arrived (bytes already
+        waiting for it count from when the newest of them did), not when its last did (a large body takes a while
+        to come, and the request's clock runs from its arrival)."""
+        if getattr(self, "_buffer", None):  # (asyncio's buffer of bytes fed and not yet read)
+            self.began = self.arrived
+        else:
+            self._awaiting = True
 
 
 class ArrivalProtocol(asyncio.StreamReaderProtocol):

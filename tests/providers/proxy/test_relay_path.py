@@ -4,6 +4,7 @@ measuring runs in slices that let the sockets go first)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import pytest
@@ -67,22 +68,70 @@ async def test_bytes_after_a_chunked_answers_end_end_the_clients_connection() ->
     assert exchange.finished.result() == "done" and exchange.close_client and not exchange.reusable
 
 
-async def test_the_measuring_lets_the_sockets_go_first_after_each_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+class Readable:
+    """A socket whose bytes wait in the kernel before the loop's next look, noted when the loop reads them."""
+
+    def __init__(self, order: list[Any]) -> None:
+        self.ours, self.theirs = socket.socketpair()
+        self.ours.setblocking(False)
+        self.order = order
+        asyncio.get_running_loop().add_reader(self.ours, self._read)
+
+    def _read(self) -> None:
+        self.order.append(self.ours.recv(100).decode())
+
+    def send(self, text: str) -> None:
+        self.theirs.send(text.encode())
+
+    def close(self) -> None:
+        asyncio.get_running_loop().remove_reader(self.ours)
+        self.ours.close()
+        self.theirs.close()
+
+
+async def turns(n: int) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_a_chunk_that_came_right_behind_the_last_is_forwarded_before_that_ones_measuring() -> None:
+    """A burst: the next chunk is in the kernel by the time the last one's measuring would start; the loop's look at
+    its sockets comes first (before, a measuring queued with call_soon ran ahead of that look's callbacks)."""
     order: list[Any] = []
+    chunk = Readable(order)
 
     class Step:
         def step(self, kind: str, t: float, value: Any) -> None:
             order.append(value)
 
+    queue = MeterQueue()
+
+    def forwarded() -> None:  # the relay's callback for one chunk: forward it, hand its copy on
+        queue.push(Step(), "body", 0.0, "measured")  # type: ignore[arg-type]
+        chunk.send("next chunk")
+
+    asyncio.get_running_loop().call_soon(forwarded)
+    await turns(4)
+    chunk.close()
+    assert order == ["next chunk", "measured"]
+
+
+async def test_the_measuring_lets_the_sockets_go_first_after_each_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[Any] = []
+    chunk = Readable(order)
+
+    class Step:
+        def step(self, kind: str, t: float, value: Any) -> None:
+            order.append(value)
+            if value == 1:
+                chunk.send("socket")  # a chunk that came meanwhile
+
     ticks = iter(range(1_000_000))
     monkeypatch.setattr(meter.time, "perf_counter", lambda: next(ticks) * 40e-6)  # each look: 40 µs later
     queue = MeterQueue()
     queue.push(Step(), "body", 0.0, 0, 1, 2, 3)  # type: ignore[arg-type]
-    await asyncio.sleep(0)  # the first slice runs
-    assert order == [0, 1]
-    asyncio.get_running_loop().call_soon(order.append, "socket")  # a chunk that came meanwhile
-    for _ in range(6):
-        await asyncio.sleep(0)
+    await turns(6)
+    chunk.close()
     assert order == [0, 1, "socket", 2, 3]
 
 
@@ -101,6 +150,9 @@ def test_a_big_answer_piece_is_measured_in_slices() -> None:
     call.request(head, 0.0, Upstream.parse("http://127.0.0.1:1"))
     call.response_body(0.0, [b"x" * (meter.SLICE_BYTES * 2 + 10)])
     assert pushed == [meter.SLICE_BYTES, meter.SLICE_BYTES, 10]
+    pushed.clear()
+    call.response_body(0.0, [b"e" * 130] * 30)  # a read that brought thirty chunks (after a late wake)
+    assert pushed == [130] * 30  # a step each, not one step of four kilobytes
 
 
 async def test_a_request_body_waiting_on_a_lost_upstream_goes_no_further_instead_of_waiting_for_ever() -> None:

@@ -234,6 +234,57 @@ async def test_a_new_connections_request_is_received_when_it_reached_the_socket_
     assert abs(served[0].received - sent) < 0.1  # not the 300 ms late moment the loop got to it
 
 
+class _HeadThenBody:
+    """A clock that reads 100 s until the server has noted the first bytes of a request, and 200 s after: a body
+    that comes a long while after its head (as a 400 KB body comes a millisecond after it)."""
+
+    virtual = False
+
+    def __init__(self) -> None:
+        self.t = 100.0
+        self.read = threading.Event()
+
+    def now(self) -> float:
+        if not self.read.is_set():
+            self.read.set()
+            return 100.0
+        self.t = max(self.t, 200.0)
+        return self.t
+
+    async def sleep_until(self, t: float) -> float:
+        self.t = max(self.t, t)
+        await asyncio.sleep(0)
+        return self.t
+
+
+async def test_a_request_is_received_when_its_first_bytes_came_not_its_bodys_end() -> None:
+    """The plan runs from the request's arrival, which a client's time to first token starts before: a large body
+    whose end comes later does not move it (before, it counted from the body's last byte, a millisecond late on a
+    400 KB body)."""
+    served: list[Served] = []
+    clock = _HeadThenBody()
+    server = ServeServer(fast_source(), clock=clock, on_served=served.append)
+    await server.start()
+    body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode()
+
+    def client() -> bytes:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(head)
+            assert clock.read.wait(10)  # the server has read the head: the body comes after
+            sock.sendall(body)
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+    answer = await asyncio.get_running_loop().run_in_executor(None, client)
+    await server.close()
+    assert b"[DONE]" in answer
+    assert [record.received for record in served] == [100.0]
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's")
 @pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
 async def test_a_kept_alive_request_is_received_when_it_reached_the_socket_not_when_the_loop_got_to_it(
