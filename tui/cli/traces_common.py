@@ -7,7 +7,6 @@ import argparse
 import itertools
 import multiprocessing
 import os
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -27,6 +26,10 @@ MAX_JOBS: Final[int] = 256
 AHEAD_PER_JOB: Final[int] = 4
 """Files handed to the workers ahead of the one being reported, per job: enough to keep them busy while a big
 file is read, few enough that memory stays bounded."""
+
+TAIL_SHARE: Final[float] = 1 / 32
+"""A file at least this share of a job's even share of the bytes is started before the others (largest first): a
+big file started last would leave the other workers idle while it is read."""
 
 T = TypeVar("T")
 
@@ -128,25 +131,51 @@ def read_each(paths: Sequence[Path], trace_format: str | None, err: Console, doi
             progress.stop()
 
 
+def start_order(sizes: Sequence[int], jobs: int) -> list[int]:
+    """The order to hand files of ``sizes`` bytes to ``jobs`` workers in: those big enough to hold the others up at
+    the end (each at least :data:`TAIL_SHARE` of a job's even share of the bytes) first, largest first, then the
+    rest in their own order, so that the last files to start are small and the workers end together."""
+    even = sum(sizes) / max(jobs, 1)
+    big = sorted((i for i, size in enumerate(sizes) if size and size >= even * TAIL_SHARE),
+                 key=lambda i: (-sizes[i], i))
+    first = set(big)
+    return big + [i for i in range(len(sizes)) if i not in first]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # read_file says what is wrong with it, in its turn
+
+
 def _in_workers(paths: Sequence[Path], trace_format: str | None, digest: Callable[[Found], T],
                 jobs: int) -> Iterator[T]:
-    """:func:`read_each`'s results from ``jobs`` forked processes, in order, a few files per job ahead."""
-    from concurrent.futures import Future, ProcessPoolExecutor
+    """:func:`read_each`'s results from ``jobs`` forked processes, in order: a few files per job are being read at
+    any time, started in :func:`start_order`; a result that came before its turn (small: a digest) waits for it."""
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
     global _digest, _format
     _digest, _format = digest, trace_format
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"))
     try:
-        ahead: deque[Future[T]] = deque()
-        todo = iter(paths)
-        for path in itertools.islice(todo, jobs * AHEAD_PER_JOB):
-            ahead.append(pool.submit(_work, path))
-        while ahead:
-            result = ahead.popleft().result()
-            following = next(todo, None)
-            if following is not None:
-                ahead.append(pool.submit(_work, following))
-            yield result
+        order = iter(start_order([_size(path) for path in paths], jobs))
+        index: dict[Future[T], int] = {}
+        running: set[Future[T]] = set()
+        finished: dict[int, Future[T]] = {}
+        turn = 0
+        while turn < len(paths):
+            if turn in finished:
+                yield finished.pop(turn).result()  # a worker's failure is raised in its file's turn
+                turn += 1
+                continue
+            for i in itertools.islice(order, max(jobs * AHEAD_PER_JOB - len(running), 0)):
+                future = pool.submit(_work, paths[i])
+                index[future] = i
+                running.add(future)
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                finished[index.pop(future)] = future
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _digest = _format = None
