@@ -12,7 +12,7 @@ from paths import TRACE_FIXTURES as FIXTURES
 from rich.console import Console
 
 from tokrace.providers.traces.read import Found, files
-from tokrace.tui.cli.traces_common import read_each, start_order
+from tokrace.tui.cli.traces_common import BATCH_BYTES, BATCH_FILES, batches, read_each, start_order
 from tokrace.tui.main import main
 
 EXAMPLES = ROOT / "examples" / "traces"
@@ -71,3 +71,28 @@ def test_a_big_last_file_is_reported_in_its_own_turn(tmp_path: Path) -> None:
         return found.path.name
 
     assert list(read_each(paths, None, Console(), "reading", name, jobs=2)) == [p.name for p in paths]
+
+
+def test_small_files_go_to_a_worker_in_runs_that_shrink_to_single_files_at_the_end() -> None:
+    sizes = [1000] * 1000
+    runs = batches(list(range(1000)), sizes, jobs=2)
+    assert [i for run in runs for i in run] == list(range(1000))  # every file once, in order
+    assert len(runs[0]) == BATCH_FILES and all(len(run) == 1 for run in runs[-8:])
+    assert max(map(len, batches(list(range(200)), [BATCH_BYTES // 3] * 200, jobs=2))) == 3  # bytes bound a run too
+    big = [10] * 100 + [5000]
+    assert batches(start_order(big, 2), big, 2)[0] == [100]  # a big file alone
+
+
+def test_a_failure_in_a_worker_is_raised_in_its_files_turn() -> None:
+    paths = sorted(files([EXAMPLES, FIXTURES]))
+    bad = paths[5]
+    seen: list[Path] = []
+
+    def digest(found: Found) -> Path:
+        if found.path == bad:
+            raise ValueError("broken digest")
+        return found.path
+
+    with pytest.raises(ValueError, match="broken digest"):
+        seen.extend(read_each(paths, None, Console(), "reading", digest, jobs=2))
+    assert seen == paths[:5]
