@@ -21,7 +21,7 @@ own TTFT and rate against the plan's); figures taken then say more about the box
 Goals (issue 29): TTFT error p99 < 3 ms, decode error p99 < 0.5 %, CPU ≤ 0.03 s per 1,000 tokens, memory kept
 per request ≤ 1 kB. Not a test: it prints figures, one goal per line.
 
-    python scripts/bench_concurrency.py [--levels 1,4,16,64] [--per-stream 4] [--tokens 400]
+    python scripts/bench_concurrency.py [--levels 1,4,16,64] [--per-stream 4] [--tokens 400] [--quick]
 
 Each level also prints where its CPU went (the event loop's thread, the reader threads, a second of wall time, a
 request) and the floor: what an event loop waking on the shared 16 ms grid costs with nothing to do. One stream of
@@ -227,7 +227,11 @@ def main() -> int:
     parser.add_argument("--levels", default="1,4,16,64", help="streams per level (default 1,4,16,64)")
     parser.add_argument("--per-stream", type=int, default=4, help="requests per stream (default 4)")
     parser.add_argument("--tokens", type=int, default=400, help="output tokens per request (default 400)")
+    parser.add_argument("--quick", action="store_true", help="16 and 64 streams, 2 requests each: a smoke test "
+                        "(bench_goals.py --quick), not the figures")
     args = parser.parse_args()
+    if args.quick:
+        args.levels, args.per_stream = "16,64", 2
     levels = [int(n) for n in args.levels.split(",")]
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
