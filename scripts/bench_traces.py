@@ -4,8 +4,11 @@ Writes N synthetic traces of about 1 MB each into a temporary folder (a mix of C
 and OTLP JSON Lines, each a few hundred lines with tool output as big as real ones), then runs
 `tokrace traces FOLDER --json FILE` in a child process with --jobs 1 and with --jobs 2 (after one untimed pass,
 so both read from the page cache) and prints each one's wall time, traces/s, MB/s and peak RSS, the speed-up,
-the MB/s per core and what a 1 TB trace set would take. Goals: --jobs 2 at least 1.8x faster than --jobs 1 on
-1,000 files (on 2 cores), the same JSON, under 300 MB for 1,000 traces of 1 MB.
+the MB/s per core and what a 1 TB trace set would take. On a busy box the wall times say more about the other work
+than about tokrace, so it also prints where ``--jobs N``'s CPU-seconds go (the parent before, while and after the
+workers run; each worker's share), the critical path those give on an idle box, and how much N processes of pure
+Python get done at once on this box now (the ceiling of any speed-up). Goals: --jobs 2 at least 1.8x faster than
+--jobs 1 on 1,000 files (on 2 cores), the same JSON, under 300 MB for 1,000 traces of 1 MB.
 
     python scripts/bench_traces.py [--traces 1000] [--size-mb 1.0] [--jobs 2] [--keep DIR]
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -139,6 +143,77 @@ def read_folder(folder: Path, jobs: int) -> tuple[float, float, dict[str, Any], 
     return elapsed, rss_mb, report, done.returncode
 
 
+EXPLAIN = r"""
+import os, resource, sys, time
+def cpu(who=resource.RUSAGE_SELF):
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+import tokrace.tui.cli.traces as traces
+import tokrace.tui.cli.traces_common as common
+LOG = sys.argv[3]
+work = common._work
+def timed_work(batch):
+    result = work(batch)
+    with open(f"{LOG}.{os.getpid()}", "w") as f:
+        f.write(str(time.process_time()))  # this worker's CPU so far: its last line is its whole share
+    return result
+common._work = timed_work
+marks = []
+each = traces.read_each
+def read_each(*args, **kwargs):
+    marks.append(cpu())
+    yield from each(*args, **kwargs)
+    marks.append(cpu())
+traces.read_each = read_each
+from tokrace.tui.main import main
+main(["traces", sys.argv[1], "--jobs", sys.argv[2], "--json", os.devnull])
+marks.append(cpu())
+print(*marks)
+"""
+
+
+def explain(folder: Path, jobs: int) -> tuple[float, float, float, list[float]]:
+    """Where ``--jobs N``'s CPU goes, in CPU-seconds (which move far less with other work on the box than wall
+    seconds do): the parent before the workers start (start-up, the config, listing the files), while they run
+    (taking each result in order and adding it up), after (the tables and the JSON), and each worker's whole
+    share."""
+    log = folder.parent / f"{folder.name}-explain"
+    done = subprocess.run([sys.executable, "-c", EXPLAIN, str(folder), str(jobs), str(log)], capture_output=True,
+                          text=True, check=False)
+    workers = []
+    for path in folder.parent.glob(f"{log.name}.*"):
+        workers.append(float(path.read_text()))
+        path.unlink()
+    try:
+        before, loop, end = (float(x) for x in done.stdout.split()[-3:])
+    except ValueError:
+        raise SystemExit(f"the explaining run failed: {done.stderr[-800:]}") from None
+    return before, loop - before, end - loop, sorted(workers, reverse=True)
+
+
+def box_scaling(jobs: int, seconds: float = 1.5) -> float:
+    """How much more pure-Python work ``jobs`` processes do at once than one, in the same time, on this box now:
+    the most ``--jobs`` can give (about ``jobs`` on an idle box with that many cores, less while other work runs)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    one = _spin(seconds)
+    with ctx.Pool(jobs) as pool:
+        many = sum(pool.map(_spin, [seconds] * jobs))
+    return many / one
+
+
+def _spin(seconds: float) -> int:
+    """Units of JSON parsing done in ``seconds`` of wall time."""
+    line = json.dumps({"type": "user", "message": {"content": [{"type": "text", "text": FILLER * 4}]}})
+    end, done = time.perf_counter() + seconds, 0
+    while time.perf_counter() < end:
+        for _ in range(200):
+            json.loads(line)
+        done += 1
+    return done
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=1000)
@@ -161,6 +236,18 @@ def main() -> int:
             results[jobs] = (elapsed, report)
             print(f"--jobs {jobs}: read {read} traces (exit {code}) in {elapsed:.1f} s: {read / elapsed:.1f} "
                   f"traces/s, {written / 1e6 / elapsed:.1f} MB/s; peak RSS of one process so far {rss_mb:.0f} MB")
+        before, during, after, workers = explain(folder, args.jobs)
+        serial = before + after
+        path = serial + max(max(workers, default=0.0), (during + sum(workers)) / args.jobs)
+        one_cpu = sum(explain(folder, 1)[:3])
+        print(f"--jobs {args.jobs} in CPU-seconds: the parent {before:.2f} before the workers, {during:.2f} while they "
+              f"ran, {after:.2f} after (tables, JSON); the workers {', '.join(f'{w:.2f}' for w in workers)}; "
+              f"--jobs 1: {one_cpu:.2f} in all")
+        print(f"critical path on an idle box of {args.jobs} cores (the serial parts, then the busiest worker or an "
+              f"even share of all the CPU while they ran): {path:.2f} s, {one_cpu / path:.2f}x of --jobs 1's "
+              f"{one_cpu:.2f} s; serial {serial / one_cpu:.1%} of the work")
+        print(f"this box now: {args.jobs} processes do {box_scaling(args.jobs):.2f}x the pure-Python work of one in "
+              f"the same time (the ceiling of the speed-up; load average {os.getloadavg()[0]:.1f})")
         one, many = results[1][0], results[args.jobs][0]
         per_core = written / 1e6 / one
         speedup = one / many
@@ -168,6 +255,10 @@ def main() -> int:
         terabyte_h = 1e6 / (written / 1e6 / many) / 3600
         print(f"MB/s per core (--jobs 1): {per_core:.1f}; a 1 TB trace set at --jobs {args.jobs}: "
               f"{terabyte_h:.1f} h ({1e6 / per_core / 3600:.1f} h on one core)")
+        cpu_core = written / 1e6 / one_cpu
+        print(f"the same from CPU-seconds (what an idle box gives; wall seconds above carry the other work): "
+              f"{cpu_core:.1f} MB/s per core; a 1 TB trace set {1e6 / cpu_core / 3600:.1f} h on one core, "
+              f"{1e6 / (written / 1e6 / path) / 3600:.1f} h at --jobs {args.jobs} on {args.jobs} idle cores")
         lines = [(f"traces --jobs {args.jobs} against --jobs 1, {args.traces} files (x faster)", ">= 1.8x",
                   f"{speedup:.2f}x", speedup >= SPEEDUP_GOAL),
                  (f"traces --jobs {args.jobs}: the same JSON as --jobs 1", "identical",

@@ -8,6 +8,7 @@ row becomes a block of "column: value" lines instead of a table whose cells Rich
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 from typing import Final, TextIO
@@ -92,9 +93,30 @@ def stacked(table: Table) -> RenderableType:
     return Group(*blocks)
 
 
+def surely_fits(table: Table, width: int) -> bool:
+    """Whether ``table`` fits ``width`` at its natural width, told from an upper bound of that width without
+    Rich's measuring (a third of the time a thousand-row table takes to print): every cell, header and the title
+    at twice its characters (a wide character takes two cells; markup and emoji codes only shorten), plus every
+    column's padding and the table's edges. ``False`` means "measure it": a cell that is neither a string nor a
+    ``Text``, or that holds a tab."""
+    pad = table.padding[1] + table.padding[3]
+    total = table._extra_width
+    for column in table.columns:
+        widest = max(column.width or 0, column.min_width or 0)
+        for cell in itertools.chain((column.header, column.footer), column.cells):
+            text = cell.plain if isinstance(cell, Text) else cell
+            if not isinstance(text, str) or "\t" in text:
+                return False
+            widest = max(widest, 2 * len(text))
+        total += widest + pad
+    title = table.title.plain if isinstance(table.title, Text) else table.title or ""
+    return isinstance(title, str) and max(total, table.width or 0, table.min_width or 0, 2 * len(title)) <= width
+
+
 def print_table(out: Console, table: Table) -> None:
     """Print ``table`` whole: as a table when it fits the console, else one block per row."""
-    if Measurement.get(out, out.options.update_width(PIPED_WIDTH), table).maximum <= out.width:
+    if surely_fits(table, out.width) or \
+            Measurement.get(out, out.options.update_width(PIPED_WIDTH), table).maximum <= out.width:
         out.print(table)  # it fits at its natural width
         return
     needs = column_needs(out, table)

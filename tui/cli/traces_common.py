@@ -7,7 +7,6 @@ import argparse
 import itertools
 import multiprocessing
 import os
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -25,8 +24,16 @@ PROGRESS_FROM: Final[int] = 10
 MAX_JOBS: Final[int] = 256
 """The most worker processes ``--jobs`` takes."""
 AHEAD_PER_JOB: Final[int] = 4
-"""Files handed to the workers ahead of the one being reported, per job: enough to keep them busy while a big
-file is read, few enough that memory stays bounded."""
+"""Batches of files handed to the workers and not yet read, per job: enough to keep them busy while a big file is
+read, few enough that memory stays bounded."""
+BATCH_FILES: Final[int] = 16
+"""The most files a worker takes at a time (see :func:`batches`)."""
+BATCH_BYTES: Final[int] = 8 << 20
+"""The most bytes of files a worker takes at a time (see :func:`batches`)."""
+
+TAIL_SHARE: Final[float] = 1 / 32
+"""A file at least this share of a job's even share of the bytes is started before the others (largest first): a
+big file started last would leave the other workers idle while it is read."""
 
 T = TypeVar("T")
 
@@ -93,9 +100,25 @@ _digest: Callable[[Found], Any] | None = None
 _format: str | None = None
 
 
-def _work(path: Path) -> Any:
+def _work(paths: Sequence[Path]) -> list[Any]:
+    """A worker's batch: each file's digest, or the failure that stopped it (raised in that file's turn)."""
     assert _digest is not None
-    return _digest(read_file(path, _format))
+    out: list[Any] = []
+    for path in paths:
+        try:
+            out.append(_digest(read_file(path, _format)))
+        except Exception as exc:  # raised by the parent in this file's turn, as one job would
+            out.append(_Failed(exc))
+    return out
+
+
+class _Failed:
+    """A file's digest that raised, carried back to be raised in its turn."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
 
 
 def read_each(paths: Sequence[Path], trace_format: str | None, err: Console, doing: str,
@@ -128,25 +151,80 @@ def read_each(paths: Sequence[Path], trace_format: str | None, err: Console, doi
             progress.stop()
 
 
+def start_order(sizes: Sequence[int], jobs: int) -> list[int]:
+    """The order to hand files of ``sizes`` bytes to ``jobs`` workers in: those big enough to hold the others up at
+    the end (each at least :data:`TAIL_SHARE` of a job's even share of the bytes) first, largest first, then the
+    rest in their own order, so that the last files to start are small and the workers end together."""
+    even = sum(sizes) / max(jobs, 1)
+    big = sorted((i for i, size in enumerate(sizes) if size and size >= even * TAIL_SHARE),
+                 key=lambda i: (-sizes[i], i))
+    first = set(big)
+    return big + [i for i in range(len(sizes)) if i not in first]
+
+
+def batches(order: Sequence[int], sizes: Sequence[int], jobs: int) -> list[list[int]]:
+    """``order`` (:func:`start_order`) cut into what a worker takes at a time: a big file alone, the rest in runs of
+    up to :data:`BATCH_FILES` files and :data:`BATCH_BYTES` bytes that shrink as the end nears (a run is at most an
+    eighth of a job's share of the files left), so that each file does not cost the parent a hand-over of its own
+    and the last runs are single files that end together."""
+    even = sum(sizes) / max(jobs, 1)
+    out: list[list[int]] = []
+    at = 0
+    while at < len(order):
+        first = order[at]
+        if sizes[first] and sizes[first] >= even * TAIL_SHARE:
+            out.append([first])
+            at += 1
+            continue
+        room = max(1, min(BATCH_FILES, (len(order) - at) // (jobs * 8)))
+        run, size = [first], sizes[first]
+        while len(run) < room and at + len(run) < len(order):
+            following = order[at + len(run)]
+            if size + sizes[following] > BATCH_BYTES or sizes[following] >= even * TAIL_SHARE:
+                break
+            run.append(following)
+            size += sizes[following]
+        out.append(run)
+        at += len(run)
+    return out
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # read_file says what is wrong with it, in its turn
+
+
 def _in_workers(paths: Sequence[Path], trace_format: str | None, digest: Callable[[Found], T],
                 jobs: int) -> Iterator[T]:
-    """:func:`read_each`'s results from ``jobs`` forked processes, in order, a few files per job ahead."""
-    from concurrent.futures import Future, ProcessPoolExecutor
+    """:func:`read_each`'s results from ``jobs`` forked processes, in order: a few batches per job are being read
+    at any time, started in :func:`start_order` and cut by :func:`batches`; a result that came before its turn
+    (small: a digest) waits for it."""
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
     global _digest, _format
     _digest, _format = digest, trace_format
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"))
     try:
-        ahead: deque[Future[T]] = deque()
-        todo = iter(paths)
-        for path in itertools.islice(todo, jobs * AHEAD_PER_JOB):
-            ahead.append(pool.submit(_work, path))
-        while ahead:
-            result = ahead.popleft().result()
-            following = next(todo, None)
-            if following is not None:
-                ahead.append(pool.submit(_work, following))
-            yield result
+        sizes = [_size(path) for path in paths]
+        todo = iter(batches(start_order(sizes, jobs), sizes, jobs))
+        running: dict[Future[list[Any]], list[int]] = {}
+        finished: dict[int, Any] = {}
+        turn = 0
+        while turn < len(paths):
+            if turn in finished:
+                result = finished.pop(turn)
+                if isinstance(result, _Failed):
+                    raise result.exc
+                yield result
+                turn += 1
+                continue
+            for batch in itertools.islice(todo, max(jobs * AHEAD_PER_JOB - len(running), 0)):
+                running[pool.submit(_work, [paths[i] for i in batch])] = batch
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                finished.update(zip(running.pop(future), future.result(), strict=True))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _digest = _format = None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from rich.table import Table
+from rich.text import Text
 
 from tokrace.tui.cli import tables
 from tokrace.tui.main import main
@@ -89,3 +90,37 @@ def test_wide_is_an_option_of_the_table_commands(capsys: pytest.CaptureFixture[s
         with pytest.raises(SystemExit):
             main([*command, "--help"])
         assert "--wide" in capsys.readouterr().out, command
+
+
+def _traces_like(rows: int) -> Table:
+    table = Table(title="traces", pad_edge=False, collapse_padding=True)
+    for col in ("trace", "format", "wall", "model"):
+        table.add_column(col, no_wrap=True)
+    for i in range(rows):
+        table.add_row(f"[bold]session-{i:05d}.jsonl[/] 文字", "claude-code", f"{i}.0 s", Text("31%"))
+    return table
+
+
+def test_a_table_an_upper_bound_shows_fitting_is_printed_as_the_measured_one_prints_it() -> None:
+    table = _traces_like(50)
+    assert tables.surely_fits(table, tables.PIPED_WIDTH)
+    assert not tables.surely_fits(table, 40)  # in a narrow terminal: measured, never guessed
+    fast = io.StringIO()
+    tables.print_table(tables.console(fast), table)
+    measured = io.StringIO()
+    tables.console(measured).print(_traces_like(50))
+    assert fast.getvalue() == measured.getvalue()
+
+
+def test_the_upper_bound_counts_a_wide_character_twice_and_gives_up_on_other_cells() -> None:
+    table = Table()
+    table.add_column("name", no_wrap=True)
+    table.add_row("文" * 10)  # 20 cells wide, though 10 characters
+    assert not tables.surely_fits(table, 19 + table._extra_width)
+    assert tables.surely_fits(table, 20 + table._extra_width + table.padding[1] + table.padding[3])
+    table.add_row(Table())  # a cell Rich must measure
+    assert not tables.surely_fits(table, tables.PIPED_WIDTH)
+    tabbed = Table()
+    tabbed.add_column("name")
+    tabbed.add_row("a\tb")  # a tab widens to the next stop
+    assert not tables.surely_fits(tabbed, tables.PIPED_WIDTH)

@@ -12,7 +12,7 @@ from paths import TRACE_FIXTURES as FIXTURES
 from rich.console import Console
 
 from tokrace.providers.traces.read import Found, files
-from tokrace.tui.cli.traces_common import read_each
+from tokrace.tui.cli.traces_common import BATCH_BYTES, BATCH_FILES, batches, read_each, start_order
 from tokrace.tui.main import main
 
 EXAMPLES = ROOT / "examples" / "traces"
@@ -51,3 +51,48 @@ def test_bad_jobs_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
             main(["traces", str(EXAMPLES), "--jobs", value])
         assert exc.value.code == 2
     assert "--jobs" in capsys.readouterr().err
+
+
+def test_files_big_enough_to_hold_the_others_up_start_first_largest_first() -> None:
+    assert start_order([100] * 6, jobs=2) == list(range(6))  # even sizes: their own order
+    sizes = [10] * 100 + [500, 0, 2000]  # two big files at the end would leave a worker reading alone
+    assert start_order(sizes, jobs=2)[:3] == [102, 100, 0]
+    assert sorted(start_order(sizes, jobs=2)) == list(range(103))
+
+
+def test_a_big_last_file_is_reported_in_its_own_turn(tmp_path: Path) -> None:
+    small = sorted(files([EXAMPLES]))[:6]
+    big = tmp_path / "zz-big.jsonl"
+    big.write_bytes(b"".join(p.read_bytes() for p in small) * 20)
+    paths = [*small, big]
+    assert start_order([p.stat().st_size for p in paths], jobs=2)[0] == len(paths) - 1
+
+    def name(found: Found) -> str:
+        return found.path.name
+
+    assert list(read_each(paths, None, Console(), "reading", name, jobs=2)) == [p.name for p in paths]
+
+
+def test_small_files_go_to_a_worker_in_runs_that_shrink_to_single_files_at_the_end() -> None:
+    sizes = [1000] * 1000
+    runs = batches(list(range(1000)), sizes, jobs=2)
+    assert [i for run in runs for i in run] == list(range(1000))  # every file once, in order
+    assert len(runs[0]) == BATCH_FILES and all(len(run) == 1 for run in runs[-8:])
+    assert max(map(len, batches(list(range(200)), [BATCH_BYTES // 3] * 200, jobs=2))) == 3  # bytes bound a run too
+    big = [10] * 100 + [5000]
+    assert batches(start_order(big, 2), big, 2)[0] == [100]  # a big file alone
+
+
+def test_a_failure_in_a_worker_is_raised_in_its_files_turn() -> None:
+    paths = sorted(files([EXAMPLES, FIXTURES]))
+    bad = paths[5]
+    seen: list[Path] = []
+
+    def digest(found: Found) -> Path:
+        if found.path == bad:
+            raise ValueError("broken digest")
+        return found.path
+
+    with pytest.raises(ValueError, match="broken digest"):
+        seen.extend(read_each(paths, None, Console(), "reading", digest, jobs=2))
+    assert seen == paths[:5]
