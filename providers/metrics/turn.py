@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..model import tokens as tokenizer
-from ..model.eventlog import as_sequence
+from ..model.eventlog import CHANNELS, NO_COUNT, Plain, as_sequence, pieces
 from ..model.events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
 from ..model.tiers import Price
 from .gaps import Gaps, percentiles_ms
@@ -369,6 +369,10 @@ _ZEROS: Final[array[float]] = array("d", bytes(8 * 256))
 """Zero gaps, to extend the gaps of a joined delta with (see ``Delta.chunks``)."""
 
 
+_CONTENT: Final[int] = CHANNELS.index("content")
+_REASONING: Final[int] = CHANNELS.index("reasoning")
+
+
 def _scan(events: Iterable[Event], t0: float) -> _Scan:
     """One pass over a turn's events (its request at ``t0``)."""
     out = _Scan(t0=t0, latest=t0, wait_from=t0)
@@ -377,7 +381,37 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
     last_t = latest = t0
     count, total = 0, 0.0
     last_event_t: float | None = None
-    for e in events:
+    for e in pieces(events):
+        if isinstance(e, Plain):  # a log's run of one-chunk deltas, as columns: the same steps as for each Delta below
+            times, texts, codes, counts = e
+            for t, text, code, tokens in zip(times, texts, codes, counts, strict=True):
+                last_event_t = t
+                if t > latest:
+                    latest = t
+                if not text:
+                    continue
+                if first is None:
+                    first = Delta(t, text, CHANNELS[code], None if tokens == NO_COUNT else tokens)
+                else:
+                    gap = t - last_t
+                    gaps.append(gap)
+                    if is_stall_gap(gap, count - 1, total):
+                        out.stall_gaps.append((last_t, t))
+                    total += gap
+                last_t = t
+                count += 1
+                if tokens != 0:
+                    out.all_uncounted = False
+                if code == _REASONING:
+                    out.streamed_reasoning = True
+                elif out.answer is None:
+                    out.answer = t
+                if code == _CONTENT:
+                    if out.first_answer is None and text.strip():
+                        out.first_answer = t
+                    if sentence.at is None:
+                        sentence.feed(t, text)
+            continue
         t = e.t
         last_event_t = t
         if t > latest:
