@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -155,14 +156,19 @@ async def cpu_share(seconds: float) -> float:
 
 
 async def cpu_and_frames(seconds: float) -> tuple[float, str]:
-    """Percent of one core this process used over the next ``seconds``, and what the screen's frames took."""
+    """Percent of one core this process used over the next ``seconds``, and what the screen's frames took, with
+    how often the process slept and was woken (each wake-up costs about 0.2 ms of CPU on a VM with nothing else
+    running: see docs/internals.md)."""
     METER.on, METER.frames, METER.updates, METER.cpu, METER.sampling = True, 0, 0, 0.0, 0.0
     wall0 = time.perf_counter()
+    switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
     try:
         share = await cpu_share(seconds)
     finally:
         METER.on = False
-    return share, METER.line(time.perf_counter() - wall0)
+    wall = time.perf_counter() - wall0
+    woken = (resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches) / wall
+    return share, f"{METER.line(wall)}; the process woken {woken:.0f} times a second"
 
 
 def http_tier(rate: float, seconds: float, port: int) -> TierSpec:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..model import tokens as tokenizer
-from ..model.eventlog import as_sequence
-from ..model.events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
+from ..model.eventlog import CHANNELS, NO_COUNT, Plain, as_sequence, pieces
+from ..model.events import Channel, Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
 from ..model.tiers import Price
 from .gaps import Gaps, percentiles_ms
 
@@ -377,17 +377,24 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
     last_t = latest = t0
     count, total = 0, 0.0
     last_event_t: float | None = None
-    for e in events:
-        t = e.t
-        last_event_t = t
-        if t > latest:
-            latest = t
-        if isinstance(e, Delta):
-            text = e.text
+    for e in pieces(events):
+        # The deltas: a log's run of one-chunk deltas as its columns (never made into deltas again), or one delta.
+        run: Iterable[tuple[float, str, Channel, int | None, int]]
+        if isinstance(e, Plain):
+            times, texts, codes, counts = e
+            run = zip(times, texts, map(CHANNELS.__getitem__, codes), counts, itertools.repeat(1))
+        elif isinstance(e, Delta):
+            run = ((e.t, e.text, e.channel, e.tokens, e.chunks),)
+        else:
+            run = ()
+        for t, text, channel, tokens, chunks in run:
+            last_event_t = t
+            if t > latest:
+                latest = t
             if not text:
                 continue
             if first is None:
-                first = e
+                first = e if isinstance(e, Delta) else Delta(t, text, channel, None if tokens == NO_COUNT else tokens)
             else:
                 gap = t - last_t
                 gaps.append(gap)
@@ -395,13 +402,11 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
                     out.stall_gaps.append((last_t, t))
                 total += gap
             last_t = t
-            chunks = e.chunks
             count += chunks
             if chunks != 1:  # k chunks read together: k token events at t, the k - 1 gaps between them zero
                 gaps.extend(_ZEROS[: chunks - 1] if chunks <= len(_ZEROS) else array("d", bytes(8 * (chunks - 1))))
-            if e.tokens != 0:
+            if tokens != 0:  # (a count the columns do not have is NO_COUNT: not 0, as None)
                 out.all_uncounted = False
-            channel = e.channel
             if channel == "reasoning":
                 out.streamed_reasoning = True
             elif out.answer is None:
@@ -411,7 +416,13 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
                     out.first_answer = t
                 if sentence.at is None:
                     sentence.feed(t, text)
-        elif isinstance(e, Headers):
+        if isinstance(e, Plain | Delta):
+            continue
+        t = e.t
+        last_event_t = t
+        if t > latest:
+            latest = t
+        if isinstance(e, Headers):
             if out.ttfb_s is None:
                 out.ttfb_s = t - t0
                 out.service_tier = e.service_tier or None

@@ -41,12 +41,9 @@ once no log holds a block in it, so the disk holds about what live logs hold, no
 CACHE_BLOCKS: Final[int] = 4
 """Blocks read back and kept, across every log: enough to read two logs side by side in order."""
 
-_CHANNELS: Final[tuple[Channel, ...]] = ("content", "reasoning", "tool_args")
-_CODE: Final[dict[str, int]] = {name: i for i, name in enumerate(_CHANNELS)}
+_CODE: Final[dict[str, int]] = {name: i for i, name in enumerate(("content", "reasoning", "tool_args"))}
 _OTHER: Final[int] = 255
 """The code of an event that is not kept in the columns (kept as an object, pickled with its block)."""
-_NO_COUNT: Final[int] = -1
-"""A delta without the provider's own count (``tokens=None``)."""
 _MAX_COUNT: Final[int] = 127
 """The largest count kept in a column (a byte); a delta with a bigger one is kept as it came, and so is one that
 joins several chunks (``Delta.chunks``: one such stands for many events, so it costs little per event)."""
@@ -58,6 +55,21 @@ _HEAD: Final[struct.Struct] = struct.Struct("<QQQ")
 """A written block starts with its event count, its text's length in bytes and its pickled events' length."""
 _BOUNDS: Final[str] = "I" if array("I").itemsize == 4 else "L"
 """Four-byte offsets: a block's text is at most ``2 * BLOCK_CHARS`` characters."""
+
+
+class Plain(tuple[Sequence[float], Sequence[str], Sequence[int], Sequence[int]]):
+    """A run of a log's deltas as their columns (times, texts, channel codes, counts: ``-1`` for none), each of one
+    chunk: what :meth:`EventLog.pieces` hands a reader that would otherwise make each ``Delta`` again only to read
+    its fields (``CHANNELS[code]`` is a channel's name)."""
+
+    __slots__ = ()
+
+
+CHANNELS: Final[tuple[Channel, ...]] = ("content", "reasoning", "tool_args")
+"""The channels kept in the columns, by their code."""
+
+NO_COUNT: Final[int] = -1
+"""A delta without the provider's own count (``tokens=None``), in the columns."""
 
 
 class _Block:
@@ -81,8 +93,8 @@ class _Block:
         if code == _OTHER:
             return self.others[j]
         tokens = self.tokens[j]
-        return Delta(self.times[j], self.text[self.bounds[j]:self.bounds[j + 1]], _CHANNELS[code],
-                     None if tokens == _NO_COUNT else tokens)
+        return Delta(self.times[j], self.text[self.bounds[j]:self.bounds[j + 1]], CHANNELS[code],
+                     None if tokens == NO_COUNT else tokens)
 
     def events(self, start: int, stop: int) -> Iterator[Event]:
         times, codes, tokens, bounds, text, others = (self.times, self.codes, self.tokens, self.bounds, self.text,
@@ -93,8 +105,18 @@ class _Block:
                 yield others[j]
             else:
                 count = tokens[j]
-                yield Delta(times[j], text[bounds[j]:bounds[j + 1]], _CHANNELS[code],
-                            None if count == _NO_COUNT else count)
+                yield Delta(times[j], text[bounds[j]:bounds[j + 1]], CHANNELS[code],
+                            None if count == NO_COUNT else count)
+
+    def pieces(self, start: int, stop: int) -> Iterator[Event | Plain]:
+        """Events ``start`` to ``stop``: each run of deltas kept in the columns as one :class:`Plain`."""
+        yield from _pieces(start, stop, self.others, self._plain)
+
+    def _plain(self, i: int, j: int) -> Plain:
+        """Events ``i`` to ``j``, all kept in the columns, as columns."""
+        bounds, text = self.bounds, self.text
+        return Plain((self.times[i:j], [text[a:b] for a, b in zip(bounds[i:j], bounds[i + 1:j + 1], strict=True)],
+                      self.codes[i:j], self.tokens[i:j]))
 
     def payload(self) -> bytes:
         """The block as written to the spool: its head, its columns, its text (UTF-8, lone surrogates kept as a
@@ -287,7 +309,7 @@ class EventLog(Sequence[Event]):
         if (type(event) is Delta and event.chunks == 1 and (event.tokens is None or 0 <= event.tokens <= _MAX_COUNT)
                 and len(event.text) <= BLOCK_CHARS and event.channel in _CODE):
             self._codes.append(_CODE[event.channel])
-            self._tokens.append(_NO_COUNT if event.tokens is None else event.tokens)
+            self._tokens.append(NO_COUNT if event.tokens is None else event.tokens)
             self._texts.append(event.text)
             self._chars += len(event.text)
             if len(self._texts) >= BLOCK or self._chars >= BLOCK_CHARS:
@@ -351,7 +373,7 @@ class EventLog(Sequence[Event]):
         deltas = cast("list[Delta]", events)
         return ([delta.t for delta in deltas], [delta.text for delta in deltas],
                 [_CODE[delta.channel] for delta in deltas],
-                [_NO_COUNT if delta.tokens is None else delta.tokens for delta in deltas])
+                [NO_COUNT if delta.tokens is None else delta.tokens for delta in deltas])
 
     def seal(self) -> None:
         """Write the open block out now, however small (at a lane's end, say); later events start a new one."""
@@ -420,7 +442,7 @@ class EventLog(Sequence[Event]):
                         yield others[j]
                     else:
                         count = tokens[j]
-                        yield Delta(times[j], texts[j], _CHANNELS[code], None if count == _NO_COUNT else count)
+                        yield Delta(times[j], texts[j], CHANNELS[code], None if count == NO_COUNT else count)
                 i = end
             else:
                 k = bisect_right(self._starts, i) - 1
@@ -429,6 +451,25 @@ class EventLog(Sequence[Event]):
                 end = min(stop, first + block.count)
                 yield from block.events(i - first, end - first)
                 i = end
+
+    def pieces(self) -> Iterator[Event | Plain]:
+        """Every event, in order, but each run of deltas kept in the columns handed over as one :class:`Plain`
+        (a turn's metrics read 200,000 deltas without making one)."""
+        i, stop = 0, len(self)
+        while i < stop:
+            if i >= self._base:
+                yield from _pieces(i - self._base, stop - self._base, self._others, self._plain)
+                return
+            k = bisect_right(self._starts, i) - 1
+            first = self._starts[k]
+            block = self._stored[k].load()
+            end = min(stop, first + block.count)
+            yield from block.pieces(i - first, end - first)
+            i = end
+
+    def _plain(self, i: int, j: int) -> Plain:
+        """The open block's events ``i`` to ``j``, all kept in the columns, as columns."""
+        return Plain((self._times[i:j], self._texts[i:j], self._codes[i:j], self._tokens[i:j]))
 
     def __eq__(self, other: object) -> bool:
         """Equal to any list, tuple or log of the same events."""
@@ -453,9 +494,28 @@ class EventLog(Sequence[Event]):
             if code == _OTHER:
                 return self._others[j]
             tokens = self._tokens[j]
-            return Delta(self._times[j], self._texts[j], _CHANNELS[code], None if tokens == _NO_COUNT else tokens)
+            return Delta(self._times[j], self._texts[j], CHANNELS[code], None if tokens == NO_COUNT else tokens)
         k = bisect_right(self._starts, i) - 1
         return self._stored[k].load().event(i - self._starts[k])
+
+
+def _pieces(start: int, stop: int, others: dict[int, Event], plain: Callable[[int, int], Plain],
+            ) -> Iterator[Event | Plain]:
+    """Positions ``start`` to ``stop`` of a block: its other events as they are, the runs between them as
+    ``plain(i, j)``."""
+    at = start
+    for j in sorted(k for k in others if start <= k < stop) if others else ():
+        if j > at:
+            yield plain(at, j)
+        yield others[j]
+        at = j + 1
+    if stop > at:
+        yield plain(at, stop)
+
+
+def pieces(events: Iterable[Event]) -> Iterable[Event | Plain]:
+    """``events``, a log's runs of plain deltas as :class:`Plain` columns (see :meth:`EventLog.pieces`)."""
+    return events.pieces() if isinstance(events, EventLog) else events
 
 
 def as_sequence(events: Iterable[Event]) -> Sequence[Event]:

@@ -311,3 +311,26 @@ def test_an_answer_without_a_word_break_is_counted_as_it_comes_not_held_whole(mo
     assert counted is not None and max(seen) <= 2 * len(piece) + tokens.TAIL_CHARS
     exact = tokens.count(piece * 20)
     assert exact is not None and abs(counted[0] - exact[0]) <= 20 * len(piece) // tokens.WORD_CUT_CHARS + 20
+
+
+def test_a_turns_metrics_are_the_same_read_from_its_event_log_as_from_its_list() -> None:
+    """A lane's events read back from its log in columns (never made into deltas again): every figure the same
+    as from the events themselves, across spooled blocks, with stalls, empty texts, joined chunks, every channel
+    and counts present and absent."""
+    from tokrace.providers.model.eventlog import BLOCK, EventLog
+
+    events: list[Event] = [Request(t=0.0, model="m"), Headers(t=0.05)]
+    t = 0.1
+    for i in range(3 * BLOCK + 77):
+        t += 0.7 if i in (9, 2 * BLOCK + 5) else 0.001 * (1 + i % 5)  # two stalls
+        channel = "reasoning" if i < 40 else ("tool_args" if i % 301 == 0 else "content")
+        text = "" if i % 97 == 3 else (" Done." if i == 60 else f" w{i % 13}")
+        chunks = 3 if i % 211 == 17 else 1
+        events.append(Delta(t=t, text=text, channel=channel, tokens=None if chunks > 1 or i % 2 else 1,  # type: ignore[arg-type]
+                            chunks=chunks))
+    events += [Usage(t=t, input=5, output=3 * BLOCK + 500), Done(t=t + 0.01)]
+    log = EventLog(events)
+    assert log._stored  # the metrics read spooled blocks
+    from_list, from_log = turn_metrics(list(events)), turn_metrics(log)
+    assert from_log == from_list
+    assert from_list.stalls == 2 and from_list.segments and from_list.ttfs_s is not None

@@ -365,3 +365,24 @@ def test_a_block_holding_a_huge_delta_is_not_kept_in_the_cache() -> None:
     assert all(stored.serial not in eventlog._cache for stored in log._stored)
     assert list(log) == events
     assert all(stored.serial not in eventlog._cache for stored in log._stored)
+
+
+def test_pieces_hand_runs_of_plain_deltas_over_as_columns_and_read_as_the_events() -> None:
+    """Spooled blocks, the open block, other events among the deltas (and at a block's edge) and empty texts:
+    every ``Plain`` run, made into deltas again, and every other event, in order, are the events kept."""
+    from tokrace.providers.model.eventlog import CHANNELS, NO_COUNT, Plain
+
+    events = mixed(2 * BLOCK + 321)
+    events[BLOCK - 1] = Headers(t=events[BLOCK - 1].t)  # an event that is not a delta ends a block
+    log = EventLog(events)
+    again: list[Event] = []
+    runs = 0
+    for piece in log.pieces():
+        if isinstance(piece, Plain):
+            runs += 1
+            again += [Delta(t, text, CHANNELS[code], None if count == NO_COUNT else count)
+                      for t, text, code, count in zip(*piece, strict=True)]
+        else:
+            again.append(piece)
+    assert again == events
+    assert runs > 3 and log._stored and len(log._texts) > 0  # from the spool and from the open block

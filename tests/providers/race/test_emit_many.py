@@ -203,10 +203,12 @@ async def test_every_listener_and_the_recording_get_the_same_events_as_one_at_a_
                 got.first_t, got.ttft, got.state) == (one.tokens, one.history, list(one._window), runs(one.pieces),
                                                       one.version, one.last_t, one.first_t, one.ttft, one.state)
     # The recording, buffered or not, holds every event once, as the per-event path writes it; written directly,
-    # each event is one write of one whole line (a crash loses at most the line being written).
+    # each write holds whole lines (a crash loses at most the lines being written): one per event, or the lines
+    # of the deltas handed over together.
     events = sum(len(run.events) for run in lanes)
-    assert len(counting.writes) == events and all(w.endswith(b"\n") and w.count(b"\n") == 1
-                                                  for w in counting.writes)
+    assert all(w.endswith(b"\n") for w in counting.writes)
+    assert sum(w.count(b"\n") for w in counting.writes) == events
+    assert len(counting.writes) < events and max(w.count(b"\n") for w in counting.writes) == max(calls)
     for path in (tmp_path / "buffered.jsonl", tmp_path / "direct.jsonl"):
         rec = read_recording(path)
         assert not rec.warnings
@@ -329,8 +331,9 @@ def test_fast_forward_gives_the_figures_and_events_of_exact_virtual_time(monkeyp
 
 
 def test_a_crash_while_a_list_of_deltas_is_written_leaves_every_line_before_it_whole(tmp_path: Path) -> None:
-    """Fast-forward hands the recorder lists of deltas; the process dies at the 40th event's write (inside a
-    list): the 39 lines before it are on disk, whole, and the recording reads back without a warning."""
+    """Fast-forward hands the recorder runs of deltas, each run's lines in one write; the process dies at the 8th
+    write: the lines of the 7 writes before it are on disk, whole, and the recording reads back without a
+    warning."""
     import subprocess
     import sys
 
@@ -349,8 +352,8 @@ fh, writes = recorder._fh, []
 class Dying:
     def write(self, data):
         writes.append(data)
-        if len(writes) == 40:
-            sys.stderr.write(str(max(many)))  # the deltas handed over together so far, at most
+        if len(writes) == 8:  # the deltas handed over together so far, at most; the lines written before
+            sys.stderr.write(str(max(many)) + " " + str(sum(w.count(chr(10).encode()) for w in writes[:7])))
             sys.stderr.flush()
             os._exit(3)
         return fh.write(data)
@@ -367,11 +370,12 @@ asyncio.run(go())
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           cwd=ROOT)
     assert done.returncode == 3, done.stderr
-    assert int(done.stderr) > 1  # it died inside a list
+    together, written = (int(n) for n in done.stderr.split())
+    assert together > 1 and written > 7  # runs of deltas came, each in one write
     raw = path.read_bytes()
-    assert raw.endswith(b"\n") and raw.count(b"\n") == 40  # the header and 39 events
+    assert raw.endswith(b"\n") and raw.count(b"\n") == 1 + written  # the header and every line written
     rec = read_recording(path)
-    assert rec.warnings == [] and sum(len(events) for events in rec.events.values()) == 39
+    assert rec.warnings == [] and sum(len(events) for events in rec.events.values()) == written
 
 
 def test_a_run_of_deltas_is_the_sequence_of_its_deltas() -> None:

@@ -427,23 +427,23 @@ def test_runs_of_deltas_are_written_byte_for_byte_as_their_deltas_one_by_one(tmp
 
     monkeypatch.setattr(Recorder, "_run_lines", noted)
     bodies = []
-    for buffered in (False, True):
-        path = tmp_path / f"{buffered}.jsonl"
+    for buffered, many in ((False, False), (True, True), (False, True)):
+        path = tmp_path / f"{buffered}-{many}.jsonl"
         recorder = Recorder(path, "Why?", [tier], buffered=buffered)
         for i, run in enumerate(runs):
             if i == len(runs) - 1:
                 recorder.run = 1
-            if buffered:
+            if many:
                 recorder.on_deltas(i % 2, run)
-                if i == 3:
+                if buffered and i == 3:
                     recorder.flush()
             else:
                 for delta in run:
                     recorder(i % 2, delta)
         recorder.close()
         bodies.append(path.read_bytes().partition(b"\n")[2])
-    assert made == [False, True, False, False, False, False, False, False, True]  # column by column where it can be
-    assert bodies[0] == bodies[1]
+    assert made == [False, True, False, False, False, False, False, False, True] * 2  # by column where it can be
+    assert bodies[0] == bodies[1] == bodies[2]
     assert bodies[0].count(b"\n") == sum(len(run) for run in runs)
     assert FAKE_KEY.encode() not in bodies[0] and b"abcdef0123456789" not in bodies[0]
     assert b"teamsecretvalue42" not in bodies[0] and bodies[0].count(b"[redacted]") == 5
