@@ -15,7 +15,7 @@ from tokrace.providers.model.files import read_regular_text
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
 
-from .parser import UsageError, build_parser
+from .parser import UsageError, build_parser, parse_command_line
 from .screen import Screen
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ RACE_KEYS = ("config", "tiers", "prompt", "prompt_file", "max_tokens", "scenario
 def cmd_race(args: argparse.Namespace, screen: Screen) -> int:
     """``tokrace`` alone: the race screen on the configured tiers (or the demo); piped, the bench table."""
     if not _on_screen():
-        bench = build_parser().parse_args(["bench"])
+        bench, _ = parse_command_line(["bench"])
         bench.__dict__.update({key: getattr(args, key) for key in RACE_KEYS if hasattr(args, key)})
         return cmd_bench(bench, screen)
     for key in RACE_KEYS:
