@@ -7,7 +7,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, Final, NoReturn
+from typing import Any, Final, NoReturn
 
 from tokrace.providers import __version__
 from tokrace.providers.model.errors import TokraceError
@@ -237,16 +237,16 @@ class _WholeParser(Exception):
 
 
 class _CoreParser(argparse.ArgumentParser):
-    """A parser of every command but :data:`COMMAND_MODULES`': it parses, and hands help and usage errors (which
+    """A parser of every command but :data:`COMMAND_MODULES`: it parses, and hands help and usage errors (which
     name every command) to the whole parser."""
 
     def error(self, message: str) -> NoReturn:
         raise _WholeParser
 
-    def print_help(self, file: IO[str] | None = None) -> None:
+    def print_help(self, *args: Any, **kwargs: Any) -> None:
         raise _WholeParser
 
-    def print_usage(self, file: IO[str] | None = None) -> None:
+    def print_usage(self, *args: Any, **kwargs: Any) -> None:
         raise _WholeParser
 
 
