@@ -21,8 +21,9 @@ TESTED_TEXTUAL: Final[str] = "8."
 
 def draw_by_lines(screen: Screen[Any]) -> None:
     """Give a screen the :class:`.compositor.LineCompositor`: a frame asks each widget only for the lines it
-    redraws. Call it in the screen's ``__init__``, before anything is laid out."""
-    screen._compositor = LineCompositor()
+    redraws, and the screen's first frame is drawn whole by the first update written. Call it in the screen's
+    ``__init__``, before anything is laid out."""
+    screen._compositor = LineCompositor(lambda: screen.app._batch_count > 0)
 
 
 def draw_now(screen: Screen[Any]) -> None:
