@@ -24,6 +24,7 @@ from tokrace.providers.timing.clock import Clock, RealClock
 
 from ..cli.signals import EXIT_INTERRUPTED
 from ..cli.signals import install as install_signals
+from .render import after_first_frame
 from .screens.race import RaceScreen
 from .theming import AppThemes
 from .widgets.palette import APP_COLOURS
@@ -94,14 +95,19 @@ class TokraceApp(App[int]):
         self.runner.notify = self._notify
         if not self.is_headless:  # a signal quits like q does: the race stops, the recording is written
             self._forget_signals = install_signals(lambda code: self.exit(None, code))
-        self.push_screen(RaceScreen(self.runner, self.replay, animate=self.animated,
-                                    freeze_gc=self.freeze_gc, voice=self.voice, speaker=self.speaker,
-                                    podium=self.podium, present=self.present))
+        screen = RaceScreen(self.runner, self.replay, animate=self.animated, freeze_gc=self.freeze_gc,
+                            voice=self.voice, speaker=self.speaker, podium=self.podium, present=self.present)
+        self.push_screen(screen)
         self.themes.mount(self)
+        after_first_frame(screen, self._settle)
+
+    def _settle(self) -> None:
+        """Once the first frame is written: the collector on again (see ``launch``), what exists now out of its way."""
         if self.freeze_gc:
             # A full collection over the mounted widget tree pauses the loop for ~100 ms about once a second;
             # what exists now lives for the whole run, so take it out of the collector's way.
-            self.call_after_refresh(self._freeze)
+            self._freeze()
+        gc.enable()
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:

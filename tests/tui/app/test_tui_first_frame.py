@@ -4,12 +4,14 @@ later and the rest a frame after (issue 29's cold start)."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
 from textual._compositor import LayoutUpdate
 from tui_harness import demo_app
 
+from tokrace.tui.app.launch import collector_paused
 from tokrace.tui.app.screens.race import RaceScreen
 
 
@@ -38,3 +40,59 @@ async def test_a_screenshot_in_a_batch_is_still_the_whole_screen() -> None:
         with app.batch_update():
             shot = app.export_screenshot()
     assert "ultrafast" in shot and "Bottlenecks" in shot
+
+
+async def test_the_collector_comes_back_right_after_the_first_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    app, _ = demo_app()
+    happened: list[str] = []
+    display, settle = app._display, app._settle
+
+    def record(screen: Any, renderable: Any) -> None:
+        if isinstance(screen, RaceScreen) and renderable is not None:
+            happened.append(type(renderable).__name__)
+        display(screen, renderable)
+
+    def settled() -> None:
+        happened.append(f"settle, collector {'on' if gc.isenabled() else 'off'}")
+        settle()
+
+    monkeypatch.setattr(app, "_display", record)
+    monkeypatch.setattr(app, "_settle", settled)
+    gc.disable()  # as launch starts the app
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            assert gc.isenabled()
+    finally:
+        gc.enable()
+    assert happened[0] == "LayoutUpdate"  # the first frame, whole, then (not before) the collector
+    assert "settle, collector off" in happened
+
+
+def test_the_collector_is_on_again_when_the_app_fails_to_start() -> None:
+    with pytest.raises(RuntimeError), collector_paused():
+        assert not gc.isenabled()
+        raise RuntimeError("the terminal went away")
+    assert gc.isenabled()
+
+
+async def test_the_first_race_starts_once_the_first_frame_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    app, _ = demo_app()
+    happened: list[str] = []
+    display, start = app._display, app.runner.start
+
+    def record(screen: Any, renderable: Any) -> None:
+        if isinstance(screen, RaceScreen) and renderable is not None:
+            happened.append(type(renderable).__name__)
+        display(screen, renderable)
+
+    def started() -> None:
+        happened.append("race")
+        start()
+
+    monkeypatch.setattr(app, "_display", record)
+    monkeypatch.setattr(app.runner, "start", started)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+    assert happened[0] == "LayoutUpdate"
+    assert happened.count("race") == 1

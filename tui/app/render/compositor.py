@@ -110,6 +110,8 @@ class LineCompositor(Compositor):
         self.held = held
         """Whether the app would drop an update drawn now: while an update batch is open (all of the app's start,
         when the screen is first laid out), Textual draws the update, clearing what changed, and writes nothing."""
+        self.first_frame: list[Callable[[], object]] | None = []
+        """Called (each once, in order) when the screen's first frame has been drawn; ``None`` once it has."""
 
     _spans: Spans | None = None
     """The parts of lines the partial update being drawn writes out (``None``: all of every line drawn)."""
@@ -142,7 +144,12 @@ class LineCompositor(Compositor):
         # screen's first frame, whole, rather than a part of it one layout later and the rest a frame after).
         if not full and self.held():
             return None
-        return super().render_update(full, screen_stack, simplify)
+        update = super().render_update(full, screen_stack, simplify)
+        if update is not None and not full and self.first_frame is not None:
+            waiting, self.first_frame = self.first_frame, None
+            for callback in waiting:
+                callback()
+        return update
 
     def render_partial_update(self) -> ChopsUpdate | None:
         # Textual's own, but the parts of lines written out are known to the drawing (``_render_chops``).

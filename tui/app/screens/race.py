@@ -30,7 +30,7 @@ from tokrace.providers.runs.runner import RaceRunner
 from tokrace.providers.timing.clock import COARSE_WAKE_S, RealClock
 from tokrace.providers.voice.live import WPM_STEP, LiveVoice
 
-from ..render import draw_by_lines, draw_now
+from ..render import after_first_frame, draw_by_lines, draw_now
 from ..widgets.bottleneck import BottleneckView
 from ..widgets.footer import RaceFooter
 from ..widgets.frame_static import StatusLine
@@ -195,7 +195,7 @@ class RaceScreen(Screen[None]):
         self._set_focused(0)
         if self.animated:
             self._pace(FRAME_HZ)
-        self.call_after_refresh(self._start)
+        after_first_frame(self, self._start)
 
     def on_unmount(self) -> None:
         if self._timer is not None:
