@@ -18,7 +18,6 @@ from textual.screen import Screen
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
 from tokrace.providers.runs.record_paths import RecordPlan
-from tokrace.providers.runs.replay_control import ReplayControl
 from tokrace.providers.runs.runner import ClockFactory, ProviderFactory, RaceRunner
 from tokrace.providers.timing.clock import Clock, RealClock
 
@@ -38,6 +37,7 @@ Objects that die young are freed at once either way; cycles wait a little longer
 
 if TYPE_CHECKING:
     from tokrace.providers.loop.scenario import Scenario
+    from tokrace.providers.runs.replay_control import ReplayControl
     from tokrace.providers.voice.lens import VoiceSettings
     from tokrace.providers.voice.live import LiveVoice
     from tokrace.providers.voice.speak import Speaker

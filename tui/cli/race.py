@@ -128,13 +128,15 @@ def cmd_bench(args: argparse.Namespace, screen: Screen) -> int:
 
 def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
     """The scenario to race: --scenario, else the config's (unless a prompt was given on the command line)."""
-    from tokrace.providers.loop.scenario_file import load_scenario
-
     prompted = bool(getattr(args, "prompt", None) or getattr(args, "prompt_file", None))
     if args.scenario and prompted:
         raise UsageError("--scenario and --prompt both say what to race; give one of them")
     name = args.scenario or (None if prompted else default)
-    return load_scenario(name) if name else None
+    if not name:
+        return None
+    from tokrace.providers.loop.scenario_file import load_scenario
+
+    return load_scenario(name)
 
 
 def cmd_replay(args: argparse.Namespace, screen: Screen) -> int:

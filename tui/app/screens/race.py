@@ -41,9 +41,6 @@ from ..widgets.replay_bar import ReplayBar
 from ..widgets.summary import racing_line, summary_line, with_pace
 from ..widgets.timeline import Timeline
 from ..widgets.voice import verdict_line, voice_status
-from .details import DetailsScreen
-from .help import HelpScreen
-from .podium import PodiumScreen, finish
 
 if TYPE_CHECKING:
     from tokrace.providers.voice.speak import Speaker
@@ -300,6 +297,8 @@ class RaceScreen(Screen[None]):
                 summary = race_summary(live.lanes)
                 self.summary.update(with_pace(summary_line(summary), pace))
                 if ended and self.podium and not summary.stopped and runner.race is not None and self.is_current:
+                    from .podium import PodiumScreen, finish  # (other screens load when first shown)
+
                     self.app.push_screen(PodiumScreen(finish(runner.race.lanes, runner.loop_name is not None)))
                 if self.freeze_gc:  # collect what the race left while nothing streams; freeze what lives on
                     gc.unfreeze()
@@ -460,6 +459,8 @@ class RaceScreen(Screen[None]):
         race = self.runner.race
         # The lane's own list, not a copy: opened mid-race, the details refresh with what arrives after.
         events = race.lanes[index].events if race is not None else []
+        from .details import DetailsScreen
+
         self.app.push_screen(DetailsScreen(index, self._live.lanes[index], events))
 
     def action_zoom(self) -> None:
@@ -519,6 +520,8 @@ class RaceScreen(Screen[None]):
             prompt.cursor_position = len(raced)
 
     def action_help(self) -> None:
+        from .help import HelpScreen
+
         self.app.push_screen(HelpScreen(self.key_help()))
 
     def action_export(self) -> None:
