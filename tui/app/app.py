@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
+from textual.geometry import Size
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
@@ -97,6 +98,7 @@ class TokraceApp(App[int]):
             self._forget_signals = install_signals(lambda code: self.exit(None, code))
         screen = RaceScreen(self.runner, self.replay, animate=self.animated, freeze_gc=self.freeze_gc,
                             voice=self.voice, speaker=self.speaker, podium=self.podium, present=self.present)
+        screen.add_class(*breakpoints(screen, self.size), update=False)
         self.push_screen(screen)
         self.themes.mount(self)
         after_first_frame(screen, self._settle)
@@ -145,6 +147,15 @@ class TokraceApp(App[int]):
             for title, help_text, callback in screen.commands():
                 yield SystemCommand(title, help_text, callback)
         yield from super().get_system_commands(screen)
+
+
+def breakpoints(screen: Screen[Any], size: Size) -> list[str]:
+    """The screen's breakpoint classes at ``size``, as Textual sets them once the screen learns its size: given
+    before it is mounted, the whole screen is styled once rather than again with them."""
+    found = []
+    for points, extent in ((screen.HORIZONTAL_BREAKPOINTS, size.width), (screen.VERTICAL_BREAKPOINTS, size.height)):
+        found += [name for at, name in sorted(points or (), reverse=True) if extent >= at][:1]
+    return found
 
 
 def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory: ClockFactory | None = None,

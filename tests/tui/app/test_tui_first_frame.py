@@ -96,3 +96,26 @@ async def test_the_first_race_starts_once_the_first_frame_is_written(monkeypatch
         await pilot.pause()
     assert happened[0] == "LayoutUpdate"
     assert happened.count("race") == 1
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+async def test_the_screen_is_styled_once_on_its_way_to_the_first_frame(size: tuple[int, int],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    app, _ = demo_app()
+    restyled: list[str] = []
+    update_styles = app.update_styles
+
+    def record(node: Any, animate: bool = True) -> None:
+        restyled.append(type(node).__name__)
+        update_styles(node, animate)
+
+    monkeypatch.setattr(app, "update_styles", record)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        breakpoints = {"-narrow", "-wide", "-low", "-high"} & set(app.screen.classes)
+    # Textual's own pass when a screen is shown, and nothing after: not the breakpoints (set before the screen is
+    # mounted), the focused lane, nor each footer key (a tall lane is restyled once it knows it has room for more)
+    assert restyled.count("RaceScreen") == 1
+    assert restyled.count("FooterKey") == 0
+    assert restyled.count("LaneView") == (0 if size == (80, 24) else 3)
+    assert len(breakpoints) == 2

@@ -100,7 +100,8 @@ class LaneView(Vertical):
     """A lane's widgets, bound to one :class:`LiveLane` at a time (a new race rebinds them)."""
 
     def __init__(self, index: int, lane: LiveLane) -> None:
-        super().__init__(id=f"lane-{index}", classes=f"lane lane-{index % 6}")
+        # the first lane starts focused (as the screen does): its styles are worked out once, not twice
+        super().__init__(id=f"lane-{index}", classes=f"lane lane-{index % 6}{' -focused' if index == 0 else ''}")
         self.index = index
         self.lane = lane
         self.tail = TailText(lane, classes="tail")
