@@ -126,7 +126,7 @@ class RaceScreen(Screen[None]):
         """Off in tests and screenshots: no frame timer (the test draws each frame), no cursor blink."""
         self.freeze_gc = freeze_gc
         """Keep the race's growing history out of the garbage collector's full passes while it runs."""
-        self.views = [LaneView(i, lane) for i, lane in enumerate(runner.live.lanes)]
+        self.views = [LaneView(i, lane, focused=i == 0) for i, lane in enumerate(runner.live.lanes)]
         self.timeline = Timeline(id="timeline")
         self.bottlenecks = BottleneckView(id="bottlenecks")
         self.summary = StatusLine("", id="summary")
@@ -298,7 +298,6 @@ class RaceScreen(Screen[None]):
                 self.summary.update(with_pace(summary_line(summary), pace))
                 if ended and self.podium and not summary.stopped and runner.race is not None and self.is_current:
                     from .podium import PodiumScreen, finish  # (other screens load when first shown)
-
                     self.app.push_screen(PodiumScreen(finish(runner.race.lanes, runner.loop_name is not None)))
                 if self.freeze_gc:  # collect what the race left while nothing streams; freeze what lives on
                     gc.unfreeze()
@@ -460,7 +459,6 @@ class RaceScreen(Screen[None]):
         # The lane's own list, not a copy: opened mid-race, the details refresh with what arrives after.
         events = race.lanes[index].events if race is not None else []
         from .details import DetailsScreen
-
         self.app.push_screen(DetailsScreen(index, self._live.lanes[index], events))
 
     def action_zoom(self) -> None:
@@ -521,7 +519,6 @@ class RaceScreen(Screen[None]):
 
     def action_help(self) -> None:
         from .help import HelpScreen
-
         self.app.push_screen(HelpScreen(self.key_help()))
 
     def action_export(self) -> None:

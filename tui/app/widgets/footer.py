@@ -44,7 +44,6 @@ class RaceFooter(Footer):
             if sum(key_width(k) for k in keys) <= budget:
                 break
             keys = [k for k in keys if k.action != action]
-        self._width = width  # laid out for this width: no second composing once the footer learns its size
         for key in (*keys, *palette):  # compact from the start, not restyled one by one once mounted
             key.set_reactive(FooterKey.compact, self.compact)
             key.set_class(self.compact, "-compact", update=False)
