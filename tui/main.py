@@ -4,6 +4,7 @@ The command line and the screen load on first use: ``tokrace --version`` imports
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,9 +26,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"tokrace {__version__}")
         return 0
-    from .app.launch import AppScreen
-    from .cli import main as cli
-
+    gc.disable()  # what the command line imports lives as long as the process: nothing to look through for garbage
+    try:
+        from .app.launch import AppScreen
+        from .cli import main as cli
+    finally:
+        gc.enable()
     return cli.main(argv, AppScreen())
 
 

@@ -7,23 +7,24 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
+from textual.geometry import Size
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
 from tokrace.providers.runs.record_paths import RecordPlan
-from tokrace.providers.runs.replay_control import ReplayControl
 from tokrace.providers.runs.runner import ClockFactory, ProviderFactory, RaceRunner
 from tokrace.providers.timing.clock import Clock, RealClock
 
 from ..cli.signals import EXIT_INTERRUPTED
 from ..cli.signals import install as install_signals
+from .render import after_first_frame
 from .screens.race import RaceScreen
 from .theming import AppThemes
 from .widgets.palette import APP_COLOURS
@@ -37,6 +38,7 @@ Objects that die young are freed at once either way; cycles wait a little longer
 
 if TYPE_CHECKING:
     from tokrace.providers.loop.scenario import Scenario
+    from tokrace.providers.runs.replay_control import ReplayControl
     from tokrace.providers.voice.lens import VoiceSettings
     from tokrace.providers.voice.live import LiveVoice
     from tokrace.providers.voice.speak import Speaker
@@ -94,14 +96,20 @@ class TokraceApp(App[int]):
         self.runner.notify = self._notify
         if not self.is_headless:  # a signal quits like q does: the race stops, the recording is written
             self._forget_signals = install_signals(lambda code: self.exit(None, code))
-        self.push_screen(RaceScreen(self.runner, self.replay, animate=self.animated,
-                                    freeze_gc=self.freeze_gc, voice=self.voice, speaker=self.speaker,
-                                    podium=self.podium, present=self.present))
+        screen = RaceScreen(self.runner, self.replay, animate=self.animated, freeze_gc=self.freeze_gc,
+                            voice=self.voice, speaker=self.speaker, podium=self.podium, present=self.present)
+        screen.add_class(*breakpoints(screen, self.size), update=False)
+        self.push_screen(screen)
         self.themes.mount(self)
+        after_first_frame(screen, self._settle)
+
+    def _settle(self) -> None:
+        """Once the first frame is written: the collector on again (see ``launch``), what exists now out of its way."""
         if self.freeze_gc:
             # A full collection over the mounted widget tree pauses the loop for ~100 ms about once a second;
             # what exists now lives for the whole run, so take it out of the collector's way.
-            self.call_after_refresh(self._freeze)
+            self._freeze()
+        gc.enable()
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
@@ -139,6 +147,15 @@ class TokraceApp(App[int]):
             for title, help_text, callback in screen.commands():
                 yield SystemCommand(title, help_text, callback)
         yield from super().get_system_commands(screen)
+
+
+def breakpoints(screen: Screen[Any], size: Size) -> list[str]:
+    """The screen's breakpoint classes at ``size``, as Textual sets them once the screen learns its size: given
+    before it is mounted, the whole screen is styled once rather than again with them."""
+    found = []
+    for points, extent in ((screen.HORIZONTAL_BREAKPOINTS, size.width), (screen.VERTICAL_BREAKPOINTS, size.height)):
+        found += [name for at, name in sorted(points or (), reverse=True) if extent >= at][:1]
+    return found
 
 
 def build_app(tiers: Sequence[TierSpec], request: TurnRequest, *, clock_factory: ClockFactory | None = None,

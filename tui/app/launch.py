@@ -4,8 +4,10 @@ line reaches these through :class:`AppScreen` only when there is a screen (a ter
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from tokrace.providers.model.errors import TokraceError
@@ -36,6 +38,18 @@ def check_lanes(tiers: Sequence[TierSpec]) -> None:
                            "choose some with --tiers NAME,NAME")
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The garbage collector off while the race screen starts: the app turns it on again once its first frame is
+    written (``TokraceApp``), this when the app is gone at the latest. What start-up builds (modules, the widget
+    tree) lives as long as the screen, and looking through it for garbage took 60 to 80 ms of the first frame."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario | None = None, *,
              theme: str | None = None, configured_theme: str | None = None, record: RecordPlan | None = None,
              voice: VoiceSettings | None = None, speaker: Speaker | None = None, warm: bool = False,
@@ -46,13 +60,14 @@ def run_race(tiers: Sequence[TierSpec], request: TurnRequest, scenario: Scenario
     HTTP tier opens its connection before the first race. ``podium`` shows the finish line when a race ends;
     ``present`` is the presenter's view, on the projector theme unless a theme is asked for."""
     check_lanes(tiers)
-    from .app import build_app
-    from .theming import AppThemes
+    with collector_paused():
+        from .app import build_app
+        from .theming import AppThemes
 
-    themes = AppThemes(requested=theme or (PRESENT_THEME if present else None), configured=configured_theme)
-    app = build_app(tiers, request, scenario=scenario, themes=themes, record=record, voice=voice, speaker=speaker,
-                    warm=warm, podium=podium, present=present)
-    app.run()
+        themes = AppThemes(requested=theme or (PRESENT_THEME if present else None), configured=configured_theme)
+        app = build_app(tiers, request, scenario=scenario, themes=themes, record=record, voice=voice,
+                        speaker=speaker, warm=warm, podium=podium, present=present)
+        app.run()
     for path in app.runner.recorded:
         print(f"recorded to {path}", file=sys.stderr)
     return app.return_code or 0
@@ -65,17 +80,18 @@ def run_replay(recording: Recording, tiers: Sequence[TierSpec], speed: float = 1
     """Replay a recording on screen with its original timing, under the user's controls; ``caption`` is a
     sentence shown under the replay bar."""
     check_lanes(tiers)
-    from tokrace.providers.runs.replay_control import ReplayControl, replay_duration
+    with collector_paused():
+        from tokrace.providers.runs.replay_control import ReplayControl, replay_duration
 
-    from .app import build_app
-    from .theming import AppThemes
+        from .app import build_app
+        from .theming import AppThemes
 
-    themes = AppThemes(requested=theme or (PRESENT_THEME if present else None))
-    control = ReplayControl(recording.path, replay_duration(recording, run), speed, recording=recording,
-                            idle_cap=idle_cap, run=run, caption=caption)
-    app = build_app(tiers, TurnRequest(prompt=recording.prompt), replay=control, themes=themes, voice=voice,
-                    speaker=speaker, podium=podium, present=present)
-    app.run()
+        themes = AppThemes(requested=theme or (PRESENT_THEME if present else None))
+        control = ReplayControl(recording.path, replay_duration(recording, run), speed, recording=recording,
+                                idle_cap=idle_cap, run=run, caption=caption)
+        app = build_app(tiers, TurnRequest(prompt=recording.prompt), replay=control, themes=themes, voice=voice,
+                        speaker=speaker, podium=podium, present=present)
+        app.run()
     return app.return_code or 0
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from tokrace.providers.model.errors import TokraceError
 
 from .listing import cmd_recordings, cmd_scenarios, cmd_themes, cmd_tiers
-from .parser import EXIT_USAGE, build_parser
+from .parser import EXIT_USAGE, build_parser, parse_command_line
 from .race import check_screen_args, cmd_bench, cmd_demo, cmd_race, cmd_replay
 from .screen import Screen
 from .signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
@@ -86,12 +86,11 @@ COMMANDS: dict[str, Command] = {
 
 def main(argv: Sequence[str] | None, screen: Screen) -> int:
     """Run ``tokrace ARGV``; the screen is what opens the race screen when a command asks for it."""
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parse_command_line(argv)
     if args.command == "web":
         args.tokrace_args = extra  # every argument `web` does not take is for the tokrace each tab runs
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
     from . import tables
 
     tables.set_wide(bool(getattr(args, "wide", False)))

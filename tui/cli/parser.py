@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, NoReturn
 
 from tokrace.providers import __version__
 from tokrace.providers.model.errors import TokraceError
@@ -224,8 +226,51 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
                 setattr(namespace, key, value)
 
 
+COMMAND_MODULES: Final[frozenset[str]] = frozenset({"serve", "proxy", "locate", "export", "traces", "calibrate",
+                                                     "web"})
+"""The commands whose options their own module declares: building them imports that module and what it imports
+(the proxy, the trace readers, the server, httpx), so a command line that cannot name one is parsed without them."""
+
+
+class _WholeParser(Exception):
+    """The parser without the command modules' commands has something to print: the whole parser prints it."""
+
+
+class _CoreParser(argparse.ArgumentParser):
+    """A parser of every command but :data:`COMMAND_MODULES`: it parses, and hands help and usage errors (which
+    name every command) to the whole parser."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _WholeParser
+
+    def print_help(self, *args: Any, **kwargs: Any) -> None:
+        raise _WholeParser
+
+    def print_usage(self, *args: Any, **kwargs: Any) -> None:
+        raise _WholeParser
+
+
+def parse_command_line(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """``parse_known_args`` of the whole parser, without importing the command modules when no argument names one
+    of their commands (argparse takes a command only by its whole name): ``tokrace demo`` opens sooner."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if not COMMAND_MODULES.intersection(argv):
+        try:
+            return _build(_CoreParser, core=True).parse_known_args(argv)
+        except _WholeParser:
+            pass
+    return build_parser().parse_known_args(argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """Every command's options."""
+    return _build(argparse.ArgumentParser, core=False)
+
+
+def _build(kind: type[argparse.ArgumentParser], *, core: bool) -> argparse.ArgumentParser:
+    """The parser of ``kind`` (its commands' too); with ``core``, without the :data:`COMMAND_MODULES` commands."""
+    parser = kind(
         prog="tokrace",
         description="Race LLM tiers side by side and see where the time goes. With no command, opens the race "
                     "on the configured tiers (or the built-in offline demo); piped, prints the bench table. Each "
@@ -328,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "the themes folder of the user config dir), then every broken theme file with "
                                "its problem. Exit 1 when a theme file is broken.")
 
+    if core:
+        return parser
     from .export import add_export_parser
     from .locate import add_locate_parser
     from .proxy import add_proxy_parser

@@ -15,7 +15,7 @@ from tokrace.providers.model.files import read_regular_text
 from tokrace.providers.model.messages import TurnRequest
 from tokrace.providers.model.tiers import TierSpec
 
-from .parser import UsageError, build_parser
+from .parser import UsageError, build_parser, parse_command_line
 from .screen import Screen
 
 if TYPE_CHECKING:
@@ -128,13 +128,15 @@ def cmd_bench(args: argparse.Namespace, screen: Screen) -> int:
 
 def _scenario(args: argparse.Namespace, default: str | None) -> Scenario | None:
     """The scenario to race: --scenario, else the config's (unless a prompt was given on the command line)."""
-    from tokrace.providers.loop.scenario_file import load_scenario
-
     prompted = bool(getattr(args, "prompt", None) or getattr(args, "prompt_file", None))
     if args.scenario and prompted:
         raise UsageError("--scenario and --prompt both say what to race; give one of them")
     name = args.scenario or (None if prompted else default)
-    return load_scenario(name) if name else None
+    if not name:
+        return None
+    from tokrace.providers.loop.scenario_file import load_scenario
+
+    return load_scenario(name)
 
 
 def cmd_replay(args: argparse.Namespace, screen: Screen) -> int:
@@ -202,7 +204,7 @@ RACE_KEYS = ("config", "tiers", "prompt", "prompt_file", "max_tokens", "scenario
 def cmd_race(args: argparse.Namespace, screen: Screen) -> int:
     """``tokrace`` alone: the race screen on the configured tiers (or the demo); piped, the bench table."""
     if not _on_screen():
-        bench = build_parser().parse_args(["bench"])
+        bench, _ = parse_command_line(["bench"])
         bench.__dict__.update({key: getattr(args, key) for key in RACE_KEYS if hasattr(args, key)})
         return cmd_bench(bench, screen)
     for key in RACE_KEYS:

@@ -214,10 +214,15 @@ def check_compare_args(args: argparse.Namespace) -> None:
     check_targets(getattr(args, "json_target", None), args.markdown, args.csv_target)
 
 
+def price_arg(text: str) -> Price:
+    """``--original-price``, read when given: the trace readers behind it stay off the path of ``tokrace demo``."""
+    from .traces_common import price_arg as parse
+
+    return parse(text)
+
+
 def add_replay_on_options(p: argparse.ArgumentParser) -> None:
     """``tokrace replay TRACE --on TIERS``: the original lane races one re-timed lane per tier."""
-    from .traces_common import price_arg
-
     group = p.add_argument_group(
         "a trace on other tiers", "with --on, an agent trace plays as its original lane racing one lane per tier, "
                                   "each re-timed on the tier's profile, on one clock, under the comparison's verdict")

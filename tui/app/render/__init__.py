@@ -6,13 +6,14 @@ naming what moved when a Textual upgrade changes them. The asciicast capture (:m
 
 from .compositor import LineCompositor, content_size, repaint
 from .direct_lines import DirectLines, filtered_styles, look, plain
-from .internals import TESTED_TEXTUAL, FooterKey, draw_by_lines, draw_now
+from .internals import TESTED_TEXTUAL, FooterKey, after_first_frame, draw_by_lines, draw_now
 
 __all__ = [
     "TESTED_TEXTUAL",
     "DirectLines",
     "FooterKey",
     "LineCompositor",
+    "after_first_frame",
     "content_size",
     "draw_by_lines",
     "draw_now",

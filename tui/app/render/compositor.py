@@ -19,10 +19,11 @@ import bisect
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from textual._compositor import ChopsUpdate, Compositor
 from textual.dom import NoScreen
 from textual.geometry import Offset, Region, Size
+from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -101,7 +102,16 @@ def runs(lines: list[int]) -> list[tuple[int, int]]:
 
 
 class LineCompositor(Compositor):
-    """A compositor whose partial updates ask widgets only for what is written out (see the module)."""
+    """A compositor whose partial updates ask widgets only for what is written out (see the module), and which
+    keeps an update the app would throw away for the next one."""
+
+    def __init__(self, held: Callable[[], bool] = lambda: False) -> None:
+        super().__init__()
+        self.held = held
+        """Whether the app would drop an update drawn now: while an update batch is open (all of the app's start,
+        when the screen is first laid out), Textual draws the update, clearing what changed, and writes nothing."""
+        self.first_frame: list[Callable[[], object]] | None = []
+        """Called (each once, in order) when the screen's first frame has been drawn; ``None`` once it has."""
 
     _spans: Spans | None = None
     """The parts of lines the partial update being drawn writes out (``None``: all of every line drawn)."""
@@ -127,6 +137,19 @@ class LineCompositor(Compositor):
         if found is None or found[0] != key:  # a style may change the gutter before the next layout
             found = known[widget] = (key, widget.size, widget.content_offset)
         return found[1], found[2]
+
+    def render_update(self, full: bool = False, screen_stack: list[Screen[object]] | None = None,
+                      simplify: bool = False) -> RenderableType | None:
+        # An update drawn in a batch is never written: what changed stays to be drawn by the first one that is (the
+        # screen's first frame, whole, rather than a part of it one layout later and the rest a frame after).
+        if not full and self.held():
+            return None
+        update = super().render_update(full, screen_stack, simplify)
+        if update is not None and not full and self.first_frame is not None:
+            waiting, self.first_frame = self.first_frame, None
+            for callback in waiting:
+                callback()
+        return update
 
     def render_partial_update(self) -> ChopsUpdate | None:
         # Textual's own, but the parts of lines written out are known to the drawing (``_render_chops``).

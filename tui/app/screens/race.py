@@ -30,7 +30,7 @@ from tokrace.providers.runs.runner import RaceRunner
 from tokrace.providers.timing.clock import COARSE_WAKE_S, RealClock
 from tokrace.providers.voice.live import WPM_STEP, LiveVoice
 
-from ..render import draw_by_lines, draw_now
+from ..render import after_first_frame, draw_by_lines, draw_now
 from ..widgets.bottleneck import BottleneckView
 from ..widgets.footer import RaceFooter
 from ..widgets.frame_static import StatusLine
@@ -41,9 +41,6 @@ from ..widgets.replay_bar import ReplayBar
 from ..widgets.summary import racing_line, summary_line, with_pace
 from ..widgets.timeline import Timeline
 from ..widgets.voice import verdict_line, voice_status
-from .details import DetailsScreen
-from .help import HelpScreen
-from .podium import PodiumScreen, finish
 
 if TYPE_CHECKING:
     from tokrace.providers.voice.speak import Speaker
@@ -129,7 +126,7 @@ class RaceScreen(Screen[None]):
         """Off in tests and screenshots: no frame timer (the test draws each frame), no cursor blink."""
         self.freeze_gc = freeze_gc
         """Keep the race's growing history out of the garbage collector's full passes while it runs."""
-        self.views = [LaneView(i, lane) for i, lane in enumerate(runner.live.lanes)]
+        self.views = [LaneView(i, lane, focused=i == 0) for i, lane in enumerate(runner.live.lanes)]
         self.timeline = Timeline(id="timeline")
         self.bottlenecks = BottleneckView(id="bottlenecks")
         self.summary = StatusLine("", id="summary")
@@ -195,7 +192,7 @@ class RaceScreen(Screen[None]):
         self._set_focused(0)
         if self.animated:
             self._pace(FRAME_HZ)
-        self.call_after_refresh(self._start)
+        after_first_frame(self, self._start)
 
     def on_unmount(self) -> None:
         if self._timer is not None:
@@ -300,6 +297,7 @@ class RaceScreen(Screen[None]):
                 summary = race_summary(live.lanes)
                 self.summary.update(with_pace(summary_line(summary), pace))
                 if ended and self.podium and not summary.stopped and runner.race is not None and self.is_current:
+                    from .podium import PodiumScreen, finish  # (other screens load when first shown)
                     self.app.push_screen(PodiumScreen(finish(runner.race.lanes, runner.loop_name is not None)))
                 if self.freeze_gc:  # collect what the race left while nothing streams; freeze what lives on
                     gc.unfreeze()
@@ -460,6 +458,7 @@ class RaceScreen(Screen[None]):
         race = self.runner.race
         # The lane's own list, not a copy: opened mid-race, the details refresh with what arrives after.
         events = race.lanes[index].events if race is not None else []
+        from .details import DetailsScreen
         self.app.push_screen(DetailsScreen(index, self._live.lanes[index], events))
 
     def action_zoom(self) -> None:
@@ -519,6 +518,7 @@ class RaceScreen(Screen[None]):
             prompt.cursor_position = len(raced)
 
     def action_help(self) -> None:
+        from .help import HelpScreen
         self.app.push_screen(HelpScreen(self.key_help()))
 
     def action_export(self) -> None:

@@ -20,7 +20,6 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from tokrace.providers.export.tables import what_if_cell
 from tokrace.providers.metrics.loop import WHAT_IF_FACTOR, Bottleneck, LoopMetrics, bottlenecks, loop_metrics
 from tokrace.providers.model.events import SEGMENT_KINDS, Error, Event, is_loop_end
 from tokrace.providers.model.kinds import THIN_KINDS
@@ -198,6 +197,8 @@ class BottleneckView(VerticalScroll):
         return Group(title, Text(""), table, self._sentences(lanes, noun, factor))
 
     def _table(self, lanes: Sequence[LiveLane], noun: str, factor: str, width: int) -> Table:
+        from tokrace.providers.export.tables import what_if_cell  # (bench's tables: not before the first frame)
+
         rows = self.rows
         present = sorted({part for b in rows for part, _, _ in shown(b)}, key=PART_ORDER.index)
         base = baseline(rows) if self.final else None
@@ -231,6 +232,8 @@ class BottleneckView(VerticalScroll):
 
     def _paragraphs(self, lanes: Sequence[LiveLane], factor: str) -> Text:
         """The same figures for a narrow terminal: a paragraph per lane, its name first."""
+        from tokrace.providers.export.tables import what_if_cell
+
         text = Text()
         base = baseline(self.rows) if self.final else None
         for index, (b, lane) in enumerate(zip(self.rows, lanes, strict=True)):

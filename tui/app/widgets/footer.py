@@ -44,6 +44,9 @@ class RaceFooter(Footer):
             if sum(key_width(k) for k in keys) <= budget:
                 break
             keys = [k for k in keys if k.action != action]
+        for key in (*keys, *palette):  # compact from the start, not restyled one by one once mounted
+            key.set_reactive(FooterKey.compact, self.compact)
+            key.set_class(self.compact, "-compact", update=False)
         yield from (w for w in widgets if not isinstance(w, FooterKey) or w in keys or w in palette)
 
     def on_resize(self, event: events.Resize) -> None:

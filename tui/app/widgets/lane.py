@@ -99,8 +99,9 @@ def gauge_peak(lane: LiveLane, now: float) -> float:
 class LaneView(Vertical):
     """A lane's widgets, bound to one :class:`LiveLane` at a time (a new race rebinds them)."""
 
-    def __init__(self, index: int, lane: LiveLane) -> None:
-        super().__init__(id=f"lane-{index}", classes=f"lane lane-{index % 6}")
+    def __init__(self, index: int, lane: LiveLane, *, focused: bool = False) -> None:
+        # focused from the start (the race screen's first lane): its styles are worked out once, not twice
+        super().__init__(id=f"lane-{index}", classes=f"lane lane-{index % 6}{' -focused' if focused else ''}")
         self.index = index
         self.lane = lane
         self.tail = TailText(lane, classes="tail")

@@ -6,8 +6,6 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from tokrace.providers.export.tables import finishes as finishes  # the bottleneck view words comparisons the same
-from tokrace.providers.export.tables import summary_pieces
 from tokrace.providers.model.units import duration
 from tokrace.providers.race.live import LiveRace
 from tokrace.providers.race.summary import RaceSummary
@@ -42,7 +40,16 @@ def names(items: Sequence[str]) -> str:
 
 def summary_line(summary: RaceSummary) -> Text:
     """The race's result in one line."""
+    from tokrace.providers.export.tables import summary_pieces  # (bench's tables: not before the first frame)
+
     return join_runs(summary_pieces(summary))
+
+
+def finishes(e2e_speedup: float) -> str:
+    """How a lane finished against another, in bench's words (the bottleneck view words comparisons the same)."""
+    from tokrace.providers.export.tables import finishes as words
+
+    return words(e2e_speedup)
 
 
 def with_pace(line: Text, pace: str, first: bool = False) -> Text:

@@ -1,0 +1,121 @@
+"""The race screen's first frame is written whole, by the first update the app writes: Textual draws the screen's
+first layout inside the app's start-up batch and throws it away, and the screen then showed only a part one layout
+later and the rest a frame after (issue 29's cold start)."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+from textual._compositor import LayoutUpdate
+from tui_harness import demo_app
+
+from tokrace.tui.app.launch import collector_paused
+from tokrace.tui.app.screens.race import RaceScreen
+
+
+async def test_the_first_update_written_is_the_whole_screen(monkeypatch: pytest.MonkeyPatch) -> None:
+    app, _ = demo_app()
+    shown: list[tuple[int, Any]] = []
+    display = app._display
+
+    def record(screen: Any, renderable: Any) -> None:
+        if isinstance(screen, RaceScreen) and renderable is not None:
+            shown.append((app._batch_count, renderable))
+        display(screen, renderable)
+
+    monkeypatch.setattr(app, "_display", record)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+    written = [update for batched, update in shown if not batched]
+    assert [batched for batched, _ in shown if batched] == []  # nothing drawn only to be thrown away
+    assert isinstance(written[0], LayoutUpdate)  # the whole screen, every row
+
+
+async def test_a_screenshot_in_a_batch_is_still_the_whole_screen() -> None:
+    app, _ = demo_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        with app.batch_update():
+            shot = app.export_screenshot()
+    assert "ultrafast" in shot and "Bottlenecks" in shot
+
+
+async def test_the_collector_comes_back_right_after_the_first_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    app, _ = demo_app()
+    happened: list[str] = []
+    display, settle = app._display, app._settle
+
+    def record(screen: Any, renderable: Any) -> None:
+        if isinstance(screen, RaceScreen) and renderable is not None:
+            happened.append(type(renderable).__name__)
+        display(screen, renderable)
+
+    def settled() -> None:
+        happened.append(f"settle, collector {'on' if gc.isenabled() else 'off'}")
+        settle()
+
+    monkeypatch.setattr(app, "_display", record)
+    monkeypatch.setattr(app, "_settle", settled)
+    gc.disable()  # as launch starts the app
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            assert gc.isenabled()
+    finally:
+        gc.enable()
+    assert happened[0] == "LayoutUpdate"  # the first frame, whole, then (not before) the collector
+    assert "settle, collector off" in happened
+
+
+def test_the_collector_is_on_again_when_the_app_fails_to_start() -> None:
+    with pytest.raises(RuntimeError), collector_paused():
+        assert not gc.isenabled()
+        raise RuntimeError("the terminal went away")
+    assert gc.isenabled()
+
+
+async def test_the_first_race_starts_once_the_first_frame_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    app, _ = demo_app()
+    happened: list[str] = []
+    display, start = app._display, app.runner.start
+
+    def record(screen: Any, renderable: Any) -> None:
+        if isinstance(screen, RaceScreen) and renderable is not None:
+            happened.append(type(renderable).__name__)
+        display(screen, renderable)
+
+    def started() -> None:
+        happened.append("race")
+        start()
+
+    monkeypatch.setattr(app, "_display", record)
+    monkeypatch.setattr(app.runner, "start", started)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+    assert happened[0] == "LayoutUpdate"
+    assert happened.count("race") == 1
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+async def test_the_screen_is_styled_once_on_its_way_to_the_first_frame(size: tuple[int, int],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    app, _ = demo_app()
+    restyled: list[str] = []
+    update_styles = app.update_styles
+
+    def record(node: Any, animate: bool = True) -> None:
+        restyled.append(type(node).__name__)
+        update_styles(node, animate)
+
+    monkeypatch.setattr(app, "update_styles", record)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        breakpoints = {"-narrow", "-wide", "-low", "-high"} & set(app.screen.classes)
+    # Textual's own pass when a screen is shown, and nothing after: not the breakpoints (set before the screen is
+    # mounted), the focused lane, nor each footer key (a tall lane is restyled once it knows it has room for more)
+    assert restyled.count("RaceScreen") == 1
+    assert restyled.count("FooterKey") == 0
+    assert restyled.count("LaneView") == (0 if size == (80, 24) else 3)
+    assert len(breakpoints) == 2
