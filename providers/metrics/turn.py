@@ -10,7 +10,7 @@ import datetime as dt
 import itertools
 import re
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -233,7 +233,7 @@ class FirstSentence:
         if SENTENCE_END.search(window):
             self.at = t
             return
-        self.words = self.words or bool(piece.strip())
+        self.words = self.words or not (piece.isspace() or not piece)
         i = len(window)
         while i > 0 and window[i - 1] in SENTENCE_TAIL:
             i -= 1
@@ -386,8 +386,8 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
             text = e.text
             if not text:
                 continue
-            if first is None:
-                first = e
+            if first is None:  # a huge one (a misbehaving server's) is read again if its count is needed
+                first = e if len(text) <= FIRST_KEPT_CHARS else Delta(t, "", e.channel, e.tokens, e.chunks)
             else:
                 gap = t - last_t
                 gaps.append(gap)
@@ -407,10 +407,11 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
             elif out.answer is None:
                 out.answer = t
             if channel == "content":
-                if out.first_answer is None and text.strip():
+                if out.first_answer is None and not text.isspace():  # (text.strip() copies a huge text)
                     out.first_answer = t
                 if sentence.at is None:
                     sentence.feed(t, text)
+            del e, text  # not held while the next event is read (a huge one, read back from a lane's log)
         elif isinstance(e, Headers):
             if out.ttfb_s is None:
                 out.ttfb_s = t - t0
@@ -475,7 +476,7 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         assert usage is not None
         m.output_tokens, m.tokens_source = usage.output, "usage"
     elif first is not None:
-        counted = count_text((e.text for e in evs if isinstance(e, Delta)), model)
+        counted = count_text(_delta_texts(evs), model)
         if counted is not None:
             m.output_tokens, m.encoding = counted
             m.tokens_source = "tokenizer"
@@ -490,7 +491,7 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         visible = max(m.output_tokens - hidden, count)
         span = last_t - first.t
         if count > 1 and span > 0:  # (counted only here: a huge first event would be counted twice)
-            m.decode_tok_s = max(visible - _event_tokens(first, m, model), 0) / span
+            m.decode_tok_s = max(visible - _event_tokens(_first_delta(evs, first), m, model), 0) / span
         m.reads_paced_ms = paced_ms(scan.extras)
         if visible > 1 and count > 1 and span > 0:  # the first and last token's stamps are exact even when paced
             m.itl_ms = {"mean": span * 1000.0 / (visible - 1)}
@@ -516,9 +517,10 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
     is never one string nor one list of tokens: each chunk ends before a space that follows a letter or a digit,
     where every tiktoken encoding's pre-tokenizer splits anyway (a run of letters or digits ends at the space,
     no piece holds both, and the pieces after it do not depend on what came before), so the chunks' counts add
-    up to the whole text's. Text with no such place is counted whole."""
+    up to the whole text's. Text with no such place is counted whole. A piece longer than a tokenizer's piece (a
+    misbehaving server's 4 MB event) is taken a slice at a time, never joined whole with what came before it."""
     total, buffered, size, due = 0, [], 0, COUNT_CHUNK
-    for piece in pieces:
+    for piece in _slices(pieces):
         buffered.append(piece)
         size += len(piece)
         if size < due:
@@ -539,6 +541,42 @@ def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None
         due = size + tokenizer.PIECE_CHARS if huge else max(COUNT_CHUNK, 2 * size)
     counted = tokenizer.count("".join(buffered), model)
     return None if counted is None else (total + counted[0], counted[1])
+
+
+def _slices(pieces: Iterable[str]) -> Iterator[str]:
+    """The pieces in order, one longer than ``tokenizer.PIECE_CHARS`` cut into slices that long: what counts them
+    then holds a slice's copy besides the piece, never one as large as it."""
+    step = tokenizer.PIECE_CHARS
+    for piece in pieces:
+        if len(piece) <= step:
+            yield piece
+        else:
+            for at in range(0, len(piece), step):
+                yield piece[at:at + step]
+        del piece  # not held while the next one is read (a huge one, read back from a lane's log)
+
+
+def _delta_texts(events: Iterable[Event]) -> Iterator[str]:
+    """The texts of a turn's deltas, in order, each let go before the next event is read: a huge delta read back
+    from a lane's log is not held beside the next one."""
+    for e in events:
+        if isinstance(e, Delta):
+            text = e.text
+            del e
+            yield text
+            del text
+
+
+FIRST_KEPT_CHARS: Final[int] = 1 << 16
+"""A turn's first delta is kept through its metrics without its text when that is longer than this: it is read
+again from the events when its count is needed (a 4 MB first event was held beside every later one)."""
+
+
+def _first_delta(events: Sequence[Event], first: Delta) -> Delta:
+    """The turn's first delta with its text (``first``, as :func:`_scan` kept it, may have left it out)."""
+    if first.text:
+        return first
+    return next(e for e in events if isinstance(e, Delta) and e.text) if first.tokens is None else first
 
 
 def _event_tokens(delta: Delta, m: TurnMetrics, model: str) -> int:
