@@ -25,6 +25,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"tokrace {__version__}")
         return 0
+    from tokrace.providers.runs.heap import fix_mmap_threshold
+
+    fix_mmap_threshold()  # before any huge event: its blocks go back to the system when freed
     from .app.launch import AppScreen
     from .cli import main as cli
 
