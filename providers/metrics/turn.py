@@ -10,7 +10,7 @@ import datetime as dt
 import itertools
 import re
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -19,6 +19,7 @@ from ..model.eventlog import as_sequence
 from ..model.events import Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
 from ..model.tiers import Price
 from .gaps import Gaps, percentiles_ms
+from .text_count import count_text, delta_texts
 
 STALL_THRESHOLD_S: Final[float] = 0.25
 """A gap between token-bearing events longer than this (after the first token) is a stall."""
@@ -476,7 +477,7 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         assert usage is not None
         m.output_tokens, m.tokens_source = usage.output, "usage"
     elif first is not None:
-        counted = count_text(_delta_texts(evs), model)
+        counted = count_text(delta_texts(evs), model)
         if counted is not None:
             m.output_tokens, m.encoding = counted
             m.tokens_source = "tokenizer"
@@ -506,65 +507,6 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
     m.segments = scan.segments() if req is not None else []
     m.retries = sum(1 for s in m.segments if s.kind == "retry")
     return m
-
-
-COUNT_CHUNK: Final[int] = 1 << 16
-"""Characters of text the tokenizer counts at a time (its output, a list of ints, is ~70 bytes per token)."""
-
-
-def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None:
-    """The tokenizer's count of the pieces joined (``tokens.count``), read a chunk at a time so that a long answer
-    is never one string nor one list of tokens: each chunk ends before a space that follows a letter or a digit,
-    where every tiktoken encoding's pre-tokenizer splits anyway (a run of letters or digits ends at the space,
-    no piece holds both, and the pieces after it do not depend on what came before), so the chunks' counts add
-    up to the whole text's. Text with no such place is counted whole. A piece longer than a tokenizer's piece (a
-    misbehaving server's 4 MB event) is taken a slice at a time, never joined whole with what came before it."""
-    total, buffered, size, due = 0, [], 0, COUNT_CHUNK
-    for piece in _slices(pieces):
-        buffered.append(piece)
-        size += len(piece)
-        if size < due:
-            continue
-        text = "".join(buffered)
-        cut = tokenizer.word_break(text)
-        huge = not cut and len(text) > tokenizer.PIECE_CHARS
-        if huge:  # one huge word (a hostile server's): counted in pieces as count() cuts it, not held to its end
-            cut = len(text) - tokenizer.TAIL_CHARS
-        if cut:
-            counted = tokenizer.count(text, model, cut)
-            if counted is None:
-                return None
-            total += counted[0]
-            text = text[cut:]
-        buffered, size = [text], len(text)
-        # a text without a break is looked at again when twice as long, or a piece longer once that long: linear
-        due = size + tokenizer.PIECE_CHARS if huge else max(COUNT_CHUNK, 2 * size)
-    counted = tokenizer.count("".join(buffered), model)
-    return None if counted is None else (total + counted[0], counted[1])
-
-
-def _slices(pieces: Iterable[str]) -> Iterator[str]:
-    """The pieces in order, one longer than ``tokenizer.PIECE_CHARS`` cut into slices that long: what counts them
-    then holds a slice's copy besides the piece, never one as large as it."""
-    step = tokenizer.PIECE_CHARS
-    for piece in pieces:
-        if len(piece) <= step:
-            yield piece
-        else:
-            for at in range(0, len(piece), step):
-                yield piece[at:at + step]
-        del piece  # not held while the next one is read (a huge one, read back from a lane's log)
-
-
-def _delta_texts(events: Iterable[Event]) -> Iterator[str]:
-    """The texts of a turn's deltas, in order, each let go before the next event is read: a huge delta read back
-    from a lane's log is not held beside the next one."""
-    for e in events:
-        if isinstance(e, Delta):
-            text = e.text
-            del e
-            yield text
-            del text
 
 
 FIRST_KEPT_CHARS: Final[int] = 1 << 16

@@ -61,7 +61,7 @@ def test_the_live_counter_cuts_one_huge_word_as_count_does() -> None:
 def test_a_huge_answer_of_one_word_is_encoded_once_in_short_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     """60 events of 4 MB of one word took 78 s of CPU: counting it 64K characters at a time, the end of each of
     those was encoded whole (the tokenizer's time per character grows with a word's length)."""
-    from tokrace.providers.metrics.turn import count_text
+    from tokrace.providers.metrics.text_count import count_text
     from tokrace.providers.model import tokens
 
     _, enc = get_encoding("")
