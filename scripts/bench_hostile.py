@@ -4,9 +4,11 @@ events, and ``tokrace serve``'s timing while one client uploads a byte per chunk
 
 Each measurement runs in a fresh child process and reports its peak resident memory (``ru_maxrss``), its time and
 its CPU time (what a loaded machine stretches less):
-- ``bench`` on one OpenAI-compatible lane whose server sends one 1 KB text event (the run's own baseline: imports,
-  the tokenizer, the race), then one ``--event-mb`` MB event (a misbehaving server), then ``--many`` events of
-  ``--many-mb`` MB, each recorded: the peak above the baseline's, as a multiple of one event's size (goal: ≤ 4×);
+- ``bench`` on one OpenAI-compatible lane whose server (a process of its own) sends one 1 KB text event (the run's
+  own baseline: imports, the tokenizer, the race), then one ``--event-mb`` MB event (a misbehaving server), then
+  ``--many`` events of ``--many-mb`` MB, each recorded: the peak above the baseline's, and the peak while the lane
+  streamed (before bench loads the tokenizer to measure it) above the baseline's, each as a multiple of one
+  event's size (goal: ≤ 4×);
 - ``tokrace replay FILE --headless --fast-forward`` of recordings of ``--events`` one-token events, and of ten
   times as many with ``--ten-times`` (goal: the peak does not grow with the number of events);
 - ``tokrace serve``: nine requests' first-token error (kernel stamps, against the plan) before and during an
@@ -26,12 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-ONE_EVENT = r"""
-import asyncio, contextlib, io, json, resource, sys, time
-from pathlib import Path
-SIZE = int(sys.argv[1])
-RECORD = sys.argv[2]
-COUNT = int(sys.argv[3])
+SERVER = r"""
+import asyncio, json, sys
+SIZE, COUNT = int(sys.argv[1]), int(sys.argv[2])
 
 async def serve(reader, writer):
     while (await reader.readline()).strip():
@@ -47,27 +46,49 @@ async def serve(reader, writer):
     await writer.drain()
     writer.close()
 
-async def start():
+async def main():
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1]
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+ONE_EVENT = r"""
+import contextlib, io, os, resource, subprocess, sys, time
+from pathlib import Path
+SIZE, RECORD, COUNT, SERVER = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+
+def peak():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 def main():
-    import threading
-    loop = asyncio.new_event_loop()
-    server, port = loop.run_until_complete(start())
-    threading.Thread(target=loop.run_forever, daemon=True).start()
+    # the server runs in a process of its own: its copies of the events are not the lane's
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(SIZE), str(COUNT)], stdout=subprocess.PIPE, text=True)
+    port = int(server.stdout.readline())
     config = Path(RECORD).with_suffix(".toml")
     config.write_text(f'[[tiers]]\nname = "huge"\nprovider = "openai"\nmodel = "m"\n'
                       f'base_url = "http://127.0.0.1:{port}/v1"\nmax_retries = 0\n')
-    import os
     os.environ["OPENAI_API_KEY"] = "x"
+    from tokrace.providers.runs import session
     from tokrace.tui.main import main as cli
+    streamed = []
+    measure = session.lane_metrics
+
+    def metrics(*args, **kwargs):  # the peak while streaming: bench loads the tokenizer only to measure, after
+        streamed.append(peak())
+        return measure(*args, **kwargs)
+
+    session.lane_metrics = metrics
     began = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
-        code = cli(["--config", str(config), "bench", "--record", RECORD, "--max-tokens", "200000"])
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = cli(["--config", str(config), "bench", "--record", RECORD, "--max-tokens", "200000"])
+    finally:
+        server.kill()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     print(f"exit {code}; {time.perf_counter() - began:.1f} s ({usage.ru_utime + usage.ru_stime:.1f} s of CPU), "
-          f"peak {usage.ru_maxrss / 1024:.0f} MB")
+          f"peak {peak():.0f} MB, {streamed[0] if streamed else 0:.0f} MB streaming")
 
 main()
 """
@@ -163,15 +184,25 @@ def peak(line: str) -> float | None:
     return float(line.rsplit("peak ", 1)[1].split()[0]) if "peak " in line else None
 
 
-def sse_events(scratch: str, count: int, megabytes: float, base: float | None) -> str:
-    """``bench`` on ``count`` SSE events of ``megabytes`` MB each, and its peak over ``base`` per event's size."""
+def streaming(line: str) -> float | None:
+    """The peak (MB) a child reported before it measured the run (while the lane streamed)."""
+    return float(line.split(" MB streaming")[0].rsplit(" ", 1)[1]) if " MB streaming" in line else None
+
+
+def sse_events(scratch: str, count: int, megabytes: float, base: str | None) -> str:
+    """``bench`` on ``count`` SSE events of ``megabytes`` MB each: its peak, and its peak while streaming, each
+    over the baseline run's, per event's size."""
     size = int(megabytes * 1024 * 1024)
-    line = run(ONE_EVENT, str(size), f"{scratch}/e{count}.jsonl", str(count))
-    got = peak(line)
-    if base is None or got is None:
+    line = run(ONE_EVENT, str(size), f"{scratch}/e{count}.jsonl", str(count), SERVER)
+    if base is None:
         return line
-    above = got - base
-    return f"{line}; {above:.0f} MB above the baseline, {above / megabytes:.1f}× one event (goal ≤ 4×)"
+    figures = []
+    for what, read in (("peak", peak), ("while streaming", streaming)):
+        got, before = read(line), read(base)
+        if got is not None and before is not None:
+            above = got - before
+            figures.append(f"{what} {above:.0f} MB above the baseline's, {above / megabytes:.1f}× one event")
+    return f"{line}; {', '.join(figures)} (goal ≤ 4×)"
 
 
 def replay(scratch: str, events: int) -> str:
@@ -193,9 +224,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         print(f"tokrace imported: {run(BASELINE)}")
-        base_line = sse_events(scratch, 1, 1 / 1024, None)
-        print(f"baseline, bench on one 1 KB SSE event, recorded: {base_line}")
-        base = peak(base_line)
+        base = sse_events(scratch, 1, 1 / 1024, None)
+        print(f"baseline, bench on one 1 KB SSE event, recorded: {base}")
         print(f"one {args.event_mb:g} MB SSE event, bench, recorded: {sse_events(scratch, 1, args.event_mb, base)}")
         print(f"{args.many} SSE events of {args.many_mb:g} MB, bench, recorded: "
               f"{sse_events(scratch, args.many, args.many_mb, base)}")

@@ -26,6 +26,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"tokrace {__version__}")
         return 0
+    from tokrace.providers.runs.heap import fix_mmap_threshold
+
+    fix_mmap_threshold()  # before any huge event: its blocks go back to the system when freed
     gc.disable()  # what the command line imports lives as long as the process: nothing to look through for garbage
     try:
         from .app.launch import AppScreen

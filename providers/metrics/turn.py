@@ -19,6 +19,7 @@ from ..model.eventlog import CHANNELS, NO_COUNT, Plain, as_sequence, pieces
 from ..model.events import Channel, Delta, Done, Error, Event, Headers, Request, Segment, ToolCall, Usage
 from ..model.tiers import Price
 from .gaps import Gaps, percentiles_ms
+from .text_count import count_text, delta_texts
 
 STALL_THRESHOLD_S: Final[float] = 0.25
 """A gap between token-bearing events longer than this (after the first token) is a stall."""
@@ -233,7 +234,7 @@ class FirstSentence:
         if SENTENCE_END.search(window):
             self.at = t
             return
-        self.words = self.words or bool(piece.strip())
+        self.words = self.words or not (piece.isspace() or not piece)
         i = len(window)
         while i > 0 and window[i - 1] in SENTENCE_TAIL:
             i -= 1
@@ -381,8 +382,7 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
         # The deltas: a log's run of one-chunk deltas as its columns (never made into deltas again), or one delta.
         run: Iterable[tuple[float, str, Channel, int | None, int]]
         if isinstance(e, Plain):
-            times, texts, codes, counts = e
-            run = zip(times, texts, map(CHANNELS.__getitem__, codes), counts, itertools.repeat(1))
+            run = zip(e[0], e[1], map(CHANNELS.__getitem__, e[2]), e[3], itertools.repeat(1))
         elif isinstance(e, Delta):
             run = ((e.t, e.text, e.channel, e.tokens, e.chunks),)
         else:
@@ -393,8 +393,12 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
                 latest = t
             if not text:
                 continue
-            if first is None:
-                first = e if isinstance(e, Delta) else Delta(t, text, channel, None if tokens == NO_COUNT else tokens)
+            if first is None:  # a huge one (a misbehaving server's) is read again if its count is needed
+                counted = None if tokens == NO_COUNT else tokens
+                if len(text) > FIRST_KEPT_CHARS:
+                    first = Delta(t, "", channel, counted, chunks)
+                else:
+                    first = e if isinstance(e, Delta) else Delta(t, text, channel, counted)
             else:
                 gap = t - last_t
                 gaps.append(gap)
@@ -412,11 +416,13 @@ def _scan(events: Iterable[Event], t0: float) -> _Scan:
             elif out.answer is None:
                 out.answer = t
             if channel == "content":
-                if out.first_answer is None and text.strip():
+                if out.first_answer is None and not text.isspace():  # (text.strip() copies a huge text)
                     out.first_answer = t
                 if sentence.at is None:
                     sentence.feed(t, text)
         if isinstance(e, Plain | Delta):
+            del e, run  # not held while the next event is read (a huge one, read back from a lane's log)
+            text = ""
             continue
         t = e.t
         last_event_t = t
@@ -486,7 +492,7 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         assert usage is not None
         m.output_tokens, m.tokens_source = usage.output, "usage"
     elif first is not None:
-        counted = count_text((e.text for e in evs if isinstance(e, Delta)), model)
+        counted = count_text(delta_texts(evs), model)
         if counted is not None:
             m.output_tokens, m.encoding = counted
             m.tokens_source = "tokenizer"
@@ -501,7 +507,7 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
         visible = max(m.output_tokens - hidden, count)
         span = last_t - first.t
         if count > 1 and span > 0:  # (counted only here: a huge first event would be counted twice)
-            m.decode_tok_s = max(visible - _event_tokens(first, m, model), 0) / span
+            m.decode_tok_s = max(visible - _event_tokens(_first_delta(evs, first), m, model), 0) / span
         m.reads_paced_ms = paced_ms(scan.extras)
         if visible > 1 and count > 1 and span > 0:  # the first and last token's stamps are exact even when paced
             m.itl_ms = {"mean": span * 1000.0 / (visible - 1)}
@@ -518,38 +524,16 @@ def turn_metrics(events: Iterable[Event], price: Price | None = None, model: str
     return m
 
 
-COUNT_CHUNK: Final[int] = 1 << 16
-"""Characters of text the tokenizer counts at a time (its output, a list of ints, is ~70 bytes per token)."""
+FIRST_KEPT_CHARS: Final[int] = 1 << 16
+"""A turn's first delta is kept through its metrics without its text when that is longer than this: it is read
+again from the events when its count is needed (a 4 MB first event was held beside every later one)."""
 
 
-def count_text(pieces: Iterable[str], model: str = "") -> tuple[int, str] | None:
-    """The tokenizer's count of the pieces joined (``tokens.count``), read a chunk at a time so that a long answer
-    is never one string nor one list of tokens: each chunk ends before a space that follows a letter or a digit,
-    where every tiktoken encoding's pre-tokenizer splits anyway (a run of letters or digits ends at the space,
-    no piece holds both, and the pieces after it do not depend on what came before), so the chunks' counts add
-    up to the whole text's. Text with no such place is counted whole."""
-    total, buffered, size, due = 0, [], 0, COUNT_CHUNK
-    for piece in pieces:
-        buffered.append(piece)
-        size += len(piece)
-        if size < due:
-            continue
-        text = "".join(buffered)
-        cut = tokenizer.word_break(text)
-        huge = not cut and len(text) > tokenizer.PIECE_CHARS
-        if huge:  # one huge word (a hostile server's): counted in pieces as count() cuts it, not held to its end
-            cut = len(text) - tokenizer.TAIL_CHARS
-        if cut:
-            counted = tokenizer.count(text, model, cut)
-            if counted is None:
-                return None
-            total += counted[0]
-            text = text[cut:]
-        buffered, size = [text], len(text)
-        # a text without a break is looked at again when twice as long, or a piece longer once that long: linear
-        due = size + tokenizer.PIECE_CHARS if huge else max(COUNT_CHUNK, 2 * size)
-    counted = tokenizer.count("".join(buffered), model)
-    return None if counted is None else (total + counted[0], counted[1])
+def _first_delta(events: Sequence[Event], first: Delta) -> Delta:
+    """The turn's first delta with its text (``first``, as :func:`_scan` kept it, may have left it out)."""
+    if first.text:
+        return first
+    return next(e for e in events if isinstance(e, Delta) and e.text) if first.tokens is None else first
 
 
 def _event_tokens(delta: Delta, m: TurnMetrics, model: str) -> int:

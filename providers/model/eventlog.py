@@ -118,13 +118,14 @@ class _Block:
         return Plain((self.times[i:j], [text[a:b] for a, b in zip(bounds[i:j], bounds[i + 1:j + 1], strict=True)],
                       self.codes[i:j], self.tokens[i:j]))
 
-    def payload(self) -> bytes:
-        """The block as written to the spool: its head, its columns, its text (UTF-8, lone surrogates kept as a
-        JSON stream may carry them) and its other events, pickled."""
+    def payload(self) -> list[bytes]:
+        """The block as written to the spool, in parts (never joined: a huge delta's would be one more copy of it):
+        its head, its columns, its text (UTF-8, lone surrogates kept as a JSON stream may carry them) and its other
+        events, pickled."""
         text = self.text.encode("utf-8", "surrogatepass")
         others = pickle.dumps(self.others, pickle.HIGHEST_PROTOCOL) if self.others else b""
-        return b"".join((_HEAD.pack(self.count, len(text), len(others)), self.times.tobytes(), bytes(self.codes),
-                         self.tokens.tobytes(), self.bounds.tobytes(), text, others))
+        return [_HEAD.pack(self.count, len(text), len(others)), self.times.tobytes(), bytes(self.codes),
+                self.tokens.tobytes(), self.bounds.tobytes(), text, others]
 
     @classmethod
     def load(cls, data: bytes) -> _Block:
@@ -166,17 +167,26 @@ class _Spool:
         self.size = 0
         self._lock = threading.Lock()
 
-    def write(self, payload: bytes) -> int:
-        """Append ``payload``; where it starts. A failed write (a full disk) raises ``OSError``; the place it was
-        given is never used again."""
+    def write(self, payload: Sequence[bytes]) -> int:
+        """Append the parts of ``payload`` one after the other (joined when small); where they start. A failed write
+        (a full disk) raises ``OSError``; the place it was given is never used again."""
+        size = sum(map(len, payload))
+        if size <= BLOCK_CHARS:  # one write for a block of small events (nearly all)
+            payload = [b"".join(payload)]
         with self._lock:
             offset = self.size
-            self.size += len(payload)
+            self.size += size
             if not hasattr(os, "pwrite"):  # no positional writes (Windows): one at a time, at the spot
                 self._file.seek(offset)
-                _write_all(lambda view, _at: self._file.write(view) or 0, payload, offset)
+                at = offset
+                for part in payload:
+                    _write_all(lambda view, _at: self._file.write(view) or 0, part, at)
+                    at += len(part)
                 return offset
-        _write_all(lambda view, at: os.pwrite(self.fd, view, at), payload, offset)
+        at = offset
+        for part in payload:
+            _write_all(lambda view, where: os.pwrite(self.fd, view, where), part, at)
+            at += len(part)
         return offset
 
     def read(self, offset: int, length: int) -> bytes:
@@ -225,8 +235,8 @@ def _spool() -> _Spool:
         return spool
 
 
-_cache: OrderedDict[int, _Block] = OrderedDict()
-"""Blocks read back, by their serial number, the last used last."""
+_cache: OrderedDict[int, tuple[_Block, int]] = OrderedDict()
+"""Blocks read back, each with the bytes it took in the spool, by their serial number, the last used last."""
 _cache_lock = threading.Lock()
 _serials = itertools.count(1)
 
@@ -249,28 +259,46 @@ class _Stored:
             return self.block
         serial = self.serial
         with _cache_lock:
-            block = _cache.get(serial)
-            if block is not None:
+            kept = _cache.get(serial)
+            if kept is not None:
                 _cache.move_to_end(serial)
-                return block
+                return kept[0]
         assert self.spool is not None
+        _make_room(self.length)  # before it is read: the blocks it will push out are not held beside it
         block = _Block.load(self.spool.read(self.offset, self.length))
-        if self.length <= CACHE_LARGEST:
-            _remember(serial, block)
+        _remember(serial, block, self.length)
         return block
 
 
-CACHE_LARGEST: Final[int] = 4 * BLOCK_CHARS
-"""The largest block kept in the cache (bytes written): a block holding one huge delta (a misbehaving server's 4 MB
-event) is read again when needed, rather than four of them kept at once."""
+CACHE_BYTES: Final[int] = 4 * BLOCK_CHARS
+"""The most the blocks in the cache may have taken in the spool, together; a larger block is never kept. Blocks of a
+few huge deltas (a misbehaving server's 3 MB events) are read again when needed, rather than four of them kept at
+once beside the one being read."""
 
 
-def _remember(serial: int, block: _Block) -> None:
-    """Keep a block read back (or just written) in the cache, dropping the one used longest ago."""
+def _remember(serial: int, block: _Block, size: int) -> None:
+    """Keep a block read back (or just written) that took ``size`` bytes in the spool in the cache (unless larger
+    than :data:`CACHE_BYTES`), dropping those used longest ago to keep within :data:`CACHE_BLOCKS` and
+    :data:`CACHE_BYTES`."""
+    if size > CACHE_BYTES:
+        return
     with _cache_lock:
-        _cache[serial] = block
-        while len(_cache) > CACHE_BLOCKS:
-            _cache.popitem(last=False)
+        _cache[serial] = (block, size)
+        _cache.move_to_end(serial)
+        _evict(CACHE_BLOCKS, CACHE_BYTES)
+
+
+def _make_room(size: int) -> None:
+    """Drop cached blocks so that one of ``size`` bytes fits beside the rest (or, larger than the cache, nothing
+    stays beside it)."""
+    with _cache_lock:
+        _evict(CACHE_BLOCKS - 1, max(CACHE_BYTES - size, 0))
+
+
+def _evict(blocks: int, size: int) -> None:
+    """Drop the blocks used longest ago until at most ``blocks`` of at most ``size`` bytes are left (the lock held)."""
+    while _cache and (len(_cache) > blocks or sum(kept[1] for kept in _cache.values()) > size):
+        _cache.popitem(last=False)
 
 
 class EventLog(Sequence[Event]):
@@ -394,10 +422,12 @@ class EventLog(Sequence[Event]):
         if self._spills:
             try:
                 payload = block.payload()
+                size = sum(map(len, payload))
                 spool = _spool()
-                stored = _Stored(spool, spool.write(payload), len(payload), None)
-                if len(payload) <= CACHE_LARGEST:
-                    _remember(stored.serial, block)  # its events are the likeliest to be read next (the lane's end)
+                stored = _Stored(spool, spool.write(payload), size, None)
+                del payload
+                if size <= BLOCK_CHARS:  # its events are the likeliest to be read next (the lane's end); a larger
+                    _remember(stored.serial, block, size)  # one (huge deltas) is not kept beside the next ones
                 return stored
             except Exception:  # whatever failed (the disk, a pickle), the events stay, in memory
                 self._spills = False
@@ -450,6 +480,7 @@ class EventLog(Sequence[Event]):
                 block = self._stored[k].load()
                 end = min(stop, first + block.count)
                 yield from block.events(i - first, end - first)
+                del block  # not held while the next one is read (one huge delta each: twice its size)
                 i = end
 
     def pieces(self) -> Iterator[Event | Plain]:
@@ -465,6 +496,7 @@ class EventLog(Sequence[Event]):
             block = self._stored[k].load()
             end = min(stop, first + block.count)
             yield from block.pieces(i - first, end - first)
+            del block  # not held while the next one is read (one huge delta each: twice its size)
             i = end
 
     def _plain(self, i: int, j: int) -> Plain:

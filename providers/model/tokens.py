@@ -118,10 +118,17 @@ def count_with(enc: Any, text: str, end: int | None = None) -> int:
             total += len(enc.encode_ordinary(window[:cut]))
             start += cut
             continue
-        for at in range(0, PIECE_CHARS, WORD_CUT_CHARS):  # one word the whole window long: cut inside it
-            total += len(enc.encode_ordinary(window[at:at + WORD_CUT_CHARS]))
+        total += _cut_word(enc, window)  # one word the whole window long: cut inside it
         start += PIECE_CHARS
-    return total + len(enc.encode_ordinary(text if start == 0 and end == len(text) else text[start:end]))
+    rest = text if start == 0 and end == len(text) else text[start:end]
+    if len(rest) > WORD_CUT_CHARS and not _piece_break(rest):  # the end of such a word too (count_text hands
+        return total + _cut_word(enc, rest)                      # on such a word 64K characters at a time)
+    return total + len(enc.encode_ordinary(rest))
+
+
+def _cut_word(enc: Any, word: str) -> int:
+    """Tokens in one word without a break, counted :data:`WORD_CUT_CHARS` characters at a time."""
+    return sum(len(enc.encode_ordinary(word[at:at + WORD_CUT_CHARS])) for at in range(0, len(word), WORD_CUT_CHARS))
 
 
 MEMO_SIZE: Final[int] = 2048

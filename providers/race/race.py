@@ -191,18 +191,31 @@ class Race:
 
     async def run_turn(self, index: int, provider: Provider, clock: LaneClock, request: TurnRequest) -> bool:
         """Stream one turn of a lane; True when it ended normally."""
-        seen_request = False
-        emit = self.emit
         batched: Callable[[TurnRequest, Clock], AsyncIterator[Event | list[Delta] | DeltaRun]] | None = getattr(
             provider, "stream_batched", None)
         stream = batched(request, clock) if batched is not None else provider.stream(request, clock)
+        try:
+            return await self._play(index, provider, clock, request, stream)
+        finally:  # closed now, not when the loop gets round to it: what it holds (a huge last event) goes with it
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def _play(self, index: int, provider: Provider, clock: LaneClock, request: TurnRequest,
+                    stream: AsyncIterator[Event | list[Delta] | DeltaRun]) -> bool:
+        """:meth:`run_turn`'s events, from ``stream``."""
+        seen_request = False
+        emit = self.emit
         async for item in stream:
+            # (each let go once handed on: not held while the next one is read, a huge one beside the next)
             if seen_request and type(item) is Delta:  # nearly every event: straight through
                 emit(index, item)
+                del item
                 continue
             if type(item) is DeltaRun or type(item) is list:  # deltas due at once: after the request, as always
                 if seen_request:
                     self.emit_many(index, item)
+                    del item
                     continue
                 items: list[Event] = list(item)
             else:

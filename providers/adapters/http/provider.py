@@ -4,6 +4,7 @@ turn, retries like the official SDKs, measures ``connect``, and hands the respon
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -315,21 +316,25 @@ class HTTPProvider(Provider):
                 yield unread
                 return
             pacing = Pacing(stream) if hasattr(stream, "paced_reads") and not clock.virtual else None
-            async for item in read_events(self, response, clock, stream, head,
-                                          TurnLimits(start + self.turn_timeout, self.max_tokens(request)), batched):
-                if pacing is not None:
-                    if type(item) is list:
-                        at, paced = pacing.see_many(item)
-                        if paced is not None:  # before the delta it goes with: those ahead of it go first
-                            if at:
-                                yield alone_or_list(item[:at])
-                                item = alone_or_list(item[at:])
-                            yield paced
+            # closed with this turn, not left to the loop's finalizer: its last events (a huge one) go with it
+            async with contextlib.aclosing(read_events(
+                    self, response, clock, stream, head, TurnLimits(start + self.turn_timeout,
+                                                                    self.max_tokens(request)), batched)) as events:
+                async for item in events:
+                    if pacing is not None:
+                        if type(item) is list:
+                            at, paced = pacing.see_many(item)
+                            if paced is not None:  # before the delta it goes with: those ahead of it go first
+                                if at:
+                                    yield alone_or_list(item[:at])
+                                    item = alone_or_list(item[at:])
+                                yield paced
+                                pacing = None
+                        elif (paced := pacing.see(item)) is not None:  # type: ignore[arg-type]
+                            yield paced  # reads are paced from here on: the turn's inter-token gaps are not measured
                             pacing = None
-                    elif (paced := pacing.see(item)) is not None:  # type: ignore[arg-type]
-                        yield paced  # reads are paced from here on: the turn's inter-token gaps are not measured
-                        pacing = None
-                yield item
+                    yield item
+                    del item  # not held while the next one is read (a huge one beside the next)
             return
 
     def _send(self, client: httpx.AsyncClient, req: httpx.Request) -> asyncio.Future[httpx.Response]:

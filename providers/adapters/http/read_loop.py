@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Final, Protocol
 
 import httpx
@@ -78,7 +78,8 @@ class TurnLimits:
 
 
 async def read_events(provider: StreamingProvider, response: httpx.Response, clock: Clock, stream: Any, head: float,
-                      limits: TurnLimits | None = None, batched: bool = False) -> AsyncIterator[Event | list[Delta]]:
+                      limits: TurnLimits | None = None,
+                      batched: bool = False) -> AsyncGenerator[Event | list[Delta], None]:
     """Decode the stream, stamping every event with the moment its bytes reached the socket (never before
     the event ahead of it: two conversions of the same moment may differ by a few nanoseconds). ``batched``:
     on a stamped connection, the reads handed over together are decoded in one step, and their text deltas
@@ -99,6 +100,8 @@ async def read_events(provider: StreamingProvider, response: httpx.Response, clo
     joining = False  # whether text deltas are joined: after the turn's first (its count is not in the decode rate)
     out: list[Event] = []  # the events of the reads taken in one step
     add = out.append
+    text: str | None = None
+    one: Event | None = None
     try:
         while True:
             try:
@@ -188,34 +191,37 @@ async def read_events(provider: StreamingProvider, response: httpx.Response, clo
                     if events and isinstance(events[-1], _FINAL):
                         final = events
                         break
-                    for event in events:
-                        if type(event) is Delta and event.text:
-                            if joining and event.tokens is None:
-                                if parts and channel != event.channel:
+                    for one in events:
+                        if type(one) is Delta and one.text:
+                            if joining and one.tokens is None:
+                                if parts and channel != one.channel:
                                     add(Delta(t, "".join(parts), channel, None, len(parts)))  # type: ignore[arg-type]
                                     parts = []
-                                parts.append(event.text)
-                                channel = event.channel
+                                parts.append(one.text)
+                                channel = one.channel
                                 continue
                             joining = True
                         if parts:
                             add(Delta(t, "".join(parts), channel, None, len(parts)))  # type: ignore[arg-type]
                             parts = []
-                        add(event)
+                        add(one)
                 if parts:
                     add(Delta(t, "".join(parts), channel, None, len(parts)))  # type: ignore[arg-type]
                 if sses:  # the parsed events go before the read's are handed on: one huge event held twice is
-                    del sse  # twice its size through every listener
-                    sses = []
+                    del sse  # twice its size through every listener; and none of them waits here for the next
+                    sses = []  # read (a huge one held beside the next one, as it is parsed)
+                    text, events, one = None, [], None
                 if final:
                     break
             if out:
                 if reads is None:
                     for event in out:
                         yield event
+                    del event
                 else:
                     for item in _grouped(out):
                         yield item
+                    del item
                 out.clear()
             if final:
                 break

@@ -22,12 +22,13 @@ from ...timing.stamps import SO_TIMESTAMPNS, TIMESPEC, SendStamps, packet_time
 from .reader_threads import READERS
 
 READ_SIZE: Final[int] = 64 * 1024
-QUEUE_BYTES: Final[int] = 2 * 1024 * 1024
+QUEUE_BYTES: Final[int] = 1024 * 1024
 """The most bytes read off the socket and not yet taken by the loop: beyond it the reader (thread or paced look)
 waits, and the server's bytes wait in the kernel (as TCP means them to). A server sending 240 MB faster than the
-lane parses it had it all read into memory; 2 MB (32 reads) keeps what one huge event costs near four times its
-size (docs/faults.md) and is far more than any paced lane has waiting. Its packets keep the kernel's stamps of
-their arrival, so waiting changes no figure."""
+lane parses it had it all read into memory. While the loop parses what it took, as much again is read ahead: 1 MB
+(16 reads) keeps the two within 2 MB, part of what one huge event may cost (docs/performance.md#hostile-input;
+2 MB made it 4 MB, more than one 3 MB event), and is far more than any paced lane has waiting (16 ms of a stream
+of 60 MB/s). Its packets keep the kernel's stamps of their arrival, so waiting changes no figure."""
 SMALL_WRITE: Final[int] = 64 * 1024
 """Writes up to this size go straight to the socket (its buffer takes them at once); bigger ones go through a
 worker thread so that a slow peer never blocks the event loop."""

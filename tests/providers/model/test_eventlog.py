@@ -360,7 +360,7 @@ def test_a_block_holding_a_huge_delta_is_not_kept_in_the_cache() -> None:
     """Four such blocks, each a misbehaving server's 4 MB event, were kept in memory after being written."""
     from tokrace.providers.model import eventlog
 
-    events: list[Event] = [Delta(t=float(i), text="y" * (eventlog.CACHE_LARGEST + 1)) for i in range(2)]
+    events: list[Event] = [Delta(t=float(i), text="y" * (eventlog.CACHE_BYTES + 1)) for i in range(2)]
     log = EventLog(events)
     assert all(stored.serial not in eventlog._cache for stored in log._stored)
     assert list(log) == events

@@ -3,6 +3,8 @@ exact; one word longer than a piece (a hostile server's ``yyyy...``) is cut, wit
 
 from __future__ import annotations
 
+import pytest
+
 from tokrace.providers.model.tokens import PIECE_CHARS, WORD_CUT_CHARS, count, get_encoding
 
 
@@ -54,3 +56,29 @@ def test_the_live_counter_cuts_one_huge_word_as_count_does() -> None:
     assert spy.longest <= PIECE_CHARS
     exact = len(enc.encode_ordinary(word + "y and more"))  # type: ignore[attr-defined]
     assert abs(counter.total - exact) <= len(word) // WORD_CUT_CHARS + 2
+
+
+def test_a_huge_answer_of_one_word_is_encoded_once_in_short_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """60 events of 4 MB of one word took 78 s of CPU: counting it 64K characters at a time, the end of each of
+    those was encoded whole (the tokenizer's time per character grows with a word's length)."""
+    from tokrace.providers.metrics.text_count import count_text
+    from tokrace.providers.model import tokens
+
+    _, enc = get_encoding("")
+    spy = _Spy(enc)
+    seen: list[int] = []
+    real = spy.encode_ordinary
+
+    def encode(text: str) -> list[int]:
+        seen.append(len(text))
+        return real(text)
+
+    spy.encode_ordinary = encode  # type: ignore[method-assign]
+    monkeypatch.setattr(tokens, "get_encoding", lambda model="": ("spy", spy))
+    pieces = ["y" * 1_000_000] * 3
+    counted = count_text(pieces)
+    assert counted is not None
+    assert max(seen) <= WORD_CUT_CHARS
+    assert sum(seen) == 3_000_000  # every character once
+    exact = len(enc.encode_ordinary("y" * 3_000_000))  # type: ignore[attr-defined]
+    assert abs(counted[0] - exact) <= 3_000_000 // WORD_CUT_CHARS + 3

@@ -7,8 +7,9 @@ import random
 
 import pytest
 
-from tokrace.providers.metrics import turn as metrics
-from tokrace.providers.metrics.turn import COUNT_CHUNK, count_text, turn_metrics
+from tokrace.providers.metrics import text_count as metrics
+from tokrace.providers.metrics.text_count import COUNT_CHUNK, count_text
+from tokrace.providers.metrics.turn import turn_metrics
 from tokrace.providers.model import tokens
 from tokrace.providers.model.eventlog import BLOCK, EventLog
 from tokrace.providers.model.events import Delta, Done, Event, Extra, Headers, Request, Segment, ToolCall, Usage
