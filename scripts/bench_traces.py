@@ -57,7 +57,7 @@ def claude_session(rng: random.Random, size: int, n: int) -> list[str]:
                                      "message": {"id": f"msg_{i}", "model": "claude-sonnet-4-5", "content": [block],
                                                  "usage": {"input_tokens": 10, "cache_read_input_tokens": 20000 + i,
                                                            "output_tokens": out}}}))
-        t += rng.uniform(0.2, 20)
+        t += 0.5 + rng.uniform(0.2, 20)  # the tool ran after its call (at t + 0.5): a result before it cannot be
         body = FILLER * rng.randint(20, 60)
         lines.append(json.dumps({"type": "user", "uuid": f"u{i}", "parentUuid": f"a{i}.1", "sessionId": sid,
                                  "timestamp": _iso(t), "message": {"role": "user", "content": [

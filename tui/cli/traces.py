@@ -11,12 +11,15 @@ import contextlib
 import json
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from rich import box
+from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.segment import Segment, Segments
 from rich.table import Table
 
 from tokrace.providers.model.errors import TokraceError
@@ -29,14 +32,16 @@ from tokrace.providers.traces.model import Trace
 from tokrace.providers.traces.read import FORMATS, Found, files, read_file
 from tokrace.providers.traces.summary import SetSummary
 
+from .tables import PIPED_WIDTH, err_console, print_table, surely_fits, write_text
 from .tables import console as table_console
-from .tables import err_console, print_table, write_text
 from .traces_common import add_jobs_option, file_json, price_arg, read_each
 
 MAX_LANES: Final[int] = 6
 """The screen shows up to six lanes: a file with more traces plays its first six."""
 DETAIL_UP_TO: Final[int] = 3
 """Up to this many traces, each gets a table of its own where its time went."""
+DRAWN_TOGETHER: Final[int] = 32
+"""The traces table's rows are drawn this many at a time as they come in (see :class:`TracesTable`)."""
 KINDS: Final[tuple[str, ...]] = ("model", "tool", "human", "retry", "wait")
 EXIT_OK, EXIT_NONE = 0, 2
 
@@ -96,20 +101,113 @@ def _pct(x: float | None) -> str:
 
 def traces_table(rows: list[tuple[Trace, TraceAnalysis]], width: int = 120) -> Table:
     """A row per trace: its wall time and each kind's share of it (seconds are in the JSON and the detail)."""
-    table = Table(title="traces: where the time went (share of the wall time)", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column("trace", no_wrap=True)  # a file name is never cut: print_table stacks rows that cannot fit
-    for col in ("format", "wall", "model", "tool", "human", "retry", "wait", "calls", "tools"):
-        width = {"format": 11, "wall": 5}.get(col, 5)
-        table.add_column(col, justify="left" if col == "format" else "right", no_wrap=True, min_width=width)
+    table = TracesTable()
     for trace, a in rows:
+        table.add(trace, a)
+    return table.table
+
+
+class TracesTable:
+    """:func:`traces_table` built a row at a time, as the traces come in (while the workers read the next files):
+    each column's width kept as it goes (what Rich would measure over every row when the table is printed), and
+    each row drawn at the widths so far, drawn again at the end only if a later row widened a column. After the
+    last file, only the title, the header and the rows whose widths changed are left to draw; :meth:`print` writes
+    byte for byte what Rich draws for the whole table."""
+
+    def __init__(self, out: Console | None = None) -> None:
+        self.table = table = self._table(title="traces: where the time went (share of the wall time)")
+        table.add_column("trace", no_wrap=True)  # a file name is never cut: print_table stacks rows that cannot fit
+        for col in ("format", "wall", "model", "tool", "human", "retry", "wait", "calls", "tools"):
+            width = {"format": 11, "wall": 5}.get(col, 5)
+            table.add_column(col, justify="left" if col == "format" else "right", no_wrap=True, min_width=width)
+        self._out = out
+        self._options = None if out is None else out.options.update_width(PIPED_WIDTH)
+        self._widths: list[int] | None = None if out is None else [
+            max(self._measure(str(c.header)), c.min_width or 0) for c in table.columns]
+        self._drawn: list[tuple[list[tuple[str, ...]], list[int], list[Segment]]] = []
+        """Runs of rows: their cells, their lines as Rich draws them in the table, the column widths they were drawn
+        at."""
+        self._waiting: list[tuple[str, ...]] = []
+        """Rows not drawn yet: they are drawn :data:`DRAWN_TOGETHER` at a time (a table per row costs more than the
+        whole table)."""
+
+    @staticmethod
+    def _table(**kwargs: Any) -> Table:
+        return Table(title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, **kwargs)
+
+    def _measure(self, cell: str) -> int:
+        if _plain(cell):
+            return len(cell)
+        assert self._out is not None and self._options is not None
+        return Measurement.get(self._out, self._options, cell).maximum
+
+    def add(self, trace: Trace, a: TraceAnalysis) -> None:
         name = Path(trace.file).name
         if trace.session and trace.session not in name:
             name = f"{name} {trace.session[:12]}"
-        table.add_row(escape(name), trace.format, _fmt_s(a.e2e_s),
-                      *(_pct(a.breakdown[k] / a.e2e_s if a.e2e_s else None) for k in KINDS),
-                      str(a.calls), str(a.tool_calls))
-    return table
+        cells = (escape(name), trace.format, _fmt_s(a.e2e_s),
+                 *(_pct(a.breakdown[k] / a.e2e_s if a.e2e_s else None) for k in KINDS), str(a.calls),
+                 str(a.tool_calls))
+        self.table.add_row(*cells)
+        if self._widths is None:
+            return
+        if "\t" in cells[0]:
+            self._widths = None  # a tab is laid out when drawn: Rich measures and draws the table itself
+            return
+        self._widths = [max(w, self._measure(cell)) for w, cell in zip(self._widths, cells, strict=True)]
+        self._waiting.append(cells)
+        if len(self._waiting) >= DRAWN_TOGETHER:
+            self._drawn.append((self._waiting, self._widths, self._draw(self._waiting, self._widths)))
+            self._waiting = []
+
+    def _draw(self, rows: Sequence[Sequence[str]], widths: list[int]) -> list[Segment]:
+        """Rows' lines as the whole table draws them at ``widths``: a table of those rows alone, without its
+        header and its edges (the other rows and the header change none of a row's lines)."""
+        assert self._out is not None
+        if self._out.color_system is None and all(_plain(cell) for cells in rows for cell in cells):
+            # what Rich draws without colours: each cell justified to its column's width, a space after each but
+            # the last (the padding without the edges), a space (the box's) between and around them
+            last = len(widths) - 1
+            return [Segment("".join(" " + " ".join(
+                (cell.ljust(width) if column.justify == "left" else cell.rjust(width)) + " " * (i < last)
+                for i, (cell, width, column) in enumerate(zip(cells, widths, self.table.columns, strict=True)))
+                + " \n" for cells in rows))]
+        alone = self._table(show_header=False)
+        for column, width in zip(self.table.columns, widths, strict=True):
+            alone.add_column(justify=column.justify, no_wrap=True, width=width)
+        for cells in rows:
+            alone.add_row(*cells)
+        lines = self._out.render_lines(alone, self._out.options, pad=False, new_lines=True)
+        return [segment for line in lines[1:-1] for segment in line]
+
+    def finished(self) -> Table:
+        """The table, each column as wide as Rich would measure it (it then measures none of its cells)."""
+        if self._widths is not None:
+            for column, width in zip(self.table.columns, self._widths, strict=True):
+                column.width = width
+        return self.table
+
+    def print(self, out: Console) -> None:
+        """:func:`.tables.print_table` of :meth:`finished`, its rows drawn as they came in when it fits ``out``."""
+        table = self.finished()
+        widths = self._widths
+        if out is not self._out or widths is None or not (
+                surely_fits(table, out.width) or
+                Measurement.get(out, out.options.update_width(PIPED_WIDTH), table).maximum <= out.width):
+            print_table(out, table)
+            return
+        head = self._table(title=table.title)
+        for column in table.columns:
+            head.add_column(column.header, justify=column.justify, no_wrap=True, width=column.width)
+        lines = out.render_lines(head, out.options, pad=False, new_lines=True)  # title, header, bottom edge
+        rows = [segment for cells, drawn_at, segments in [*self._drawn, (self._waiting, [], [])] if cells
+                for segment in (segments if drawn_at == widths else self._draw(cells, widths))]
+        out.print(Segments([segment for line in lines[:-1] for segment in line] + rows + lines[-1]))
+
+def _plain(cell: str) -> bool:
+    """Whether Rich draws ``cell`` as its characters, one cell each: printable ASCII without markup, emoji codes
+    or escapes."""
+    return cell.isascii() and cell.isprintable() and not any(c in cell for c in "[\\:")
 
 
 def detail_table(trace: Trace, a: TraceAnalysis, approval: bool) -> Table:
@@ -216,7 +314,9 @@ def cmd_traces(args: argparse.Namespace) -> int:
     price_of, price_sources = _pricer(args)
     models: set[str] = set()
     traces_out: list[dict[str, Any]] = []
-    files_out: list[dict[str, Any]] = []
+    traces_text: list[str] = []
+    files_text: list[str] = []
+    table = TracesTable(out)
     rows: list[tuple[Trace, TraceAnalysis]] = []
     approvals: list[bool] = []
     problems: list[Found] = []
@@ -229,35 +329,46 @@ def cmd_traces(args: argparse.Namespace) -> int:
             trace.steps = []  # the figures are kept, the steps let go: a folder never sits in memory
         return found, out
 
+    # each result is made into its rows, its JSON and its cells as it comes in, while the workers read the next
+    # files: after the last one, only the summary and the writing are left
     for found, analysed in read_each(paths, args.trace_format, err, "reading traces", digest,
                                      getattr(args, "jobs", 1)):
-        files_out.append(file_json(found))
+        if target is not None:
+            files_text.append(_item_json(file_json(found)))
         if found.problem is not None:
             problems.append(found)
         for trace, (a, approval) in zip(found.traces, analysed, strict=True):
             models.update(a.models)
             summary.add(a)
             summary.note(trace.format, trace.notes)
-            traces_out.append(trace_json(trace, a))
+            one = trace_json(trace, a)
+            if csv_target is not None:
+                traces_out.append(one)
+            if target is not None:
+                traces_text.append(_item_json(one))
             approvals.append(approval)
             rows.append((trace, a))
+            table.add(trace, a)
     if target is not None:
         from tokrace.providers import __version__
 
-        doc = {"tool": "tokrace", "version": __version__, "idle_cap_s": args.idle_cap, "traces": traces_out,
-               "files": files_out, "summary": {"original": summary.to_json()}}
-        _write_json(doc, target)
+        doc = {"tool": "tokrace", "version": __version__, "idle_cap_s": args.idle_cap, "traces": _TRACES,
+               "files": _FILES, "summary": {"original": summary.to_json()}}
+        write_text(_joined_json(doc, {_TRACES: traces_text, _FILES: files_text}), target, "the JSON")
     tables = []
     if rows:
-        tables.append(traces_table(rows, out.width))
+        tables.append(table.finished())
         if len(rows) <= DETAIL_UP_TO:
             tables += [detail_table(trace, a, approval) for (trace, a), approval in zip(rows, approvals, strict=True)]
         price_from = NO_PRICE if summary.to_json()["total_cost_usd"] is None else \
             price_source(args.original_price, price_sources, models)
         tables.append(summary_table(summary, args.idle_cap, price_from))
     if not piped:  # the tables, unless stdout carries the JSON, the Markdown or the CSV
-        for table in tables:
-            print_table(out, table)
+        for each in tables:
+            if each is table.table:
+                table.print(out)
+            else:
+                print_table(out, each)
     if rows:
         write_traces_exports(markdown, csv_target, tables, traces_out,
                              [(str(found.path), found.problem or "") for found in problems])
@@ -304,5 +415,24 @@ def replayable(path: Path, idle_cap: float | None) -> Iterator[tuple[Path, bool]
         yield write_recording(traces, Path(folder) / f"{path.stem}.jsonl", cap), True
 
 
-def _write_json(doc: dict[str, Any], target: str) -> None:
-    write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", target, "the JSON")
+_TRACES, _FILES = "\0traces", "\0files"
+"""Stand-ins for the ``--json`` document's lists, whose items are written as they come in (see
+:func:`_joined_json`)."""
+
+
+def _item_json(obj: dict[str, Any]) -> str:
+    """An item of one of the document's lists as :func:`json.dumps` writes it there (two levels in)."""
+    return "    " + json.dumps(obj, indent=2, ensure_ascii=False).replace("\n", "\n    ")
+
+
+def _joined_json(doc: dict[str, Any], lists: dict[str, list[str]]) -> str:
+    """``json.dumps(doc, indent=2)`` with each stand-in string value of ``lists`` replaced by the list whose items
+    :func:`_item_json` wrote: byte for byte what dumping the whole document writes, without its traces dumped
+    again after the last file (a JSON string never holds a line break, so the items' lines indent safely).
+    ``lists`` is in the document's order: each stand-in is put in place last to first, so that the first place
+    its spelling takes is its own, whatever a file's content puts in the items."""
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    for stand_in, items in reversed(lists.items()):  # the last first: a stand-in's first place is its own
+        spelled = json.dumps(stand_in)
+        text = text.replace(spelled, "[\n" + ",\n".join(items) + "\n  ]" if items else "[]", 1)
+    return text + "\n"

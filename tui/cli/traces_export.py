@@ -6,15 +6,14 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
-from tokrace.providers.export.markdown import text as markdown_text
 from tokrace.providers.model.printable import csv_cell
 
 from .export_files import check_exports, write_output
-from .rich_tables import markdown_table
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def flat(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -47,6 +46,10 @@ def traces_csv(traces: Sequence[dict[str, Any]], unread: Sequence[tuple[str, str
 
 def traces_markdown(tables: Sequence[Table], unread: Sequence[tuple[str, str]] = ()) -> str:
     """The tables the terminal shows, one after the other, then the files that gave no trace and why."""
+    from tokrace.providers.export.markdown import text as markdown_text  # the race's exports: only for Markdown
+
+    from .rich_tables import markdown_table
+
     lines = ["## tokrace traces", ""]
     for table in tables:
         lines += [*markdown_table(table), ""]
