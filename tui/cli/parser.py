@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
@@ -251,25 +251,25 @@ class _CoreParser(argparse.ArgumentParser):
 
 
 def parse_command_line(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
-    """``parse_known_args`` of the whole parser, without importing the command modules when no argument names one
-    of their commands (argparse takes a command only by its whole name): ``tokrace demo`` opens sooner."""
+    """``parse_known_args`` of the whole parser, importing only the command modules whose commands an argument names
+    (argparse takes a command only by its whole name): ``tokrace demo`` opens sooner, and ``tokrace traces`` starts
+    its workers without the proxy's and the server's modules."""
     if argv is None:
         argv = sys.argv[1:]
-    if not COMMAND_MODULES.intersection(argv):
-        try:
-            return _build(_CoreParser, core=True).parse_known_args(argv)
-        except _WholeParser:
-            pass
+    try:
+        return _build(_CoreParser, COMMAND_MODULES.intersection(argv)).parse_known_args(argv)
+    except _WholeParser:
+        pass
     return build_parser().parse_known_args(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Every command's options."""
-    return _build(argparse.ArgumentParser, core=False)
+    return _build(argparse.ArgumentParser, COMMAND_MODULES)
 
 
-def _build(kind: type[argparse.ArgumentParser], *, core: bool) -> argparse.ArgumentParser:
-    """The parser of ``kind`` (its commands' too); with ``core``, without the :data:`COMMAND_MODULES` commands."""
+def _build(kind: type[argparse.ArgumentParser], modules: Collection[str]) -> argparse.ArgumentParser:
+    """The parser of ``kind`` (its commands' too), with of the :data:`COMMAND_MODULES` commands only ``modules``."""
     parser = kind(
         prog="tokrace",
         description="Race LLM tiers side by side and see where the time goes. With no command, opens the race "
@@ -373,22 +373,32 @@ def _build(kind: type[argparse.ArgumentParser], *, core: bool) -> argparse.Argum
                                "the themes folder of the user config dir), then every broken theme file with "
                                "its problem. Exit 1 when a theme file is broken.")
 
-    if core:
-        return parser
-    from .export import add_export_parser
-    from .locate import add_locate_parser
-    from .proxy import add_proxy_parser
-    from .serve import add_serve_parser
-    from .traces import add_traces_parser
-    from .web import add_web_parser
+    if "serve" in modules:
+        from .serve import add_serve_parser
 
-    add_serve_parser(sub)
-    add_proxy_parser(sub)
-    add_locate_parser(sub)
-    add_export_parser(sub)
-    add_traces_parser(sub)
-    from .calibrate import add_calibrate_parser
+        add_serve_parser(sub)
+    if "proxy" in modules:
+        from .proxy import add_proxy_parser
 
-    add_calibrate_parser(sub, _positive_int)
-    add_web_parser(sub, _positive_int)
+        add_proxy_parser(sub)
+    if "locate" in modules:
+        from .locate import add_locate_parser
+
+        add_locate_parser(sub)
+    if "export" in modules:
+        from .export import add_export_parser
+
+        add_export_parser(sub)
+    if "traces" in modules:
+        from .traces import add_traces_parser
+
+        add_traces_parser(sub)
+    if "calibrate" in modules:
+        from .calibrate import add_calibrate_parser
+
+        add_calibrate_parser(sub, _positive_int)
+    if "web" in modules:
+        from .web import add_web_parser
+
+        add_web_parser(sub, _positive_int)
     return parser

@@ -11,8 +11,10 @@ from paths import ROOT
 from paths import TRACE_FIXTURES as FIXTURES
 
 NOT_FOR_TRACES = ("textual", "tokrace.providers.export.markdown", "tokrace.providers.race.summary",
-                  "tokrace.tui.cli.rich_tables")
-"""The screen, and the race's exports (``--markdown`` imports them when asked)."""
+                  "tokrace.tui.cli.rich_tables", "tokrace.tui.cli.proxy", "tokrace.providers.proxy",
+                  "tokrace.tui.cli.serve", "tokrace.providers.serve", "httpx")
+"""The screen, the race's exports (``--markdown`` imports them when asked), and the other commands' modules: the
+proxy, the server and the HTTP client."""
 
 PROBE = r"""
 import json, sys
