@@ -24,9 +24,9 @@ per request ≤ 1 kB. Not a test: it prints figures, one goal per line.
     python scripts/bench_concurrency.py [--levels 1,4,16,64] [--per-stream 4] [--tokens 400] [--quick]
 
 Each level also prints where its CPU went (the event loop's thread, the reader threads, a second of wall time, a
-request) and the floor: what an event loop waking on the shared 16 ms grid costs with nothing to do. One stream of
-750 tok/s pays that floor alone, so its CPU per 1,000 tokens sits above the goal on a VM whatever the code does per
-token; from four streams on they share it.
+request) and the floor: what an event loop waking on the paced looks' shared grid costs with nothing to do. One
+stream of 750 tok/s pays that floor alone, so its CPU per 1,000 tokens sits above the goal on a VM whatever the
+code does per token; from four streams on they share it.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ LAGS: dict[int, list[float]] = {}
 
 
 async def loop_lag(out: list[float]) -> None:
-    """Wake at each point of the 16 ms grid the process's paced looks share and note how late: the event loop's own
+    """Wake at each point of the grid the process's paced looks share and note how late: the event loop's own
     backlog. On the grid it adds no wake-up of its own (a wake-up costs about 0.2 ms of CPU on a VM: a 10 ms sleep
     of its own put 20 ms a second into the client CPU it measures beside)."""
     loop = asyncio.get_running_loop()
@@ -184,7 +184,7 @@ async def loop_lag(out: list[float]) -> None:
 
 
 async def grid_floor(seconds: float = 1.0) -> float:
-    """The CPU a second (ms) of an event loop that only wakes on the 16 ms grid, as the paced looks of a load do
+    """The CPU a second (ms) of an event loop that only wakes on the grid, as the paced looks of a load do
     whatever its number of streams: the fixed cost a level pays before its first token."""
     lags: list[float] = []
     start, cpu = time.perf_counter(), time.process_time()
@@ -243,7 +243,8 @@ def main() -> int:
           f"requests per stream; load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
     ok = True
     floor = asyncio.run(grid_floor())
-    print(f"the floor: an event loop waking on the 16 ms grid with nothing to do takes {floor:.1f} ms of CPU a second "
+    print(f"the floor: an event loop waking on the {PACE_S * 1000:g} ms grid with nothing to do takes {floor:.1f} ms "
+          "of CPU a second "
           "(what one stream's 750 tok/s pays per 1,000 tokens is that ÷ 0.75; 64 streams share it)")
     try:
         asyncio.run(one_load(port, 4, 1, args.tokens))  # warm-up, not counted
@@ -264,7 +265,8 @@ def main() -> int:
             print(f"  the truth server: e2e p50 {percentile(served, 50):.3f} s, p99 {percentile(served, 99):.3f} s "
                   f"(planned ≈ {plan_s:.3f} s{'; it fell behind' if percentile(served, 50) > plan_s * 1.05 else ''})")
             lag = LAGS.get(streams) or [0.0]
-            print(f"  the event loop: a look on the 16 ms grid ran late by p50 {percentile(lag, 50):.2f} ms, p99 "
+            print(f"  the event loop: a look on the {PACE_S * 1000:g} ms grid ran late by p50 "
+                  f"{percentile(lag, 50):.2f} ms, p99 "
                   f"{percentile(lag, 99):.2f} ms (requests are stamped by the kernel, not by the loop)")
             ok &= line("TTFT error p99", percentile(errors["ttft_ms"], 99), "ms", TTFT_P99_MS)
             ok &= line("decode error p99", percentile(errors["decode_pct"], 99), "%", DECODE_P99_PCT)

@@ -72,7 +72,7 @@ WIRE_DEFINITIONS: Final[dict[str, str]] = {
 
 
 PACED_SOURCE: Final[str] = "reads"
-"""The ``extra`` event a provider sends when a turn's reads were paced: ``{"paced_ms": 16.0}``."""
+"""The ``extra`` event a provider sends when a turn's reads were paced: ``{"paced_ms": 32.0}``."""
 
 OWN_EXTRAS: Final[frozenset[str]] = frozenset({"service_tier", PACED_SOURCE})
 """Sources of ``extra`` events that are tokrace's own facts about a turn, not a provider's timing."""

@@ -27,19 +27,21 @@ QUEUE_BYTES: Final[int] = 1024 * 1024
 waits, and the server's bytes wait in the kernel (as TCP means them to). A server sending 240 MB faster than the
 lane parses it had it all read into memory. While the loop parses what it took, as much again is read ahead: 1 MB
 (16 reads) keeps the two within 2 MB, part of what one huge event may cost (docs/performance.md#hostile-input;
-2 MB made it 4 MB, more than one 3 MB event), and is far more than any paced lane has waiting (16 ms of a stream
+2 MB made it 4 MB, more than one 3 MB event), and is far more than any paced lane has waiting (32 ms of a stream
 of 60 MB/s). Its packets keep the kernel's stamps of their arrival, so waiting changes no figure."""
 SMALL_WRITE: Final[int] = 64 * 1024
 """Writes up to this size go straight to the socket (its buffer takes them at once); bigger ones go through a
 worker thread so that a slow peer never blocks the event loop."""
 
 
-HAND_OVER_S: Final[float] = COARSE_WAKE_S / 2
+HAND_OVER_S: Final[float] = COARSE_WAKE_S
 """After a connection's reads were handed over, the event loop looks for the next ones by itself about this much
-later (16 ms, at the next point of a grid the process shares: :func:`next_look`) instead of being woken by the
+later (32 ms, at the next point of a grid the process shares: :func:`next_look`) instead of being woken by the
 reader thread per packet (each read keeps its own stamp, so no figure moves; a lane's text reaches the screen up
-to 24 ms later, well within one 64 ms frame, and the live gauge allows for it: ``live.DELIVERY_LAG_S``). 4 ms cost
-a lane at 750 tok/s about 1.5 % of a core more on a VM."""
+to 48 ms later, within one 64 ms frame, and the live gauge allows for it: ``live.DELIVERY_LAG_S``). 4 ms cost
+a lane at 750 tok/s about 1.5 % of a core more on a VM; 16 ms (half the grid of the frames) woke the process
+twice as often as a synthetic lane, and cost one HTTP lane at 3,000 tok/s about 2 points of a core more than 32
+ms (docs/performance.md)."""
 
 
 def next_look(now: float, every: float) -> float:
@@ -57,8 +59,8 @@ READ_SLICE_S: Final[float] = 0.002
 loop run this often: the screen, the other lanes and timers are never held for a whole stream."""
 
 
-PACE_S: Final[float] = COARSE_WAKE_S / 2
-"""While reads are paced, the event loop looks for bytes this often (16 ms, on the grid of :func:`next_look`; a
+PACE_S: Final[float] = COARSE_WAKE_S
+"""While reads are paced, the event loop looks for bytes this often (32 ms, on the grid of :func:`next_look`; a
 screen draws every 64 ms)."""
 
 FAST_READ_S: Final[float] = 0.002
