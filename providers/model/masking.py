@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
@@ -125,6 +125,16 @@ def base64_forms(secret: str) -> list[str]:
     return out
 
 
+def with_more_secrets(secrets: Sequence[str], values: Iterable[str]) -> list[str] | None:
+    """``secrets`` with ``values`` added (each at least :data:`MIN_SECRET_LEN` long, and its base64 forms), longest
+    first as masking wants them; ``None`` when none of them is new."""
+    found = {v for v in values if len(v) >= MIN_SECRET_LEN} - set(secrets)
+    if not found:
+        return None
+    found.update(form for value in list(found) for form in base64_forms(value))
+    return sorted(set(secrets) | found, key=len, reverse=True)
+
+
 def looks_like_key(text: str) -> bool:
     """Whether a value has a provider key's shape."""
     return bool(_KEY_SHAPE.search(text))
@@ -203,10 +213,9 @@ class Masker:
     def add(self, values: Sequence[str]) -> None:
         """Mask these values too from now on (each at least :data:`MIN_SECRET_LEN` long, and its base64 forms):
         secrets seen only as a session runs, such as the keys a proxied client sends."""
-        found = {v for v in values if len(v) >= MIN_SECRET_LEN} - set(self.secrets)
-        if found:
-            found.update(form for value in list(found) for form in base64_forms(value))
-            self.secrets = sorted(set(self.secrets) | found, key=len, reverse=True)
+        secrets = with_more_secrets(self.secrets, values)
+        if secrets is not None:
+            self.secrets = secrets
             self.active = True
             self._clean.clear()  # a text found clean before may hold one of them
 

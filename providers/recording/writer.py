@@ -17,7 +17,15 @@ from typing import Any, BinaryIO, Final
 from urllib.parse import urlencode
 
 from ..model.events import Delta, DeltaRun, Event, event_to_dict, finite_json
-from ..model.masking import MIN_HEADER_SECRET_LEN, MIN_SECRET_LEN, base64_forms, redact, shapes_free, url_secrets
+from ..model.masking import (
+    MIN_HEADER_SECRET_LEN,
+    MIN_SECRET_LEN,
+    base64_forms,
+    redact,
+    shapes_free,
+    url_secrets,
+    with_more_secrets,
+)
 from ..model.tiers import TierSpec
 from .format import FORMAT, VERSION, RecordingError
 
@@ -173,10 +181,9 @@ class Recorder:
     def also_mask(self, values: Iterable[str]) -> None:
         """Mask these values too from now on (each at least :data:`MIN_SECRET_LEN` long, and its base64 forms):
         secrets seen only as the session runs, such as the keys a proxied client sends."""
-        found = {v for v in values if len(v) >= MIN_SECRET_LEN} - set(self._secrets)
-        if found:
-            found.update(form for value in list(found) for form in base64_forms(value))
-            self._secrets = sorted(set(self._secrets) | found, key=len, reverse=True)
+        secrets = with_more_secrets(self._secrets, values)
+        if secrets is not None:
+            self._secrets = secrets
             self._plain.clear()  # a text found plain before may hold one of them
 
     @property
