@@ -135,6 +135,13 @@ class MeterQueue:
             loop = asyncio.get_running_loop()
             loop.call_at(loop.time(), self._work)
 
+    def drain(self) -> None:
+        """Read everything still queued now, whole (a session closing: a call's end must reach the recording)."""
+        queue = self._queue
+        while queue:
+            meter, kind, t, value = queue.popleft()
+            meter.step(kind, t, value)
+
     def _work(self) -> None:
         queue = self._queue
         stop = time.perf_counter() + SLICE_S

@@ -149,6 +149,7 @@ class ProxySession:
             task.cancel()
         await asyncio.gather(*self._shadows, return_exceptions=True)
         await self.server.close()
+        self.book.work.drain()  # what the relay handed on and was not yet read: the last call's end among it
         self.collector.stop()
         self.book.close()
         if self._flusher is not None:
