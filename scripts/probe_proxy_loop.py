@@ -27,7 +27,7 @@ from bench_proxy import UPSTREAM, conditions, paired, pct
 WATCHED = r'''
 import asyncio, collections, gc, json, os, signal, sys, time
 from asyncio import events
-from tokrace.providers.proxy import relay
+from tokrace.providers.proxy import exchange, offloop
 slow, collections_, wakes, busy = collections.defaultdict(list), [], [], []
 last = [0.0, ""]
 run = events.Handle._run
@@ -47,7 +47,7 @@ def on_gc(phase, info):
     elif wakes:
         collections_.append((info["generation"], time.perf_counter() - began["t"]))
 gc.callbacks.append(on_gc)
-received = relay._Upstreaming.data_received
+received = exchange.Upstreaming.data_received
 def data_received(self, data):
     now = time.perf_counter()
     stamp = self.sock.stamp if self.sock is not None else None
@@ -55,10 +55,19 @@ def data_received(self, data):
         wakes.append(now - stamp)
         busy.append((max(0.0, last[0] - stamp), last[1]))
     received(self, data)
-relay._Upstreaming.data_received = data_received
+exchange.Upstreaming.data_received = data_received
+forwarded = []
+stamped = offloop.packet_time
+def packet_time(ancillary):  # the relay thread calls it right after the chunk's send returned
+    now = time.perf_counter()
+    stamp = stamped(ancillary)
+    if stamp is not None:
+        forwarded.append(now - stamp)
+    return stamp
+offloop.packet_time = packet_time
 def dump(*_):
     with open(os.environ["PROBE_OUT"], "w") as out:
-        json.dump({"slow": slow, "gc": collections_, "wakes": wakes, "busy": busy}, out)
+        json.dump({"slow": slow, "gc": collections_, "wakes": wakes, "busy": busy, "forwarded": forwarded}, out)
     os._exit(0)
 signal.signal(signal.SIGUSR1, dump)
 sys.argv = ["tokrace", *sys.argv[1:]]
@@ -101,7 +110,11 @@ def main(rates: list[int], seconds: float) -> None:
         proxy.wait()
         upstream.wait()
     seen = json.loads(out.read_text())
-    wakes = seen["wakes"]
+    forwarded = seen["forwarded"]
+    if forwarded:
+        print(f"on the relay threads, kernel arrival to the send's return ({len(forwarded):,} reads): p50 "
+              f"{ms(pct(forwarded, 50))} / p99 {ms(pct(forwarded, 99))} / p99.9 {ms(pct(forwarded, 99.9))} ms")
+    wakes = seen["wakes"] or [0.0]
     print(f"wake-up, kernel arrival to the relay's callback ({len(wakes):,} reads): p50 {ms(pct(wakes, 50))} / "
           f"p99 {ms(pct(wakes, 99))} / p99.9 {ms(pct(wakes, 99.9))} ms")
     busy = [b for b, _ in seen["busy"]]
