@@ -5,8 +5,6 @@ an observer after it was forwarded (docs/design.md §13)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -186,18 +184,20 @@ class Exchange:
         """Relay the rest of the body on a thread (docs/design.md §13): once the request went and the head is on,
         nothing then sits between a chunk's arrival and its forwarding but the syscalls."""
         up = self.upstream
-        if self.threads is None or not self.request_sent or self.finished.done() or up is None \
-                or up.sock is None or up.transport is None or up.transport.get_write_buffer_size() \
-                or self.client.get_write_buffer_size():
+        if self.threads is None or self.threads.closed or not self.request_sent or self.finished.done() \
+                or up is None or up.sock is None or up.transport is None or up.transport.get_write_buffer_size() \
+                or self.client.get_write_buffer_size() or self.client.is_closing():
             return
         client = self.client.get_extra_info("socket")
-        if client is None or self.end is None:
+        if client is None or client.fileno() < 0 or self.end is None:
+            return
+        try:
+            stream = Stream(up.sock.fileno(), client.fileno(), self.end, self)
+        except OSError:  # (out of descriptors: the loop relays it)
             return
         up.transport.pause_reading()
-        sends = up.sock.sends
-        self.stream = Stream(up.sock.fileno(), client.fileno(), self.end, self,
-                             sends.collect if sends is not None else None)
-        self.threads.run(self.stream)
+        self.stream = stream
+        self.threads.run(stream)
 
     def relayed(self, t: float, pieces: list[bytes]) -> None:
         """Pieces of the body the thread forwarded (the loop's side of :class:`~.offloop.Stream`)."""
@@ -227,9 +227,6 @@ class Exchange:
             return
         self.halted = True
         stream.stop()
-        if self.upstream is not None and self.upstream.sock is not None:
-            with contextlib.suppress(OSError):  # the thread holds its own descriptor: the FIN goes now
-                self.upstream.sock.shutdown(socket.SHUT_RDWR)
 
     async def settle(self, outcome: str) -> str:
         """The outcome once the thread (if one relays the body) has stopped: a body whose end the thread had

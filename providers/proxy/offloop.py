@@ -9,13 +9,13 @@ import os
 import queue
 import select
 import socket
+import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from ..timing.stamps import TIMESPEC, packet_time, send_stamps
+from ..timing.stamps import TIMESPEC, packet_time
 from .http1 import BodyEnd, HeadError
 
 READ_SIZE: Final[int] = 64 * 1024
@@ -30,6 +30,10 @@ IDLE_KEPT: Final[int] = 4
 
 IDLE_S: Final[float] = 60.0
 """How long a relay thread waits for a next answer before it ends."""
+
+HANDED_S: Final[float] = 0.005
+"""How often the loop takes the copies a relay thread gathered while chunks flow: the thread wakes it for the first
+after a quiet spell and for the body's end, never per chunk (each wake-up is a thread more for the cores to run)."""
 
 SWITCH_S: Final[float] = 10e-6
 """The interpreter's thread switch interval while the proxy runs (Python's default is 5 ms): a relay thread woken
@@ -70,18 +74,23 @@ class Stream:
     copy on. The thread works on duplicates of both sockets' descriptors, so the loop closing its transports never
     leaves the thread on a descriptor reused by another connection."""
 
-    def __init__(self, upstream: int, client: int, end: BodyEnd, receiver: Receiver,
-                 collect: Callable[[], None] | None = None) -> None:
+    def __init__(self, upstream: int, client: int, end: BodyEnd, receiver: Receiver) -> None:
         self._loop = asyncio.get_running_loop()
         self._up = socket.socket(fileno=os.dup(upstream))
-        self._client = socket.socket(fileno=os.dup(client))
+        try:
+            self._client = socket.socket(fileno=os.dup(client))
+            try:
+                self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            except OSError:
+                self._client.close()
+                raise
+        except OSError:
+            self._up.close()
+            raise
         self._up.setblocking(False)
         self._client.setblocking(False)
-        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._end = end
         self._receiver = receiver
-        self._collect = collect
-        """Takes the upstream socket's transmit stamps off its error queue (they make ``poll`` report an error)."""
         self._lock = threading.Lock()
         self._pending: list[tuple[float, list[bytes]] | Ending] = []
         self._scheduled = False
@@ -96,13 +105,17 @@ class Stream:
         if self.over.done() or self._stopping:
             return
         self._stopping = True
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # ends the thread's read at once, and sends the upstream a FIN now
+            self._up.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):  # (and its wait for room on the client's socket)
             os.eventfd_write(self._wake, 1)
 
     def _deliver(self) -> None:
         with self._lock:
             items, self._pending = self._pending, []
-            self._scheduled = False
+            if not items:  # a quiet spell: the next copy wakes the loop
+                self._scheduled = False
+                return
         for item in items:
             if isinstance(item, Ending):
                 os.close(self._wake)
@@ -111,6 +124,8 @@ class Stream:
                     self.over.set_result(item)
             else:
                 self._receiver.relayed(*item)
+        if not self.over.done():
+            self._loop.call_later(HANDED_S, self._deliver)
 
     # -- the thread's side ---------------------------------------------------------------------------------------
 
@@ -123,32 +138,39 @@ class Stream:
         finally:
             self._up.close()
             self._client.close()
-        if not self._post(ending):
+        if not self._post(ending, now=True):
             os.close(self._wake)  # (the loop is gone: nobody else will)
 
     def _relay(self) -> Ending:
         up, end, receiver = self._up, self._end, self._receiver
-        poller = select.poll()
-        poller.register(up, _POLL_IN)
-        poller.register(self._wake, _POLL_IN)
         buffer = bytearray(READ_SIZE)
         view = memoryview(buffer)
         length = not end.chunked and not end.until_close  # never read past a length's end: the next answer's
+        # A blocking read: one syscall (and one take of the interpreter's lock) per chunk fewer than poll, then read.
+        # The socket is the loop's too (a duplicate shares its blocking mode), but the loop neither reads (its
+        # transport is paused) nor writes it until the body's end, when it is non-blocking again.
+        up.setblocking(True)
+        try:
+            return self._relay_blocking(up, end, receiver, view, length)
+        finally:
+            with contextlib.suppress(OSError):
+                up.setblocking(False)
+
+    def _relay_blocking(self, up: socket.socket, end: BodyEnd, receiver: Receiver, view: memoryview,
+                        length: bool) -> Ending:
         while True:
-            poller.poll()
             if self._stopping:
                 return Ending(time.perf_counter(), "stopped")
             try:
                 size, ancillary, _, _ = up.recvmsg_into([view[:min(end.wants, READ_SIZE)] if length else view],
                                                         STAMP_SPACE)
-            except (BlockingIOError, InterruptedError):
-                self._errors()
+            except InterruptedError:
                 continue
             except OSError as exc:
                 return Ending(time.perf_counter(), "upstream",
                               f"the upstream connection failed ({exc.strerror or exc})")
             if not size:
-                return Ending(time.perf_counter(), "closed")
+                return Ending(time.perf_counter(), "stopped" if self._stopping else "closed")
             if not self._send(view[:size]):
                 return Ending(time.perf_counter(), "stopped" if self._stopping else "client")
             stamp = packet_time(ancillary)
@@ -182,19 +204,12 @@ class Stream:
                 return False
         return True
 
-    def _errors(self) -> None:
-        """Take the transmit stamps of the request's sends off the upstream's error queue (``poll`` reports them as
-        an error condition, again and again, until they are read)."""
-        if self._collect is not None:
-            self._collect()
-        else:
-            send_stamps(self._up)
-
-    def _post(self, item: tuple[float, list[bytes]] | Ending) -> bool:
-        """Hand ``item`` to the loop, waking it at most once for all that gathers before it runs."""
+    def _post(self, item: tuple[float, list[bytes]] | Ending, now: bool = False) -> bool:
+        """Hand ``item`` to the loop: taken with what gathers until the loop's next look (every :data:`HANDED_S`
+        while chunks flow), or ``now``."""
         with self._lock:
             self._pending.append(item)
-            if self._scheduled:
+            if self._scheduled and not now:
                 return True
             self._scheduled = True
         try:
@@ -213,6 +228,10 @@ class RelayThreads:
         self._idle: list[queue.SimpleQueue[Stream | None]] = []
         self._threads: set[threading.Thread] = set()
         self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def alive(self) -> int:
@@ -277,15 +296,11 @@ class SwitchInterval:
         self._was: float | None = None
 
     def start(self) -> None:
-        import sys
-
         if self._was is None:
             self._was = sys.getswitchinterval()
             sys.setswitchinterval(SWITCH_S)
 
     def stop(self) -> None:
-        import sys
-
         if self._was is not None:
             sys.setswitchinterval(self._was)
             self._was = None
