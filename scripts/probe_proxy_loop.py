@@ -2,8 +2,10 @@
 process of its own with its event loop and collector watched, streams the benchmark's paired chunks through it
 (``bench_proxy.py``'s upstream and client), and prints, beside the added delay:
 
-- the wake-up: from a chunk's kernel arrival stamp to the relay's callback for it (the OS's scheduling, and the
-  loop being busy with something else);
+- on the relay threads (a streamed body, once its head went): from a chunk's kernel arrival stamp to its ``send``
+  returning (the thread's wake-up, the interpreter's lock, the read and the write);
+- on the loop (heads, and bodies the loop relays): the wake-up from a read's kernel arrival stamp to the relay's
+  callback for it (the OS's scheduling, and the loop being busy with something else);
 - the loop busy when a chunk came: the callback running then and how long it still ran;
 - every garbage collection during the streams, by generation;
 - the loop's callbacks over 100 µs, by name.
