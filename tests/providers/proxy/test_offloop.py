@@ -124,6 +124,29 @@ async def test_a_length_body_on_a_thread_ends_at_its_length_and_the_upstream_con
     assert len(handed) == 2 and up.connections == 1
 
 
+async def test_a_body_that_runs_to_the_upstreams_close_ends_done_on_its_thread(handed: list[object]) -> None:
+    seen = Seen()
+
+    async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        for piece in (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n", SSE[:30], SSE[30:]):
+            writer.write(piece)
+            await asyncio.sleep(0.01)
+        writer.close()
+
+    server = await asyncio.start_server(until_close, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    async with ProxyServer(Routes.single(Upstream.parse(url)), lambda m, p: seen) as proxy:
+        got = await call(proxy, POST, until=b"(read to the close)")
+        for _ in range(100):
+            if seen.ends:
+                break
+            await asyncio.sleep(0.01)
+    server.close()
+    assert len(handed) == 1 and got.endswith(b"connection: close\r\n\r\n" + SSE)
+    assert b"".join(p for _, p in seen.pieces) == SSE and seen.ends == [("done", "")]
+
+
 async def test_a_slow_client_gets_every_byte_the_thread_relays_in_order(handed: list[object]) -> None:
     big = [os.urandom(200_000).hex().encode() for _ in range(6)]  # 2.4 MB: the client's socket fills
 
