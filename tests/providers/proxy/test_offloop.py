@@ -86,6 +86,28 @@ async def call(proxy: ProxyServer, request: bytes, until: bytes = b"0\r\n\r\n", 
 POST = b"POST /v1/messages HTTP/1.1\r\ncontent-length: 0\r\n\r\n"
 
 
+async def closing_call(pieces: list[bytes], seen: Seen, until: bytes = b"0\r\n\r\n") -> bytes:
+    """One call through a proxy to an upstream that writes ``pieces`` 10 ms apart and closes; what the client got,
+    once the call ended."""
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        for piece in pieces:
+            writer.write(piece)
+            await asyncio.sleep(0.01)
+        writer.close()
+
+    server = await asyncio.start_server(upstream, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    async with ProxyServer(Routes.single(Upstream.parse(url)), lambda m, p: seen) as proxy:
+        got = await call(proxy, POST, until=until)
+        for _ in range(100):
+            if seen.ends:
+                break
+            await asyncio.sleep(0.01)
+    server.close()
+    return got
+
+
 async def test_a_body_after_its_head_goes_on_a_thread_byte_for_byte_and_each_chunk_is_measured_with_its_stamp(
         handed: list[object]) -> None:
     seen = Seen()
@@ -126,23 +148,8 @@ async def test_a_length_body_on_a_thread_ends_at_its_length_and_the_upstream_con
 
 async def test_a_body_that_runs_to_the_upstreams_close_ends_done_on_its_thread(handed: list[object]) -> None:
     seen = Seen()
-
-    async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        for piece in (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n", SSE[:30], SSE[30:]):
-            writer.write(piece)
-            await asyncio.sleep(0.01)
-        writer.close()
-
-    server = await asyncio.start_server(until_close, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    async with ProxyServer(Routes.single(Upstream.parse(url)), lambda m, p: seen) as proxy:
-        got = await call(proxy, POST, until=b"(read to the close)")
-        for _ in range(100):
-            if seen.ends:
-                break
-            await asyncio.sleep(0.01)
-    server.close()
+    got = await closing_call([b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n", SSE[:30], SSE[30:]],
+                             seen, until=b"(read to the close)")
     assert len(handed) == 1 and got.endswith(b"connection: close\r\n\r\n" + SSE)
     assert b"".join(p for _, p in seen.pieces) == SSE and seen.ends == [("done", "")]
 
@@ -171,23 +178,8 @@ async def test_a_slow_client_gets_every_byte_the_thread_relays_in_order(handed: 
 async def test_an_upstream_failing_mid_body_on_a_thread_ends_the_call_and_cuts_the_clients_answer(
         handed: list[object], fault: bytes, why: str) -> None:
     seen = Seen()
-
-    async def failing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head, first, *_ = sse_answer(await reader.readuntil(b"\r\n\r\n"))
-        for piece in (head, first, fault):
-            writer.write(piece)
-            await asyncio.sleep(0.01)
-        writer.close()
-
-    server = await asyncio.start_server(failing, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    async with ProxyServer(Routes.single(Upstream.parse(url)), lambda m, p: seen) as proxy:
-        got = await call(proxy, POST)
-        for _ in range(100):
-            if seen.ends:
-                break
-            await asyncio.sleep(0.01)
-    server.close()
+    head, first, *_ = sse_answer(POST)
+    got = await closing_call([head, first, fault], seen)
     assert len(handed) == 1
     assert got.startswith(b"HTTP/1.1 200") and not got.endswith(b"0\r\n\r\n")  # cut off, and seen to be
     assert seen.ends and seen.ends[0][0] == "upstream" and seen.ends[0][1].startswith(why)
