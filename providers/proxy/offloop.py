@@ -69,8 +69,8 @@ class Ending:
 
 
 class Stream:
-    """One answer's body, from the upstream's socket to the client's, on a relay thread: poll, ``recvmsg_into`` the
-    thread's buffer (with the kernel's stamp), ``send`` it all, and only then find the body's framing and hand a
+    """One answer's body, from the upstream's socket to the client's, on a relay thread: a blocking ``recvmsg_into``
+    the thread's buffer (with the kernel's stamp), ``send`` it all, and only then find the body's framing and hand a
     copy on. The thread works on duplicates of both sockets' descriptors, so the loop closing its transports never
     leaves the thread on a descriptor reused by another connection."""
 
