@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .relay import Observer, ProxyServer
+from .exchange import Observer
+from .relay import ProxyServer
 from .routes import Routes, Upstream
 
 __all__ = ["Observer", "ProxyServer", "Routes", "Upstream"]
