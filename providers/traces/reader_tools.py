@@ -86,7 +86,7 @@ class Lines:
                     while raw and not raw.endswith(b"\n"):  # skip the rest of that line
                         raw = fh.readline(MAX_LINE)
                     continue
-                if not raw.strip():
+                if raw.isspace():  # not raw.strip(): that copies every line to find the few empty ones
                     continue
                 try:
                     obj = clean_json(raw)  # names and ids are shown: never a command
