@@ -9,8 +9,9 @@ run's wall time and CPU-seconds, each round's speed-up and the median and spread
 and what a 1 TB trace set would take (from the medians), and the peak RSS. On a busy box the wall times say more
 about the other work than about tokrace, so it also prints each round's CPU-seconds of --jobs 2 against --jobs 1
 (what a file costs with two workers busy against one: 1.00 when the work scales), where one more --jobs N run's
-CPU-seconds go (the parent before, while and after the workers run; each worker's share), the critical path those
-give on an idle box, and how much N processes of pure Python get done at once on this box now (the ceiling of any
+CPU-seconds go (the parent before, while and after the workers run; each worker's share), the critical path that
+run gives on an idle box against its own total (CPU-seconds of runs made minutes apart differ by the box's drift,
+so the two are never mixed) and with the rounds' CPU ratio, and how much N processes of pure Python get done at once on this box now (the ceiling of any
 speed-up). Goals: --jobs 2 at least 1.8x faster than --jobs 1 on 1,000 files (on 2 cores; the median of the
 rounds), the same JSON in every run, under 300 MB for 1,000 traces of 1 MB. About 3 minutes on an idle 2-core box.
 
@@ -295,13 +296,17 @@ def main() -> int:
               f"workers busy against one process: median {cpu_ratio:.2f} (from {cpu_low:.2f} to {cpu_high:.2f})")
         before, during, after, workers = explain(folder, args.jobs)
         serial = before + after
+        total = serial + during + sum(workers)
         path = serial + max(max(workers, default=0.0), (during + sum(workers)) / args.jobs)
         print(f"--jobs {args.jobs} in CPU-seconds (one more run): the parent {before:.2f} before the workers, "
               f"{during:.2f} while they ran, {after:.2f} after (tables, JSON); the workers "
-              f"{', '.join(f'{w:.2f}' for w in workers)}; --jobs 1: {one_cpu:.2f} in all (median of the rounds)")
+              f"{', '.join(f'{w:.2f}' for w in workers)}; {total:.2f} in all")
+        # CPU-seconds of two runs made at different times differ by the box's drift (a fifth or more on a VM):
+        # the run's own total against its own critical path gives its shape; the rounds give what a file costs
         print(f"critical path on an idle box of {args.jobs} cores (the serial parts, then the busiest worker or an "
-              f"even share of all the CPU while they ran): {path:.2f} s, {one_cpu / path:.2f}x of --jobs 1's "
-              f"{one_cpu:.2f} s; serial {serial / one_cpu:.1%} of the work")
+              f"even share of all the CPU while they ran): {path:.2f} s of that run's {total:.2f}, "
+              f"{total / path:.2f}x, serial {serial / total:.1%}; with a file costing {cpu_ratio:.2f} of one "
+              f"process's CPU (the rounds' median), {total / path / cpu_ratio:.2f}x")
         print(f"this box now: {args.jobs} processes do {box_scaling(args.jobs):.2f}x the pure-Python work of one in "
               f"the same time (the ceiling of the speed-up; load average {os.getloadavg()[0]:.1f})")
         per_core = mb / one_wall
@@ -310,7 +315,8 @@ def main() -> int:
         cpu_core = mb / one_cpu
         print(f"the same from CPU-seconds (what an idle box gives; wall seconds above carry the other work): "
               f"{cpu_core:.1f} MB/s per core; a 1 TB trace set {1e6 / cpu_core / 3600:.1f} h on one core, "
-              f"{1e6 / (mb / path) / 3600:.1f} h at --jobs {args.jobs} on {args.jobs} idle cores")
+              f"{1e6 / cpu_core / 3600 / (total / path / cpu_ratio):.1f} h at --jobs {args.jobs} on {args.jobs} idle "
+              "cores")
         first = runs[0][0].report
         same = all(run.report == first and run.code == 0 for pair in runs for run in pair)
         print(f"took {time.perf_counter() - begun:.0f} s in all; load average {os.getloadavg()[0]:.1f} at the end")
