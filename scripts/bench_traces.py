@@ -11,9 +11,10 @@ about the other work than about tokrace, so it also prints each round's CPU-seco
 (what a file costs with two workers busy against one: 1.00 when the work scales), where one more --jobs N run's
 CPU-seconds go (the parent before, while and after the workers run; each worker's share), the critical path that
 run gives on an idle box against its own total (CPU-seconds of runs made minutes apart differ by the box's drift,
-so the two are never mixed) and with the rounds' CPU ratio, and how much N processes of pure Python get done at once on this box now (the ceiling of any
-speed-up). Goals: --jobs 2 at least 1.8x faster than --jobs 1 on 1,000 files (on 2 cores; the median of the
-rounds), the same JSON in every run, under 300 MB for 1,000 traces of 1 MB. About 3 minutes on an idle 2-core box.
+so the two are never mixed) and with the rounds' CPU ratio, and how much N processes of pure Python get done at
+once on this box now (the ceiling of any speed-up). Goals: --jobs 2 at least 1.8x faster than --jobs 1 on 1,000
+files (on 2 cores; the median of the rounds), the same JSON in every run, under 300 MB for 1,000 traces of 1 MB.
+About 3 minutes on an idle 2-core box (5 on a busy one).
 
     python scripts/bench_traces.py [--traces 1000] [--size-mb 1.0] [--jobs 2] [--rounds 3] [--keep DIR]
 """
