@@ -304,10 +304,12 @@ def main() -> int:
               f"{', '.join(f'{w:.2f}' for w in workers)}; {total:.2f} in all")
         # CPU-seconds of two runs made at different times differ by the box's drift (a fifth or more on a VM):
         # the run's own total against its own critical path gives its shape; the rounds give what a file costs
+        costing = max(cpu_ratio, 1.0)  # a second core never makes a file cheaper: below 1 is the box's noise
+        idle = total / path / costing
         print(f"critical path on an idle box of {args.jobs} cores (the serial parts, then the busiest worker or an "
               f"even share of all the CPU while they ran): {path:.2f} s of that run's {total:.2f}, "
-              f"{total / path:.2f}x, serial {serial / total:.1%}; with a file costing {cpu_ratio:.2f} of one "
-              f"process's CPU (the rounds' median), {total / path / cpu_ratio:.2f}x")
+              f"{total / path:.2f}x, serial {serial / total:.1%}; with a file costing {costing:.2f} of one "
+              f"process's CPU (the rounds' median {cpu_ratio:.2f}, 1.00 when below: noise), {idle:.2f}x")
         print(f"this box now: {args.jobs} processes do {box_scaling(args.jobs):.2f}x the pure-Python work of one in "
               f"the same time (the ceiling of the speed-up; load average {os.getloadavg()[0]:.1f})")
         per_core = mb / one_wall
@@ -316,8 +318,7 @@ def main() -> int:
         cpu_core = mb / one_cpu
         print(f"the same from CPU-seconds (what an idle box gives; wall seconds above carry the other work): "
               f"{cpu_core:.1f} MB/s per core; a 1 TB trace set {1e6 / cpu_core / 3600:.1f} h on one core, "
-              f"{1e6 / cpu_core / 3600 / (total / path / cpu_ratio):.1f} h at --jobs {args.jobs} on {args.jobs} idle "
-              "cores")
+              f"{1e6 / cpu_core / 3600 / idle:.1f} h at --jobs {args.jobs} on {args.jobs} idle cores")
         first = runs[0][0].report
         same = all(run.report == first and run.code == 0 for pair in runs for run in pair)
         print(f"took {time.perf_counter() - begun:.0f} s in all; load average {os.getloadavg()[0]:.1f} at the end")
