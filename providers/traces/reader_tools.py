@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,30 @@ MAX_DOCUMENT: Final[int] = 512 * 1024 * 1024
 
 HEAD_BYTES: Final[int] = 64 * 1024
 """How much of a file format detection looks at."""
+
+
+CONTROL_ESCAPES: Final[re.Pattern[bytes]] = re.compile(rb"\\[ubf]")
+"""The JSON escapes that can make a control character :func:`~tokrace.providers.model.printable.without_controls`
+replaces (``\\u00XX``, ``\\b``, ``\\f``); ``\\n``, ``\\r`` and ``\\t`` it keeps."""
+
+
+def may_hold_controls(raw: bytes) -> bool:
+    """Whether any string :func:`json.loads` makes of ``raw`` (keys too) may hold a control character that
+    :func:`~tokrace.providers.model.printable.without_controls` replaces: an escape that can make one, DEL or a
+    C1 control written as it is (``\\x7f``; in UTF-8 every C1 control starts with ``\\xc2``), or bytes that make
+    :func:`json.loads` read the line as UTF-16 or UTF-32 (a zero byte, a byte-order mark's ``\\xfe`` or ``\\xff``).
+    A raw control character below space cannot be inside a string: strict JSON refuses it. When ``False``, every
+    string is clean as parsed. The tests (each single byte a ``memchr``) cost about a tenth of walking the parsed
+    line (docs/performance.md#traces)."""
+    return (CONTROL_ESCAPES.search(raw) is not None or b"\x7f" in raw or b"\xc2" in raw or b"\x00" in raw
+            or b"\xfe" in raw or b"\xff" in raw)
+
+
+def clean_json(raw: bytes) -> Any:
+    """``raw`` parsed as JSON with every string in it (keys too) free of control characters, walked only when it
+    may hold one (:func:`may_hold_controls`); raises what :func:`json.loads` raises."""
+    obj = json.loads(raw)
+    return deep_without_controls(obj) if may_hold_controls(raw) else obj
 
 
 class TraceError(TokraceError):
@@ -61,10 +86,10 @@ class Lines:
                     while raw and not raw.endswith(b"\n"):  # skip the rest of that line
                         raw = fh.readline(MAX_LINE)
                     continue
-                if not raw.strip():
+                if raw.isspace():  # not raw.strip(): that copies every line to find the few empty ones
                     continue
                 try:
-                    obj = json.loads(raw)
+                    obj = clean_json(raw)  # names and ids are shown: never a command
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     self.skip("a line that is not JSON")
                     continue
@@ -74,7 +99,7 @@ class Lines:
                 if not isinstance(obj, dict):
                     self.skip("a line that is not a JSON object")
                     continue
-                yield deep_without_controls(obj)  # type: ignore[misc]  # names and ids are shown: never a command
+                yield obj
 
     def notes(self) -> list[str]:
         return [f"skipped {n} × {why}" for why, n in sorted(self.reasons.items())]
@@ -133,11 +158,11 @@ def head_objects(data: bytes, limit: int = 20) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = clean_json(line)
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue
         if isinstance(obj, dict):
-            out.append(deep_without_controls(obj))  # type: ignore[arg-type]
+            out.append(obj)
         if len(out) >= limit:
             break
     return out
