@@ -24,7 +24,7 @@ from tokrace.providers.timing.clock import Clock, RealClock
 
 from ..cli.signals import EXIT_INTERRUPTED
 from ..cli.signals import install as install_signals
-from .render import after_first_frame
+from .render import after_first_frame, parse_once
 from .screens.race import RaceScreen
 from .theming import AppThemes
 from .widgets.palette import APP_COLOURS
@@ -82,6 +82,7 @@ class TokraceApp(App[int]):
         self.themes = AppThemes() if themes is None else themes
         """tokrace's themes (built-in and the user's), the one to start with, and where choices are kept."""
         self.themes.install(self)
+        parse_once(self)
         self._forget_signals: Callable[[], None] | None = None
         self._gc_threshold: tuple[int, int, int] | None = None
         """The collector's thresholds before the app raised the youngest one (see ``YOUNG_OBJECTS``)."""

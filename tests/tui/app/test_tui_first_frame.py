@@ -5,6 +5,7 @@ later and the rest a frame after (issue 29's cold start)."""
 from __future__ import annotations
 
 import gc
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,3 +120,33 @@ async def test_the_screen_is_styled_once_on_its_way_to_the_first_frame(size: tup
     assert restyled.count("FooterKey") == 0
     assert restyled.count("LaneView") == (0 if size == (80, 24) else 3)
     assert len(breakpoints) == 2
+
+
+async def test_each_stylesheet_is_parsed_once_on_the_way_to_the_first_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual's reparse (a theme set, a screen's stylesheet read) parsed every source into a stylesheet it then
+    dropped, and the next widget class's CSS had them all parsed again: race.tcss twice, the app's defaults three
+    times, 20 ms before the first frame. (A widget's CSS found nearer the top of a later widget's class tree ranks
+    differently there, and is parsed again for it: Textual writes the rank into the rules.)"""
+    import textual.css.stylesheet
+
+    parsed: list[str] = []
+    parse = textual.css.stylesheet.parse
+
+    def counted(scope: str, css: str, read_from: tuple[str, str], **kwargs: Any) -> Any:
+        parsed.append(f"{Path(read_from[0]).name} {read_from[1]} {kwargs['tie_breaker']}")
+        return parse(scope, css, read_from, **kwargs)
+
+    monkeypatch.setattr(textual.css.stylesheet, "parse", counted)
+    app, _ = demo_app()
+    settle = app._settle
+    at_first_frame: list[str] = []
+
+    def settled() -> None:
+        at_first_frame.extend(parsed)
+        settle()
+
+    monkeypatch.setattr(app, "_settle", settled)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+    assert "race.tcss  0" in at_first_frame and "app.py App.DEFAULT_CSS -1" in at_first_frame
+    assert sorted(at_first_frame) == sorted(set(at_first_frame))  # no source parsed twice
