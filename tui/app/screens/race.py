@@ -8,15 +8,16 @@ second; nothing repaints while nothing moves.
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.content import Content
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input, Static
 
@@ -41,6 +42,7 @@ from ..widgets.replay_bar import ReplayBar
 from ..widgets.summary import racing_line, summary_line, with_pace
 from ..widgets.timeline import Timeline
 from ..widgets.voice import verdict_line, voice_status
+from .race_commands import RACE_ACTIONS, REPLAY_ACTIONS, VOICE_ACTIONS, WHAT_IF_ACTIONS, commands, key_help
 
 if TYPE_CHECKING:
     from tokrace.providers.voice.speak import Speaker
@@ -56,12 +58,6 @@ IDLE_HZ = 2
 notice what changes next without a key press (a problem to report), at a fifteenth of the work."""
 IDLE_AFTER = FRAME_HZ
 
-REPLAY_ACTIONS = frozenset({"restart", "pause", "step", "faster", "slower"})
-RACE_ACTIONS = frozenset({"race", "edit_prompt"})
-VOICE_ACTIONS = frozenset({"voice_slower", "voice_faster"})
-"""Only while the voice lens is on (help lists them always)."""
-WHAT_IF_ACTIONS = frozenset({"what_if_faster", "what_if_slower"})
-"""Only while the bottleneck view is shown (help lists them always)."""
 
 
 class RaceScreen(Screen[None]):
@@ -153,6 +149,7 @@ class RaceScreen(Screen[None]):
         """Frames in a row in which nothing changed."""
         self._submitted: str | None = None
         """The prompt last submitted with Enter: leaving the bar after Enter keeps it (it is about to race)."""
+        self._shown = False
 
     # -- layout -------------------------------------------------------------------------------------------------
 
@@ -177,6 +174,15 @@ class RaceScreen(Screen[None]):
         yield self.voice_line
         yield self.notice
         yield RaceFooter()
+
+    def post_message(self, message: Message) -> bool:
+        if isinstance(message, events.ScreenResume) and not self._shown:
+            # Shown for the first time: styled as it was built, with its classes given before it was mounted, on
+            # the theme and the stylesheets it shows with (a widget's own CSS applies inside it alone), so Textual's
+            # restyling every widget of it again here would change nothing (it took 18 ms of the first frame).
+            self._shown = True
+            message.refresh_styles = False
+        return super().post_message(message)
 
     def on_mount(self) -> None:
         if self.present:
@@ -544,56 +550,13 @@ class RaceScreen(Screen[None]):
 
     def key_help(self) -> list[tuple[str, str]]:
         """(keys, what they do) for every binding this screen offers now."""
-        out = []
-        for binding in self.BINDINGS:
-            assert isinstance(binding, Binding)
-            action, _, params = binding.action.partition("(")
-            allowed = action in VOICE_ACTIONS | WHAT_IF_ACTIONS or self.check_action(action.removeprefix("app."),
-                                                                   (0,) if params else ())
-            if not binding.show or allowed is False:
-                continue
-            out.append((binding.key_display or binding.key, binding.tooltip or binding.description))
-        return out
+        return key_help(self)
 
     def commands(self) -> Iterator[tuple[str, str, Callable[[], object]]]:
         """(title, help, callback) for the command palette."""
-        replay = self.replay is not None
-        if replay:
-            yield "Restart the replay", "play the recording again from its start", self.action_restart
-        else:
-            yield "Race again", "race the prompt again on every tier", self.action_race
-        yield "Stop", "stop every lane still running", self.action_stop
-        if replay:
-            yield "Pause or play", "pause the replay, or play it on", self.action_pause
-            yield "Step", "pause and move a tenth of a second, or to the next event", self.action_step
-            yield "Faster", "play faster", self.action_faster
-            yield "Slower", "play slower", self.action_slower
-        else:
-            yield "Edit the prompt", "change the prompt and race again", self.action_edit_prompt
-        for view in self.views:
-            name = literal(view.lane.tier.name)
-            yield (f"Details: {name}", f"every metric of {name}, its definition and its source",
-                   functools.partial(self._details_of, view.index))
-        yield "Zoom the timeline", "cycle ×1, ×2, ×4, ×8 from the start of the race", self.action_zoom
-        yield ("Bottlenecks", "where each lane's time goes: model, tools, people, waits; the Amdahl bound; what a "
-               "faster model would do", self.action_bottlenecks)
-        if self.bottlenecks.display:
-            yield "What if: a faster model", "raise N in \"a model N× faster\"", self.action_what_if_faster
-            yield "What if: a slower model", "lower N in \"a model N× faster\"", self.action_what_if_slower
-        yield ("Voice lens on or off", "where a speaking voice would be in every lane's answer, and when it "
-               "would fall silent", self.action_voice)
-        if self.voice.on:
-            yield "Speak faster", "the voice lens speaks 15 words per minute faster", self.action_voice_faster
-            yield "Speak slower", "the voice lens speaks 15 words per minute slower", self.action_voice_slower
-        yield ("Export…", "write this race beside its recording: Markdown, HTML, CSV, SVG, asciicast or "
-               "OpenTelemetry JSON", self.action_export)
-        yield "Help", "keys, colours and where the numbers come from", self.action_help
+        return commands(self)
 
-    def _details_of(self, index: int) -> None:
+    def show_details(self, index: int) -> None:
+        """The details of lane ``index``, focused."""
         self._set_focused(index)
         self.action_details()
-
-
-def literal(text: str) -> str:
-    """``text`` as Textual markup that shows it as it is (the command palette reads its titles as markup)."""
-    return text.replace("[", "\\[")
