@@ -176,3 +176,34 @@ async def test_restyling_the_screen_at_its_first_frame_would_change_nothing(size
         await pilot.pause()
     assert len(before) > 40
     assert after == before
+
+
+async def test_a_lanes_hidden_parts_wait_for_their_first_showing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first frame composes none of what a lane hides at the start (the final answer, an error, a replay's
+    pacing, the presenter's large figure): a fifth of the screen's widgets. Each is mounted in its own place the
+    first time it shows."""
+    from tui_harness import at, failing_demo_tiers
+
+    from tokrace.tui.app.widgets.lane import LaneView
+
+    app, clock = demo_app(failing_demo_tiers())
+    settle = app._settle
+    at_first_frame: list[list[str]] = []
+
+    def parts(view: LaneView) -> list[str]:
+        return [" ".join(sorted(child.classes)) for child in view.children]
+
+    def settled() -> None:
+        at_first_frame.extend(parts(view) for view in app.screen.query(LaneView))
+        settle()
+
+    monkeypatch.setattr(app, "_settle", settled)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        assert at_first_frame[0] == ["lane-head", "tail", "voice", "gauge", "lane-stats"]
+        await at(pilot, clock, 10.0)
+        await pilot.pause()
+        failed, done = app.screen.views[1], app.screen.views[2]
+        assert failed.error.display and done.final.display
+        assert parts(failed)[-3:] == ["lane-error", "gauge", "lane-stats"]  # in their places
+        assert parts(done) == ["lane-head", "tail", "final", "voice", "gauge", "lane-stats"]

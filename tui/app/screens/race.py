@@ -92,7 +92,7 @@ class RaceScreen(Screen[None]):
         """Off in tests and screenshots: no frame timer (the test draws each frame), no cursor blink."""
         self.freeze_gc = freeze_gc
         """Keep the race's growing history out of the garbage collector's full passes while it runs."""
-        self.views = [LaneView(i, lane, focused=i == 0) for i, lane in enumerate(runner.live.lanes)]
+        self.views = [LaneView(i, lane, focused=i == 0, present=present) for i, lane in enumerate(runner.live.lanes)]
         self.timeline = Timeline(id="timeline")
         self.bottlenecks: BottleneckView | None = None
         """The bottleneck view, made when it is first shown (``b``): its code is not on the way to the first frame."""
