@@ -179,9 +179,9 @@ async def test_restyling_the_screen_at_its_first_frame_would_change_nothing(size
 
 
 async def test_a_lanes_hidden_parts_wait_for_their_first_showing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first frame composes none of what a lane hides at the start (the final answer, an error, a replay's
-    pacing, the presenter's large figure): a fifth of the screen's widgets. Each is mounted in its own place the
-    first time it shows."""
+    """The first frame composes none of what a lane hides at the start (an error, a replay's pacing, the
+    presenter's large figure): twelve of the screen's widgets. Each is mounted in its own place the first time it
+    shows."""
     from tui_harness import at, failing_demo_tiers
 
     from tokrace.tui.app.widgets.lane import LaneView
@@ -200,7 +200,7 @@ async def test_a_lanes_hidden_parts_wait_for_their_first_showing(monkeypatch: py
     monkeypatch.setattr(app, "_settle", settled)
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.pause()
-        assert at_first_frame[0] == ["lane-head", "tail", "voice", "gauge", "lane-stats"]
+        assert at_first_frame[0] == ["lane-head", "tail", "final", "voice", "gauge", "lane-stats"]
         await at(pilot, clock, 10.0)
         await pilot.pause()
         failed, done = app.screen.views[1], app.screen.views[2]

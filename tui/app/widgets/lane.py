@@ -99,8 +99,8 @@ def gauge_peak(lane: LiveLane, now: float) -> float:
 
 class LaneView(Vertical):
     """A lane's widgets, bound to one :class:`LiveLane` at a time (a new race rebinds them). Those hidden at the
-    start (the final answer, an error, the replay's pacing, the presenter's large figure) are mounted in their
-    places the first time they show: the first frame composes and styles none of them."""
+    start (an error, the replay's pacing, the presenter's large figure) are mounted in their places the first time
+    they show: the first frame composes and styles none of them."""
 
     def __init__(self, index: int, lane: LiveLane, *, focused: bool = False, present: bool = False) -> None:
         # focused from the start (the race screen's first lane): its styles are worked out once, not twice
@@ -140,8 +140,9 @@ class LaneView(Vertical):
                                classes="lane-head")
         self._parts = (self.tail, self.final, self.voice, self.error, self.big, self.big_caption, self.gauge,
                        self.stats)
-        """The body's widgets in their order, the hidden ones among them whether mounted yet or not (the voice lens
-        is always there: it draws what the screen hands it as soon as it shows)."""
+        """The body's widgets in their order, the hidden ones among them whether mounted yet or not. The final answer
+        and the voice lens are always there: they take each other's place, and the voice lens draws what the screen
+        hands it as soon as it shows (it read a size of the final answer's mounted after it, now and then)."""
 
     def compose(self) -> ComposeResult:
         yield self.head
@@ -149,12 +150,12 @@ class LaneView(Vertical):
             if part is self.big or part is self.big_caption:  # the stylesheet shows them in the presenter's view
                 shown = self.present
             else:
-                shown = part.display or part is self.voice or part is self.gauge or part is self.stats
+                shown = part.display or part in (self.final, self.voice, self.gauge, self.stats)
             if shown:
                 yield part
 
     def _place_shown(self) -> None:
-        for part in (self.tail, self.final, self.error):
+        for part in (self.tail, self.error):
             if part.display:
                 self._place(part)
 
@@ -272,4 +273,3 @@ class LaneView(Vertical):
         if not self.voice_on:
             self.tail.display = False
             self.final.display = not self.present
-            self._place_shown()
