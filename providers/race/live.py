@@ -6,9 +6,8 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
-from ..metrics.loop import LoopMetrics, apply_path, breakdown, model_time
 from ..metrics.turn import STALL_THRESHOLD_S, SegmentSpan, cost, is_stall_gap, usage_counts
 from ..model.events import (
     Delta,
@@ -30,6 +29,9 @@ from . import rate as gauge
 from .rate import BUCKET_S, MAX_WINDOW_SAMPLES, WINDOW_S, Window
 from .text import LaneText
 from .turns import LiveTurn
+
+if TYPE_CHECKING:
+    from ..metrics.loop import LoopMetrics
 
 LaneState: TypeAlias = Literal["idle", "connecting", "waiting", "thinking", "streaming", "tool", "human",
                                "retry", "done", "error", "stopped"]
@@ -475,6 +477,8 @@ class LiveLane:
         """The lane as a loop (a single prompt is a loop of one turn) up to ``now``, or to its end once ended:
         where the time went, the model's share and the Amdahl bound, as ``loop.loop_metrics`` computes them
         from the events, from the live state (cheap enough for every frame)."""
+        from ..metrics.loop import LoopMetrics, apply_path, breakdown, model_time  # (the bottleneck view's alone)
+
         start = self.first_t if self.first_t is not None else 0.0
         end = self.ended_at
         if end is None:

@@ -24,7 +24,7 @@ from tokrace.providers.timing.clock import Clock, RealClock
 
 from ..cli.signals import EXIT_INTERRUPTED
 from ..cli.signals import install as install_signals
-from .render import after_first_frame
+from .render import after_first_frame, parse_once
 from .screens.race import RaceScreen
 from .theming import AppThemes
 from .widgets.palette import APP_COLOURS
@@ -48,6 +48,8 @@ class TokraceApp(App[int]):
     """Races (or replays) the tiers on one screen."""
 
     TITLE = "tokrace"
+    CSS_PATH = "screens/race.tcss"
+    """The race screen's stylesheet (the app's first screen, which Textual reads no stylesheet for)."""
     CSS = """
     ToastRack { display: none; }
     Toast { display: none; }
@@ -82,6 +84,7 @@ class TokraceApp(App[int]):
         self.themes = AppThemes() if themes is None else themes
         """tokrace's themes (built-in and the user's), the one to start with, and where choices are kept."""
         self.themes.install(self)
+        parse_once(self)
         self._forget_signals: Callable[[], None] | None = None
         self._gc_threshold: tuple[int, int, int] | None = None
         """The collector's thresholds before the app raised the youngest one (see ``YOUNG_OBJECTS``)."""
@@ -92,16 +95,20 @@ class TokraceApp(App[int]):
     def action_interrupt(self) -> None:
         self.exit(None, EXIT_INTERRUPTED)
 
+    def get_default_screen(self) -> Screen[Any]:
+        """The race screen, as the app's first screen: not pushed over Textual's default one, which was composed,
+        styled and laid out before the first frame for nothing (its stylesheet is the app's ``CSS_PATH``)."""
+        screen = RaceScreen(self.runner, self.replay, animate=self.animated, freeze_gc=self.freeze_gc,
+                            voice=self.voice, speaker=self.speaker, podium=self.podium, present=self.present)
+        screen.add_class(*breakpoints(screen, self.size), update=False)
+        return screen
+
     def on_mount(self) -> None:
         self.runner.notify = self._notify
         if not self.is_headless:  # a signal quits like q does: the race stops, the recording is written
             self._forget_signals = install_signals(lambda code: self.exit(None, code))
-        screen = RaceScreen(self.runner, self.replay, animate=self.animated, freeze_gc=self.freeze_gc,
-                            voice=self.voice, speaker=self.speaker, podium=self.podium, present=self.present)
-        screen.add_class(*breakpoints(screen, self.size), update=False)
-        self.push_screen(screen)
         self.themes.mount(self)
-        after_first_frame(screen, self._settle)
+        after_first_frame(self.screen, self._settle)
 
     def _settle(self) -> None:
         """Once the first frame is written: the collector on again (see ``launch``), what exists now out of its way."""

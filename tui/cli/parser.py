@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
@@ -237,8 +237,8 @@ class _WholeParser(Exception):
 
 
 class _CoreParser(argparse.ArgumentParser):
-    """A parser of every command but :data:`COMMAND_MODULES`: it parses, and hands help and usage errors (which
-    name every command) to the whole parser."""
+    """A parser of the commands a command line names alone: it parses, and hands help and usage errors (which name
+    every command) to the whole parser."""
 
     def error(self, message: str) -> NoReturn:
         raise _WholeParser
@@ -251,13 +251,14 @@ class _CoreParser(argparse.ArgumentParser):
 
 
 def parse_command_line(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
-    """``parse_known_args`` of the whole parser, importing only the command modules whose commands an argument names
-    (argparse takes a command only by its whole name): ``tokrace demo`` opens sooner, and ``tokrace traces`` starts
-    its workers without the proxy's and the server's modules."""
+    """``parse_known_args`` of the whole parser, building only the commands an argument names (argparse takes a
+    command only by its whole name), so importing no command module it does not name: ``tokrace demo`` opens sooner
+    (without bench's options and their modules), and ``tokrace traces`` starts its workers without the proxy's and
+    the server's modules."""
     if argv is None:
         argv = sys.argv[1:]
     try:
-        return _build(_CoreParser, COMMAND_MODULES.intersection(argv)).parse_known_args(argv)
+        return _build(_CoreParser, COMMANDS.intersection(argv)).parse_known_args(argv)
     except _WholeParser:
         pass
     return build_parser().parse_known_args(argv)
@@ -265,11 +266,11 @@ def parse_command_line(argv: Sequence[str] | None) -> tuple[argparse.Namespace, 
 
 def build_parser() -> argparse.ArgumentParser:
     """Every command's options."""
-    return _build(argparse.ArgumentParser, COMMAND_MODULES)
+    return _build(argparse.ArgumentParser, COMMANDS)
 
 
-def _build(kind: type[argparse.ArgumentParser], modules: Collection[str]) -> argparse.ArgumentParser:
-    """The parser of ``kind`` (its commands' too), with of the :data:`COMMAND_MODULES` commands only ``modules``."""
+def _build(kind: type[argparse.ArgumentParser], commands: Collection[str]) -> argparse.ArgumentParser:
+    """The parser of ``kind``, with the options of ``commands`` alone (and those of no command)."""
     parser = kind(
         prog="tokrace",
         description="Race LLM tiers side by side and see where the time goes. With no command, opens the race "
@@ -288,6 +289,43 @@ def _build(kind: type[argparse.ArgumentParser], modules: Collection[str]) -> arg
     parser.register("action", "parsers", _Commands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    for name, add in CORE_COMMANDS.items():
+        if name in commands:
+            add(sub)
+
+    if "serve" in commands:
+        from .serve import add_serve_parser
+
+        add_serve_parser(sub)
+    if "proxy" in commands:
+        from .proxy import add_proxy_parser
+
+        add_proxy_parser(sub)
+    if "locate" in commands:
+        from .locate import add_locate_parser
+
+        add_locate_parser(sub)
+    if "export" in commands:
+        from .export import add_export_parser
+
+        add_export_parser(sub)
+    if "traces" in commands:
+        from .traces import add_traces_parser
+
+        add_traces_parser(sub)
+    if "calibrate" in commands:
+        from .calibrate import add_calibrate_parser
+
+        add_calibrate_parser(sub, _positive_int)
+    if "web" in commands:
+        from .web import add_web_parser
+
+        add_web_parser(sub, _positive_int)
+    return parser
+
+
+def _add_demo(sub: Any) -> None:
+    """``tokrace demo`` and its options."""
     demo = sub.add_parser("demo", help="the race screen on the built-in offline demo tiers",
                           description="Open the race screen on the built-in offline demo: three synthetic Sol "
                                       "tiers, no keys, no network. Piped, prints the bench table instead.")
@@ -303,6 +341,9 @@ def _build(kind: type[argparse.ArgumentParser], modules: Collection[str]) -> arg
     _add_record_options(demo, screen=True)
     _add_voice_options(demo)
 
+
+def _add_bench(sub: Any) -> None:
+    """``tokrace bench`` and its options."""
     bench = sub.add_parser("bench", help="headless race: print a table (or JSON) and exit",
                            description="Race the tiers headless and print a table, or JSON with --json. "
                                        "Exit 0 when every run succeeded, 1 when one failed, 2 on bad usage.")
@@ -320,6 +361,11 @@ def _build(kind: type[argparse.ArgumentParser], modules: Collection[str]) -> arg
                             "(default 14)")
     _add_voice_options(bench)
     _add_load_options(bench)
+
+
+def _add_replay(sub: Any) -> None:
+    """``tokrace replay`` and its options."""
+    from .export_files import add_table_exports
 
     replay = sub.add_parser("replay", help="replay a recording or an agent trace with its original timing",
                             description="Replay every lane of a recording with its original timing: in a "
@@ -351,11 +397,17 @@ def _build(kind: type[argparse.ArgumentParser], modules: Collection[str]) -> arg
 
     add_replay_on_options(replay)
 
+
+def _add_recordings(sub: Any) -> None:
+    """``tokrace recordings`` and its options."""
     recordings = sub.add_parser("recordings", help="list recordings", description="List recordings, newest first.")
     recordings.add_argument("--dir", type=Path, metavar="DIR", help="folder to list (default: the recordings "
                             "folder in the user data dir)")
     _add_wide_option(recordings)
 
+
+def _add_tiers(sub: Any) -> None:
+    """``tokrace tiers`` and its options."""
     tiers = sub.add_parser("tiers", help="list the configured tiers and presets",
                            description="The configured tiers with their endpoints and whether each key "
                                        "variable is set (never the key), then the presets.")
@@ -363,42 +415,27 @@ def _build(kind: type[argparse.ArgumentParser], modules: Collection[str]) -> arg
                        "the user config dir; the built-in offline demo when there is none)")
     _add_wide_option(tiers)
 
+
+def _add_scenarios(sub: Any) -> None:
+    """``tokrace scenarios`` and its options."""
     scenarios = sub.add_parser("scenarios", help="list the built-in scenarios (agent loops)",
                                description="The built-in scenarios for --scenario NAME: model requests, tools and "
                                            "people. --scenario FILE takes your own (the format is in the README).")
     _add_wide_option(scenarios)
 
+
+def _add_themes(sub: Any) -> None:
+    """``tokrace themes`` and its options."""
     sub.add_parser("themes", help="list the themes and any broken theme files",
                    description="One line per theme: its name and where it comes from (built-in or a file in "
                                "the themes folder of the user config dir), then every broken theme file with "
                                "its problem. Exit 1 when a theme file is broken.")
 
-    if "serve" in modules:
-        from .serve import add_serve_parser
 
-        add_serve_parser(sub)
-    if "proxy" in modules:
-        from .proxy import add_proxy_parser
+CORE_COMMANDS: Final[dict[str, Callable[[Any], None]]] = {
+    "demo": _add_demo, "bench": _add_bench, "replay": _add_replay, "recordings": _add_recordings,
+    "tiers": _add_tiers, "scenarios": _add_scenarios, "themes": _add_themes}
+"""The commands this module declares, in the order help lists them (before the :data:`COMMAND_MODULES`')."""
 
-        add_proxy_parser(sub)
-    if "locate" in modules:
-        from .locate import add_locate_parser
-
-        add_locate_parser(sub)
-    if "export" in modules:
-        from .export import add_export_parser
-
-        add_export_parser(sub)
-    if "traces" in modules:
-        from .traces import add_traces_parser
-
-        add_traces_parser(sub)
-    if "calibrate" in modules:
-        from .calibrate import add_calibrate_parser
-
-        add_calibrate_parser(sub, _positive_int)
-    if "web" in modules:
-        from .web import add_web_parser
-
-        add_web_parser(sub, _positive_int)
-    return parser
+COMMANDS: Final[frozenset[str]] = frozenset(CORE_COMMANDS) | COMMAND_MODULES
+"""Every command."""

@@ -27,25 +27,25 @@ if TYPE_CHECKING:
 
 
 def _voice(args: argparse.Namespace) -> VoiceSettings | None:
-    from tokrace.providers.voice.lens import DEFAULT_TTS_DELAY_S, DEFAULT_WPM, VoiceSettings
-
     if not (args.voice or args.wpm is not None or args.tts_delay is not None):
         return None
+    from tokrace.providers.voice.lens import DEFAULT_TTS_DELAY_S, DEFAULT_WPM, VoiceSettings
+
     delay = args.tts_delay / 1000.0 if args.tts_delay is not None else DEFAULT_TTS_DELAY_S
     return VoiceSettings(wpm=args.wpm if args.wpm is not None else DEFAULT_WPM, tts_delay_s=delay)
 
 
 def _speaker(args: argparse.Namespace, tiers: Sequence[TierSpec]) -> Speaker | None:
     """The --speak listener, checked before the race: the command must exist and the lane must be a tier."""
+    if args.speak is None:
+        if args.speak_lane is not None:
+            raise UsageError("--speak-lane needs --speak CMD (the text-to-speech command)")
+        return None
     import shlex
     import shutil
 
     from tokrace.providers.voice.speak import Speaker
 
-    if args.speak is None:
-        if args.speak_lane is not None:
-            raise UsageError("--speak-lane needs --speak CMD (the text-to-speech command)")
-        return None
     try:
         argv = shlex.split(args.speak)
     except ValueError as exc:

@@ -5,6 +5,7 @@ later and the rest a frame after (issue 29's cold start)."""
 from __future__ import annotations
 
 import gc
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,9 +114,96 @@ async def test_the_screen_is_styled_once_on_its_way_to_the_first_frame(size: tup
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         breakpoints = {"-narrow", "-wide", "-low", "-high"} & set(app.screen.classes)
-    # Textual's own pass when a screen is shown, and nothing after: not the breakpoints (set before the screen is
-    # mounted), the focused lane, nor each footer key (a tall lane is restyled once it knows it has room for more)
-    assert restyled.count("RaceScreen") == 1
+    # not when it is first shown (Textual's own pass, redundant: styled as it was built), not the breakpoints (set
+    # before the screen is mounted), the focused lane, nor each footer key (a tall lane is restyled once it knows it
+    # has room for more)
+    assert restyled.count("RaceScreen") == 0
     assert restyled.count("FooterKey") == 0
     assert restyled.count("LaneView") == (0 if size == (80, 24) else 3)
     assert len(breakpoints) == 2
+
+
+async def test_each_stylesheet_is_parsed_once_on_the_way_to_the_first_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual's reparse (a theme set, a screen's stylesheet read) parsed every source into a stylesheet it then
+    dropped, and the next widget class's CSS had them all parsed again: race.tcss twice, the app's defaults three
+    times, 20 ms before the first frame. (A widget's CSS found nearer the top of a later widget's class tree ranks
+    differently there, and is parsed again for it: Textual writes the rank into the rules.)"""
+    import textual.css.stylesheet
+
+    parsed: list[str] = []
+    parse = textual.css.stylesheet.parse
+
+    def counted(scope: str, css: str, read_from: tuple[str, str], **kwargs: Any) -> Any:
+        parsed.append(f"{Path(read_from[0]).name} {read_from[1]} {kwargs['tie_breaker']}")
+        return parse(scope, css, read_from, **kwargs)
+
+    monkeypatch.setattr(textual.css.stylesheet, "parse", counted)
+    app, _ = demo_app()
+    settle = app._settle
+    at_first_frame: list[str] = []
+
+    def settled() -> None:
+        at_first_frame.extend(parsed)
+        settle()
+
+    monkeypatch.setattr(app, "_settle", settled)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+    assert "race.tcss  0" in at_first_frame and "app.py App.DEFAULT_CSS -1" in at_first_frame
+    assert sorted(at_first_frame) == sorted(set(at_first_frame))  # no source parsed twice
+
+
+@pytest.mark.parametrize(("size", "present"), [((80, 24), False), ((160, 45), False), ((100, 30), True)])
+async def test_restyling_the_screen_at_its_first_frame_would_change_nothing(size: tuple[int, int], present: bool,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """What makes leaving out Textual's restyle of a screen first shown safe: every widget's styles are already
+    what that pass gives them."""
+    app, _ = demo_app()
+    app.present = present
+    settle = app._settle
+    before: dict[int, str] = {}
+    after: dict[int, str] = {}
+
+    def settled() -> None:
+        nodes = list(app.screen.walk_children(with_self=True))
+        before.update((id(node), f"{node!r} {node.styles.css}") for node in nodes)
+        app.update_styles(app.screen, animate=False)
+        after.update((id(node), f"{node!r} {node.styles.css}") for node in nodes)
+        settle()
+
+    monkeypatch.setattr(app, "_settle", settled)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+    assert len(before) > 40
+    assert after == before
+
+
+async def test_a_lanes_hidden_parts_wait_for_their_first_showing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first frame composes none of what a lane hides at the start (an error, a replay's pacing, the
+    presenter's large figure): twelve of the screen's widgets. Each is mounted in its own place the first time it
+    shows."""
+    from tui_harness import at, failing_demo_tiers
+
+    from tokrace.tui.app.widgets.lane import LaneView
+
+    app, clock = demo_app(failing_demo_tiers())
+    settle = app._settle
+    at_first_frame: list[list[str]] = []
+
+    def parts(view: LaneView) -> list[str]:
+        return [" ".join(sorted(child.classes)) for child in view.children]
+
+    def settled() -> None:
+        at_first_frame.extend(parts(view) for view in app.screen.query(LaneView))
+        settle()
+
+    monkeypatch.setattr(app, "_settle", settled)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        assert at_first_frame[0] == ["lane-head", "tail", "final", "voice", "gauge", "lane-stats"]
+        await at(pilot, clock, 10.0)
+        await pilot.pause()
+        failed, done = app.screen.views[1], app.screen.views[2]
+        assert failed.error.display and done.final.display
+        assert parts(failed)[-3:] == ["lane-error", "gauge", "lane-stats"]  # in their places
+        assert parts(done) == ["lane-head", "tail", "final", "voice", "gauge", "lane-stats"]

@@ -4,6 +4,7 @@ view when a race ends (issue 11)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets._footer import FooterKey
@@ -93,3 +94,53 @@ async def test_every_lane_of_a_replayed_loop_stays_in_view_at_60x20(tmp_path: Pa
         for view in app.screen.views:
             assert lanes.region.contains_region(view.region), view.lane.tier.name
             assert view.gauge.region.height >= 1 and view.region.contains_region(view.stats.region)
+
+
+
+
+async def test_the_footer_composes_its_keys_once_on_the_way_to_the_first_frame(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual's footer composed no keys with the screen; it made them once the screen said its bindings changed,
+    after the screen's first layout, and the first frame waited for them. They are made with the screen now, and
+    not again while they stay the same (on its first size, on the screen's next word about its bindings)."""
+    composed: list[int] = []
+    compose = RaceFooter.compose
+
+    def counted(footer: RaceFooter) -> Any:
+        keys = list(compose(footer))
+        composed.append(len(keys))
+        return iter(keys)
+
+    monkeypatch.setattr(RaceFooter, "compose", counted)
+    app, _ = demo_app()
+    settle = app._settle
+    at_first_frame: list[list[str]] = []
+
+    def settled() -> None:
+        keys = footer_keys(app)
+        at_first_frame.append([f"{k.description}{' (off)' if k.has_class('-disabled') else ''}" for k in keys])
+        at_first_frame.append([str(n) for n in composed])
+        settle()
+
+    monkeypatch.setattr(app, "_settle", settled)
+    async with app.run_test(size=(200, 45)) as pilot:
+        await pilot.pause()
+        assert len(at_first_frame[1]) == 1 and int(at_first_frame[1][0]) > 0  # composed once, with its keys
+        assert "Help" in at_first_frame[0] and "Stop (off)" in at_first_frame[0]  # nothing to stop yet
+        await app.runner.wait_started()
+        await pilot.pause()
+        await pilot.pause()
+        assert len(composed) == 2  # the race runs: Stop is on, and the keys are made again
+        assert [k.has_class("-disabled") for k in footer_keys(app) if k.description == "Stop"] == [False]
+
+
+async def test_the_footer_makes_its_keys_again_for_a_new_width() -> None:
+    app, _ = demo_app()
+    async with app.run_test(size=(200, 45)) as pilot:
+        await pilot.pause()
+        assert "Zoom" in {k.description for k in footer_keys(app)}
+        await pilot.resize_terminal(60, 20)
+        await pilot.pause()
+        await pilot.pause()
+        described = {k.description for k in footer_keys(app)}
+        assert {"Help", "Quit"} <= described and "Zoom" not in described

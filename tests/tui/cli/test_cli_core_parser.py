@@ -75,3 +75,15 @@ def test_an_unknown_argument_is_one_usage_error(capsys: pytest.CaptureFixture[st
 def test_every_command_module_command_is_a_command_of_the_whole_parser() -> None:
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert set(COMMAND_MODULES) <= set(commands.choices)
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["demo", "--theme", "projector"], ["--prompt", "hi"], []])
+def test_the_race_screens_command_lines_build_no_other_commands_options(argv: list[str]) -> None:
+    """Bench's and replay's options (and the modules declaring their exports and ``--on``) wait for a command line
+    that names them."""
+    script = (f"import sys\nfrom tokrace.tui.cli.parser import parse_command_line\nparse_command_line({argv!r})\n"
+              "print(sorted(m for m in sys.modules if m.startswith('tokrace.tui.cli.')))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
+                          timeout=60)
+    loaded = eval(done.stdout.strip().splitlines()[-1])
+    assert "tokrace.tui.cli.export_files" not in loaded and "tokrace.tui.cli.traces_compare" not in loaded

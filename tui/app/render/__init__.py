@@ -6,19 +6,31 @@ naming what moved when a Textual upgrade changes them. The asciicast capture (:m
 
 from .compositor import LineCompositor, content_size, repaint
 from .direct_lines import DirectLines, filtered_styles, look, plain
-from .internals import TESTED_TEXTUAL, FooterKey, after_first_frame, draw_by_lines, draw_now
+from .internals import (
+    TESTED_TEXTUAL,
+    FooterKey,
+    KeptParses,
+    after_first_frame,
+    compose_footer_at_once,
+    draw_by_lines,
+    draw_now,
+    parse_once,
+)
 
 __all__ = [
     "TESTED_TEXTUAL",
     "DirectLines",
     "FooterKey",
+    "KeptParses",
     "LineCompositor",
     "after_first_frame",
+    "compose_footer_at_once",
     "content_size",
     "draw_by_lines",
     "draw_now",
     "filtered_styles",
     "look",
+    "parse_once",
     "plain",
     "repaint",
 ]

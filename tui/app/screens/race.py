@@ -13,25 +13,22 @@ import gc
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.content import Content
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input, Static
 
-from tokrace.providers.metrics.turn import SegmentSpan
 from tokrace.providers.model.masking import redact
 from tokrace.providers.race.live import LiveRace
-from tokrace.providers.race.summary import race_summary
 from tokrace.providers.recording.writer import secret_values
-from tokrace.providers.runs.replay_control import ReplayControl, replay_doing
-from tokrace.providers.runs.runner import RaceRunner
 from tokrace.providers.timing.clock import COARSE_WAKE_S, RealClock
 from tokrace.providers.voice.live import WPM_STEP, LiveVoice
 
 from ..render import after_first_frame, draw_by_lines, draw_now
-from ..widgets.bottleneck import BottleneckView
 from ..widgets.footer import RaceFooter
 from ..widgets.frame_static import StatusLine
 from ..widgets.gauge import nice_scale
@@ -41,9 +38,15 @@ from ..widgets.replay_bar import ReplayBar
 from ..widgets.summary import racing_line, summary_line, with_pace
 from ..widgets.timeline import Timeline
 from ..widgets.voice import verdict_line, voice_status
+from .race_keys import RACE_ACTIONS, RACE_BINDINGS, REPLAY_ACTIONS, VOICE_ACTIONS, WHAT_IF_ACTIONS
 
 if TYPE_CHECKING:
+    from tokrace.providers.metrics.turn import SegmentSpan
+    from tokrace.providers.runs.replay_control import ReplayControl
+    from tokrace.providers.runs.runner import RaceRunner
     from tokrace.providers.voice.speak import Speaker
+
+    from ..widgets.bottleneck import BottleneckView
 
 FRAME_HZ = 15
 """Frames a second while anything moves. Each frame repaints only what changed since the last: the streaming text
@@ -56,12 +59,6 @@ IDLE_HZ = 2
 notice what changes next without a key press (a problem to report), at a fifteenth of the work."""
 IDLE_AFTER = FRAME_HZ
 
-REPLAY_ACTIONS = frozenset({"restart", "pause", "step", "faster", "slower"})
-RACE_ACTIONS = frozenset({"race", "edit_prompt"})
-VOICE_ACTIONS = frozenset({"voice_slower", "voice_faster"})
-"""Only while the voice lens is on (help lists them always)."""
-WHAT_IF_ACTIONS = frozenset({"what_if_faster", "what_if_slower"})
-"""Only while the bottleneck view is shown (help lists them always)."""
 
 
 class RaceScreen(Screen[None]):
@@ -72,38 +69,7 @@ class RaceScreen(Screen[None]):
     """Nothing focused at start: keys go to the screen, not the prompt bar."""
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 (Textual types it as an instance attribute)
     VERTICAL_BREAKPOINTS = [(0, "-low"), (24, "-high")]  # noqa: RUF012 (as above)
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "race", "Race", tooltip="race the prompt again on every tier (stops a race still running)"),
-        Binding("r", "restart", "Restart", tooltip="play the recording again from its start"),
-        Binding("s", "stop", "Stop", tooltip="stop every lane still running"),
-        Binding("space", "pause", "Pause", tooltip="pause the replay, or play it on"),
-        Binding("full_stop", "step", "Step", key_display=".",
-                tooltip="pause and move a tenth of a second, or to the next event when nothing happens sooner"),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+", tooltip="play faster (up to ×16)"),
-        Binding("minus", "slower", "Slower", key_display="-", tooltip="play slower (down to ×0.1)"),
-        Binding("d", "details", "Details", tooltip="every metric of the focused lane: value, source, definition"),
-        Binding("z", "zoom", "Zoom", tooltip="zoom the timeline into its start: ×1, ×2, ×4, ×8"),
-        Binding("b", "bottlenecks", "Bottlenecks", tooltip="the bottleneck view instead of the lanes (b again "
-                "leaves it): where each lane's time goes, the model's share, the Amdahl bound, a what-if"),
-        Binding("greater_than_sign", "what_if_faster", "N×", key_display="< >",
-                tooltip="in the bottleneck view: what if the model were more (>) or less (<) times faster"),
-        Binding("less_than_sign", "what_if_slower", "Slower model", key_display="<", show=False,
-                tooltip="in the bottleneck view: what if the model were less times faster (<)"),
-        Binding("v", "voice", "Voice", tooltip="voice lens on every lane: where a speaking voice would be in the "
-                "answer (spoken text underlined), when it starts, when it falls silent (stalls on the timeline)"),
-        Binding("right_square_bracket", "voice_faster", "wpm", key_display="[ ]",
-                tooltip="with the voice lens: speak 15 words per minute faster (]) or slower ([)"),
-        Binding("left_square_bracket", "voice_slower", "Slower voice", key_display="[", show=False,
-                tooltip="with the voice lens: speak 15 words per minute slower ([)"),
-        Binding("p,slash", "edit_prompt", "Prompt", key_display="p",
-                tooltip="edit the prompt (also /); Enter races it, Escape leaves"),
-        Binding("1", "focus_lane(0)", "Lane", key_display="1-6",
-                tooltip="focus a lane (for details; arrows scroll its final answer)"),
-        *(Binding(str(i + 1), f"focus_lane({i})", f"Lane {i + 1}", show=False) for i in range(1, 6)),
-        Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="this help (also F1)"),
-        Binding("q", "app.quit", "Quit", tooltip="quit (also ctrl+q)"),
-        Binding("escape", "leave_prompt", "Leave the prompt", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = RACE_BINDINGS
 
     def __init__(self, runner: RaceRunner, replay: ReplayControl | None = None, animate: bool = True,
                  freeze_gc: bool = True, voice: LiveVoice | None = None, speaker: Speaker | None = None,
@@ -126,9 +92,10 @@ class RaceScreen(Screen[None]):
         """Off in tests and screenshots: no frame timer (the test draws each frame), no cursor blink."""
         self.freeze_gc = freeze_gc
         """Keep the race's growing history out of the garbage collector's full passes while it runs."""
-        self.views = [LaneView(i, lane, focused=i == 0) for i, lane in enumerate(runner.live.lanes)]
+        self.views = [LaneView(i, lane, focused=i == 0, present=present) for i, lane in enumerate(runner.live.lanes)]
         self.timeline = Timeline(id="timeline")
-        self.bottlenecks = BottleneckView(id="bottlenecks")
+        self.bottlenecks: BottleneckView | None = None
+        """The bottleneck view, made when it is first shown (``b``): its code is not on the way to the first frame."""
         self.summary = StatusLine("", id="summary")
         self.voice_line = Static("", id="voice-line")
         self.notice = Static("", id="notice", markup=False)
@@ -153,6 +120,7 @@ class RaceScreen(Screen[None]):
         """Frames in a row in which nothing changed."""
         self._submitted: str | None = None
         """The prompt last submitted with Enter: leaving the bar after Enter keeps it (it is about to race)."""
+        self._shown = False
 
     # -- layout -------------------------------------------------------------------------------------------------
 
@@ -171,12 +139,20 @@ class RaceScreen(Screen[None]):
                 yield Static(self.replay.caption, id="replay-verdict", markup=False)
         with Container(id="lanes"):
             yield from self.views
-        yield self.bottlenecks
         yield self.timeline
         yield self.summary
         yield self.voice_line
         yield self.notice
         yield RaceFooter()
+
+    def post_message(self, message: Message) -> bool:
+        if isinstance(message, events.ScreenResume) and not self._shown:
+            # Shown for the first time: styled as it was built, with its classes given before it was mounted, on
+            # the theme and the stylesheets it shows with (a widget's own CSS applies inside it alone), so Textual's
+            # restyling every widget of it again here would change nothing (it took 18 ms of the first frame).
+            self._shown = True
+            message.refresh_styles = False
+        return super().post_message(message)
 
     def on_mount(self) -> None:
         if self.present:
@@ -253,7 +229,7 @@ class RaceScreen(Screen[None]):
         runner = self.runner
         moving = runner.running or self.voice.on
         key = (tuple(lane.version for lane in runner.live.lanes), runner.races, runner.running, self.voice.on,
-               self.bottlenecks.display, now if moving else None)
+               self.bottlenecks_shown, now if moving else None)
         same = key == self._last_key and not force
         self._last_key = key
         self._still = self._still + 1 if same else 0
@@ -279,7 +255,7 @@ class RaceScreen(Screen[None]):
         if self.voice.on:
             self._sample_voice(now, slow)
         self.timeline.sample(now)
-        if slow and self.bottlenecks.display:
+        if slow and self.bottlenecks is not None and self.bottlenecks.display:
             self.bottlenecks.sample(runner, now)
         pace = self.replay.badge() if self.replay is not None else ""
         if slow or force:
@@ -294,6 +270,8 @@ class RaceScreen(Screen[None]):
             if self._summarised is not live or self._summary_pace != pace:
                 ended = self._summarised is not live
                 self._summarised, self._summary_pace = live, pace
+                from tokrace.providers.race.summary import race_summary  # (loaded when a race first ends)
+
                 summary = race_summary(live.lanes)
                 self.summary.update(with_pace(summary_line(summary), pace))
                 if ended and self.podium and not summary.stopped and runner.race is not None and self.is_current:
@@ -304,8 +282,12 @@ class RaceScreen(Screen[None]):
                     gc.collect()
                     gc.freeze()
         elif runner.races:  # every frame, as the lanes: it names their figures, so it is never behind them
-            doing = racing_line(live, now, replay_doing(self.replay) if self.replay is not None else "racing")
-            self.summary.show_line(with_pace(doing, pace, first=True))
+            doing = "racing"
+            if self.replay is not None:
+                from tokrace.providers.runs.replay_control import replay_doing  # (loaded with the replay)
+
+                doing = replay_doing(self.replay)
+            self.summary.show_line(with_pace(racing_line(live, now, doing), pace, first=True))
         self._show_notice()
         self._report_problems()
 
@@ -408,7 +390,7 @@ class RaceScreen(Screen[None]):
         if action in VOICE_ACTIONS:
             return self.voice.on
         if action in WHAT_IF_ACTIONS:
-            return self.bottlenecks.display
+            return self.bottlenecks_shown
         return True
 
     def action_race(self) -> None:
@@ -464,8 +446,18 @@ class RaceScreen(Screen[None]):
     def action_zoom(self) -> None:
         self.timeline.cycle_zoom()
 
+    @property
+    def bottlenecks_shown(self) -> bool:
+        """Whether the bottleneck view is shown in place of the lanes."""
+        return self.bottlenecks is not None and self.bottlenecks.display
+
     def action_bottlenecks(self) -> None:
         """The bottleneck view in place of the lanes, or back to the lanes."""
+        if self.bottlenecks is None:
+            from ..widgets.bottleneck import BottleneckView
+
+            self.bottlenecks = BottleneckView(id="bottlenecks")
+            self.mount(self.bottlenecks, before=self.timeline)
         shown = not self.bottlenecks.display
         self.bottlenecks.display = shown
         self.query_one("#lanes").display = not shown
@@ -473,12 +465,14 @@ class RaceScreen(Screen[None]):
         self.sample(force=True)
 
     def action_what_if_faster(self) -> None:
-        self.bottlenecks.step(1)
-        self.sample(force=True)
+        if self.bottlenecks is not None:
+            self.bottlenecks.step(1)
+            self.sample(force=True)
 
     def action_what_if_slower(self) -> None:
-        self.bottlenecks.step(-1)
-        self.sample(force=True)
+        if self.bottlenecks is not None:
+            self.bottlenecks.step(-1)
+            self.sample(force=True)
 
     def action_voice(self) -> None:
         """The voice lens on or off, on every lane at once (so the tiers can be compared)."""
@@ -549,7 +543,7 @@ class RaceScreen(Screen[None]):
             assert isinstance(binding, Binding)
             action, _, params = binding.action.partition("(")
             allowed = action in VOICE_ACTIONS | WHAT_IF_ACTIONS or self.check_action(action.removeprefix("app."),
-                                                                   (0,) if params else ())
+                                                                                       (0,) if params else ())
             if not binding.show or allowed is False:
                 continue
             out.append((binding.key_display or binding.key, binding.tooltip or binding.description))
@@ -573,11 +567,11 @@ class RaceScreen(Screen[None]):
         for view in self.views:
             name = literal(view.lane.tier.name)
             yield (f"Details: {name}", f"every metric of {name}, its definition and its source",
-                   functools.partial(self._details_of, view.index))
+                   functools.partial(self.show_details, view.index))
         yield "Zoom the timeline", "cycle ×1, ×2, ×4, ×8 from the start of the race", self.action_zoom
         yield ("Bottlenecks", "where each lane's time goes: model, tools, people, waits; the Amdahl bound; what a "
                "faster model would do", self.action_bottlenecks)
-        if self.bottlenecks.display:
+        if self.bottlenecks_shown:
             yield "What if: a faster model", "raise N in \"a model N× faster\"", self.action_what_if_faster
             yield "What if: a slower model", "lower N in \"a model N× faster\"", self.action_what_if_slower
         yield ("Voice lens on or off", "where a speaking voice would be in every lane's answer, and when it "
@@ -589,7 +583,8 @@ class RaceScreen(Screen[None]):
                "OpenTelemetry JSON", self.action_export)
         yield "Help", "keys, colours and where the numbers come from", self.action_help
 
-    def _details_of(self, index: int) -> None:
+    def show_details(self, index: int) -> None:
+        """The details of lane ``index``, focused."""
         self._set_focused(index)
         self.action_details()
 

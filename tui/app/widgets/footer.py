@@ -1,5 +1,6 @@
 """The race screen's footer: Textual's compact footer, less the keys that do not fit the width, so the ones that
-stay are whole and "? Help" and "q Quit" are always there (help lists every key)."""
+stay are whole and "? Help" and "q Quit" are always there (help lists every key). Its keys are there in the
+screen's first frame, and made again only when what they show changes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Footer
 
-from ..render import FooterKey
+from ..render import FooterKey, compose_footer_at_once
 
 DROP_FIRST: Final[tuple[str, ...]] = (
     "voice_faster", "what_if_faster", "focus_lane(0)", "zoom", "edit_prompt", "voice", "bottlenecks", "slower",
@@ -29,11 +30,26 @@ class RaceFooter(Footer):
 
     def __init__(self) -> None:
         super().__init__(compact=True)
+        compose_footer_at_once(self)
         self._width = 0
+        self._shown: tuple[object, ...] | None = None
+        """What the keys were last made from (:meth:`_showing`)."""
+
+    def _showing(self, width: int) -> tuple[object, ...]:
+        """What the footer's keys are made from: the screen's bindings on show (enabled or not) and the width."""
+        shown = tuple(active[1:] for active in self.screen.active_bindings.values() if active.binding.show)
+        return width, self.compact, self.show_command_palette, shown
+
+    async def recompose(self) -> None:
+        """Make the keys again when what they show changed. Textual makes them again each time the screen's
+        bindings might have changed (three times as the screen starts, with the same keys: 20 ms each)."""
+        if not self.is_attached or self._showing(self.size.width or self.app.size.width) != self._shown:
+            await super().recompose()
 
     def compose(self) -> ComposeResult:
-        widgets: list[Widget] = list(super().compose())
         width = self.size.width or self.app.size.width
+        self._shown = self._showing(width)
+        widgets: list[Widget] = list(super().compose())
         palette = [w for w in widgets if isinstance(w, FooterKey) and w.has_class("-command-palette")]
         keys = [w for w in widgets if isinstance(w, FooterKey) and w not in palette]
         budget = width - sum(key_width(k) + 1 for k in palette)

@@ -12,6 +12,7 @@ from typing import Final
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
+from textual.widget import Widget
 from textual.widgets import Static
 
 from tokrace.providers.model.units import GLUE, duration
@@ -97,16 +98,18 @@ def gauge_peak(lane: LiveLane, now: float) -> float:
 
 
 class LaneView(Vertical):
-    """A lane's widgets, bound to one :class:`LiveLane` at a time (a new race rebinds them)."""
+    """A lane's widgets, bound to one :class:`LiveLane` at a time (a new race rebinds them). Those hidden at the
+    start (an error, the replay's pacing, the presenter's large figure) are mounted in their places the first time
+    they show: the first frame composes and styles none of them."""
 
-    def __init__(self, index: int, lane: LiveLane, *, focused: bool = False) -> None:
+    def __init__(self, index: int, lane: LiveLane, *, focused: bool = False, present: bool = False) -> None:
         # focused from the start (the race screen's first lane): its styles are worked out once, not twice
         super().__init__(id=f"lane-{index}", classes=f"lane lane-{index % 6}{' -focused' if focused else ''}")
         self.index = index
         self.lane = lane
         self.tail = TailText(lane, classes="tail")
-        self.final = VerticalScroll(classes="final")
         self.final_text = Static(classes="final-text")
+        self.final = VerticalScroll(self.final_text, classes="final")
         self.voice = VoicePanel(index, classes="voice")
         self.voice_on = False
         """The voice lens is on: the voiced answer and its playhead instead of the tail or the final answer."""
@@ -127,32 +130,44 @@ class LaneView(Vertical):
         self._final_shown = False
         """The final answer is rendered (and shown, unless the voice lens is on)."""
         self._tier_got: str | None = None
-        self.present = False
+        self.present = present
         """The presenter's view: no answer text; once done, the badge shows the lane's final time."""
         self.border_title = Content(lane.tier.name)  # literal: a border title is markup otherwise
+        for part in (self.final, self.error, self.voice, self.pace):
+            part.display = False
+        self.tail.display = not present
+        self.head = Horizontal(Static(lane.tier.name, classes="lane-name", markup=False), self.meta, self.badge,
+                               classes="lane-head")
+        self._parts = (self.tail, self.final, self.voice, self.error, self.big, self.big_caption, self.gauge,
+                       self.stats)
+        """The body's widgets in their order, the hidden ones among them whether mounted yet or not. The final answer
+        and the voice lens are always there: they take each other's place, and the voice lens draws what the screen
+        hands it as soon as it shows (it read a size of the final answer's mounted after it, now and then)."""
 
     def compose(self) -> ComposeResult:
-        with Horizontal(classes="lane-head"):
-            yield Static(self.lane.tier.name, classes="lane-name", markup=False)
-            yield self.meta
-            yield self.pace
-            yield self.badge
-        yield self.tail
-        with self.final:
-            yield self.final_text
-        yield self.voice
-        yield self.error
-        yield self.big
-        yield self.big_caption
-        yield self.gauge
-        yield self.stats
+        yield self.head
+        for part in self._parts:
+            if part is self.big or part is self.big_caption:  # the stylesheet shows them in the presenter's view
+                shown = self.present
+            else:
+                shown = part.display or part in (self.final, self.voice, self.gauge, self.stats)
+            if shown:
+                yield part
 
-    def on_mount(self) -> None:
-        self.final.display = False
-        self.error.display = False
-        self.voice.display = False
-        self.pace.display = False
-        self.tail.display = not self.present
+    def _place_shown(self) -> None:
+        for part in (self.tail, self.error):
+            if part.display:
+                self._place(part)
+
+    def _place(self, part: Widget) -> None:
+        """Mount a part the first time it shows, in its place (a part hidden so far was never composed)."""
+        if part.parent is not None or not self.is_attached:
+            return  # (not composed yet: composed with the lane if it shows by then)
+        if part is self.pace:
+            self.head.mount(part, before=self.badge)
+            return
+        later = self._parts[self._parts.index(part) + 1:]
+        self.mount(part, before=next(p for p in later if p.parent is self))
 
     def on_resize(self) -> None:
         self.set_class(self.content_size.height < SHORT_ROWS, "-short")
@@ -161,6 +176,9 @@ class LaneView(Vertical):
     def set_present(self, present: bool) -> None:
         """The presenter's view on or off: gauges and figures only, and the final time in the badge."""
         self.present = present
+        if present:
+            self._place(self.big)
+            self._place(self.big_caption)
         self._state = ""  # redraw the badge
         self.gauge.lane_coloured = present
         self.show_voice(self.voice_on)
@@ -171,6 +189,8 @@ class LaneView(Vertical):
             self._pace = text
             self.pace.update(Content(f" {text} "))
             self.pace.display = bool(text)
+            if text:
+                self._place(self.pace)
 
     def bind(self, lane: LiveLane) -> None:
         """Show a new race's lane: back to the streaming tail, no error."""
@@ -182,6 +202,7 @@ class LaneView(Vertical):
         self.final.display = False
         self.tail.display = not self.voice_on and not self.present
         self.error.display = False
+        self._place_shown()
 
     def show_voice(self, on: bool) -> None:
         """Voice mode on (the voiced answer and the playhead) or off (back to the tail, or the final answer)."""
@@ -189,6 +210,7 @@ class LaneView(Vertical):
         self.voice.display = on
         self.final.display = not on and self._final_shown and not self.present
         self.tail.display = not on and not self._final_shown and not self.present
+        self._place_shown()
 
     def focus_body(self) -> None:
         """Focus what can scroll: the final answer once shown."""
@@ -215,6 +237,7 @@ class LaneView(Vertical):
             if lane.error and not self.error.display:
                 self.error.update(Content(f"✗ {printable(lane.error)}"))
                 self.error.display = True
+                self._place_shown()
             if lane.tier_got != self._tier_got:
                 self._tier_got = lane.tier_got
                 self.meta.update(describe_tier(lane), layout=False)

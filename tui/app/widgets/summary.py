@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from tokrace.providers.model.units import duration
 from tokrace.providers.race.live import LiveRace
-from tokrace.providers.race.summary import RaceSummary
+
+if TYPE_CHECKING:
+    from tokrace.providers.race.summary import RaceSummary
 
 
 def racing_line(live: LiveRace, now: float, doing: str = "racing") -> Text:
