@@ -43,6 +43,24 @@ async def test_the_wide_footer_keeps_every_key() -> None:
                 "Quit"} <= described
 
 
+async def test_stop_is_shown_disabled_once_the_race_has_ended_and_enabled_again_by_a_new_race() -> None:
+    app, clock = demo_app()
+    async with app.run_test(size=(200, 45)) as pilot:
+        def stop() -> FooterKey:
+            return next(k for k in footer_keys(app) if k.description == "Stop")
+
+        await at(pilot, clock, 1.0)
+        await pilot.pause()
+        assert app.runner.running and not stop().has_class("-disabled")
+        await at(pilot, clock, 10.0)
+        await pilot.pause()
+        assert not app.runner.running and stop().has_class("-disabled")
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        await at(pilot, clock, 0.5)  # the new race's own time
+        assert app.runner.running and not stop().has_class("-disabled")
+
+
 @pytest.mark.parametrize("size", [(60, 20), (80, 24)])
 async def test_every_lane_stays_in_view_when_a_small_race_ends(size: tuple[int, int]) -> None:
     app, clock = demo_app()

@@ -231,6 +231,8 @@ class RaceScreen(Screen[None]):
         key = (tuple(lane.version for lane in runner.live.lanes), runner.races, runner.running, self.voice.on,
                self.bottlenecks_shown, now if moving else None)
         same = key == self._last_key and not force
+        if self._last_key is not None and self._last_key[2] != runner.running:
+            self.refresh_bindings()  # "Stop" is a key only while a race runs: the footer shows it dim after
         self._last_key = key
         self._still = self._still + 1 if same else 0
         if self.animated and self._timer is not None:
