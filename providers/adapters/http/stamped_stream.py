@@ -105,6 +105,11 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self._fresh = False
         """The reader thread let go of the socket and no tick set a whole pace later has run yet (the first look
         waits for one)."""
+        self._letting_go = threading.Lock()
+        """Held by a reader thread while it lets go of the socket (from taking the paced state to handing over its
+        last read), and by the loop while it decides on a look: a tick or wake-up that ran between the two would
+        count its pace from before that read was in, look, find nothing the thread had not taken already, and hand
+        the socket straight back to a new thread."""
         self.read_at: float | None = None
         """When the bytes of the latest read reached the socket."""
         self.sent_at: float | None = None
@@ -191,9 +196,10 @@ class StampedStream(httpcore.AsyncNetworkStream):
                 continue
             recent.append(stamp)
             if comes_fast(recent) and self._pace_ok and not self._closed:
-                self._fresh = True
-                self._paced = True  # before the hand-over: the loop that takes this read finds the socket its own
-                self._hand_over((data, stamp))
+                with self._letting_go:
+                    self._fresh = True
+                    self._paced = True  # before the hand-over: the loop that takes this read finds the socket its own
+                    self._hand_over((data, stamp))
                 return  # this thread touches the socket no more
             self._hand_over((data, stamp))
             if self._read_in - self._read_out > QUEUE_BYTES:
@@ -229,8 +235,9 @@ class StampedStream(httpcore.AsyncNetworkStream):
             self._waiter.set_result(None)
         if not self._ticking and not self._closed:
             delay = HAND_OVER_S
-            if self._paced:
-                delay, self._fresh = PACE_S, False  # (the first look is a whole pace after the hand-over)
+            with self._letting_go:  # (a thread letting go of the socket now: from after its last read is in)
+                if self._paced:
+                    delay, self._fresh = PACE_S, False  # (the first look is a whole pace after the hand-over)
             if delay > 0:
                 self._ticking = True
                 self._tick_handle = self.loop.call_at(next_look(self.loop.time(), delay), self._tick)
@@ -238,11 +245,12 @@ class StampedStream(httpcore.AsyncNetworkStream):
     def _tick(self) -> None:
         self._ticking = False  # before looking: a read handed over from now on wakes the loop itself
         self._tick_handle = None
-        if self._paced and not self._closed:
-            if self._fresh:  # the thread let go of the socket since this tick was set: it just read all there was
-                self._fresh = False
-            else:
-                self._look()
+        with self._letting_go:  # (a thread letting go of the socket now: its last read is in before any look)
+            if self._paced and not self._closed:
+                if self._fresh:  # the thread let go of the socket since this tick was set: it just read all there was
+                    self._fresh = False
+                else:
+                    self._look()
         if self._reads or self._paced:  # (paced: the next look is due even when this one's bytes were taken)
             self._wake()
 

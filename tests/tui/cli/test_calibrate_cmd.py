@@ -3,6 +3,7 @@ the server's, and the profile lands in the tier's table with the rest of the con
 
 from __future__ import annotations
 
+import queue
 import re
 import statistics
 from pathlib import Path
@@ -12,6 +13,7 @@ from serving import base_url, fast_source, serve_in_thread
 
 from tokrace.providers.config.load import load_config
 from tokrace.providers.race.calibrate import Calibration, CalibrationError, write_profile
+from tokrace.providers.serve import Served
 from tokrace.providers.traces.retime import tier_profile
 from tokrace.tui.main import main
 
@@ -32,21 +34,26 @@ def config_text(url: str) -> str:
 
 def test_calibrate_measures_the_served_profile_and_writes_it_next_to_the_tier(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with serve_in_thread(fast_source(ttft_ms=TTFT_MS, tok_s=TOK_S, ttfb_ms=None)) as server:
+    served: queue.Queue[Served] = queue.Queue()
+    with serve_in_thread(fast_source(ttft_ms=TTFT_MS, tok_s=TOK_S, ttfb_ms=None), on_served=served.put) as server:
         path = tmp_path / "tokrace.toml"
         before = config_text(base_url(server, "openai"))
         path.write_text(before, encoding="utf-8")
         code = main(["calibrate", "--config", str(path), "--tiers", "served", "--runs", "5", "--max-tokens", "150"])
-        served = list(server.served)
+        # Each record as the server hands it over, its kernel stamps in: the client has the answer's end before
+        # the server's thread gets to its last stamps (on a busy box, well before). The time out is a hang guard.
+        records = [served.get(timeout=10) for _ in range(6)] if code == 0 else []
+        started = len(server.served)
     out = capsys.readouterr().out
     assert code == 0, out
     tier = load_config(path).select("served")[0]
     # Held to what the server did (its own stamps), not to its profile: on a busy machine the server's thread
     # wakes late and serves slower than planned, and calibrate must measure what was served. The first request
     # is the unmeasured warm-up.
-    assert len(served) == 6 and all(s.ttft_s is not None and s.decode_tok_s is not None for s in served)
-    truth_ttft_ms = statistics.median(s.ttft_s or 0.0 for s in served[1:]) * 1000.0
-    truth_tok_s = statistics.median(s.decode_tok_s or 0.0 for s in served[1:])
+    assert started == len(records) == 6
+    assert all(s.ttft_s is not None and s.decode_tok_s is not None for s in records)
+    truth_ttft_ms = statistics.median(s.ttft_s or 0.0 for s in records[1:]) * 1000.0
+    truth_tok_s = statistics.median(s.decode_tok_s or 0.0 for s in records[1:])
     assert abs(tier.options["ttft_ms"] - truth_ttft_ms) <= 5.0, (tier.options, truth_ttft_ms)
     assert abs(tier.options["tok_s"] - truth_tok_s) <= 0.02 * truth_tok_s, (tier.options, truth_tok_s)
     after = path.read_text(encoding="utf-8")

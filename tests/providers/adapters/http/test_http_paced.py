@@ -12,6 +12,7 @@ import asyncio
 import json
 import random
 import ssl
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -102,6 +103,44 @@ async def test_reads_are_paced_only_once_allowed_and_a_look_that_finds_nothing_h
         await send(writer, b"d0")
         assert await stream.read(1024, timeout=5) == b"d0"
         assert stream.paced_reads == 1 and not stream.paced  # a thread's read again; a new run of reads to pace
+    finally:
+        await stream.aclose()
+        await shut(server, writer)
+
+
+async def test_a_tick_while_the_thread_lets_go_of_the_socket_looks_only_a_pace_after_its_last_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tick of the loop due just as the reader thread lets go of the socket (the thread has taken the socket's
+    bytes and the paced state, its read not handed over yet) is not a look: the first look is a whole pace after
+    that read is in. Before, such a tick counted the pace from before the read, the next look found nothing the
+    thread had not taken already and handed the socket straight back to a thread (a busy box's GIL switch there
+    made the test above fail now and then). Here the thread is held there until the loop has run the tick due."""
+    monkeypatch.setattr(stamped_stream, "PACE_AFTER", 0)  # the first read lets go of the socket
+    ticked = threading.Event()
+    hand_over = StampedStream._hand_over
+
+    def tick_now(stream: StampedStream) -> None:  # on the loop: a tick due now (one set by earlier reads) runs
+        stream._tick()
+        stream.loop.call_soon(ticked.set)  # once the read it woke has looked (and found nothing yet)
+
+    def held(stream: StampedStream, item: tuple[bytes, float] | OSError, at_once: bool = False) -> None:
+        if stream.paced and not ticked.is_set():  # the thread's last read: the socket is the loop's already
+            stream.loop.call_soon_threadsafe(tick_now, stream)
+            # Fixed, the tick waits for this hand-over, so this wait ends only with its time out: a bound on how
+            # long the tick is given to run in between, not a time anything is measured by.
+            ticked.wait(0.2)
+        hand_over(stream, item, at_once)
+
+    monkeypatch.setattr(StampedStream, "_hand_over", held)
+    stream, writer, server = await pair()
+    try:
+        stream.allow_pacing()
+        await send(writer, b"b0")
+        assert await stream.read(1024, timeout=5) == b"b0"
+        assert stream.paced and stream.paced_reads == 0  # no look has found the socket empty and handed it back
+        await send(writer, b"c0")
+        assert await stream.read(1024, timeout=5) == b"c0"
+        assert stream.paced_reads == 1  # read by a look
     finally:
         await stream.aclose()
         await shut(server, writer)
