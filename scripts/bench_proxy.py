@@ -5,7 +5,7 @@
 - per-chunk forwarding delay (p99) at 750 and 12,000 chunks a second: the upstream writes each chunk to a direct
   and a proxied connection back to back, carrying its send time (the real-time clock), and the client takes each
   chunk's kernel arrival stamp on both; the added delay is the proxied arrival less the direct one, chunk by chunk;
-- the proxy's CPU per 1,000 chunks (its process's user + system time, all its threads);
+- the proxy's CPU per 1,000 chunks (its process's user + system time);
 - the proxy's RSS after a session of M calls with 4 MB request bodies (recording on);
 - ``tokrace serve``'s time to first token against its plan (``--ttft-ms 100``) with 400 KB request bodies, each body
   new and each the same conversation again (as an agent sends it).

@@ -2,31 +2,24 @@
 process of its own with its event loop and collector watched, streams the benchmark's paired chunks through it
 (``bench_proxy.py``'s upstream and client), and prints, beside the added delay:
 
-- on the relay threads (a streamed body, once its head went): from a chunk's kernel arrival stamp to its ``send``
-  returning (the thread's wake-up, the interpreter's lock, the read and the write);
-- on the loop (heads, and bodies the loop relays): the wake-up from a read's kernel arrival stamp to the relay's
-  callback for it (the OS's scheduling, and the loop being busy with something else);
+- the wake-up: from a chunk's kernel arrival stamp to the relay's callback for it (the OS's scheduling, and the
+  loop being busy with something else);
 - the loop busy when a chunk came: the callback running then and how long it still ran;
 - every garbage collection during the streams, by generation;
 - the loop's callbacks over 100 µs, by name.
 
-With ``--big-bodies``, another connection sends a call with a 4 MB request body every 100 ms while the chunks stream
-(an agent with a long context beside the one measured): reading such a request is the proxy's longest piece of work.
-
-Usage: ``python scripts/probe_proxy_loop.py [--rates 750,12000] [--seconds 2] [--big-bodies]``"""
+Usage: ``python scripts/probe_proxy_loop.py [--rates 750,12000] [--seconds 2]``"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from bench_proxy import UPSTREAM, conditions, paired, pct
@@ -34,7 +27,7 @@ from bench_proxy import UPSTREAM, conditions, paired, pct
 WATCHED = r'''
 import asyncio, collections, gc, json, os, signal, sys, time
 from asyncio import events
-from tokrace.providers.proxy import exchange, offloop
+from tokrace.providers.proxy import relay
 slow, collections_, wakes, busy = collections.defaultdict(list), [], [], []
 last = [0.0, ""]
 run = events.Handle._run
@@ -54,7 +47,7 @@ def on_gc(phase, info):
     elif wakes:
         collections_.append((info["generation"], time.perf_counter() - began["t"]))
 gc.callbacks.append(on_gc)
-received = exchange.Upstreaming.data_received
+received = relay._Upstreaming.data_received
 def data_received(self, data):
     now = time.perf_counter()
     stamp = self.sock.stamp if self.sock is not None else None
@@ -62,19 +55,10 @@ def data_received(self, data):
         wakes.append(now - stamp)
         busy.append((max(0.0, last[0] - stamp), last[1]))
     received(self, data)
-exchange.Upstreaming.data_received = data_received
-forwarded = []
-stamped = offloop.packet_time
-def packet_time(ancillary):  # the relay thread calls it right after the chunk's send returned
-    now = time.perf_counter()
-    stamp = stamped(ancillary)
-    if stamp is not None:
-        forwarded.append(now - stamp)
-    return stamp
-offloop.packet_time = packet_time
+relay._Upstreaming.data_received = data_received
 def dump(*_):
     with open(os.environ["PROBE_OUT"], "w") as out:
-        json.dump({"slow": slow, "gc": collections_, "wakes": wakes, "busy": busy, "forwarded": forwarded}, out)
+        json.dump({"slow": slow, "gc": collections_, "wakes": wakes, "busy": busy}, out)
     os._exit(0)
 signal.signal(signal.SIGUSR1, dump)
 sys.argv = ["tokrace", *sys.argv[1:]]
@@ -87,23 +71,7 @@ def ms(x: float) -> str:
     return f"{x * 1e3:.3f}"
 
 
-def big_bodies(port: int, stop: threading.Event) -> None:
-    """A call with a 4 MB request body every 100 ms on a kept-alive connection, until ``stop``."""
-    body = json.dumps({"model": "m", "stream": True, "messages": [
-        {"role": "user", "content": [{"type": "text", "text": f"line {i} " + "x" * 200}]} for i in range(18_000)],
-        "metadata": {"user_id": "user_1_session_big"}}).encode()
-    sock = socket.create_connection(("127.0.0.1", port))
-    while not stop.is_set():
-        sock.sendall(f"POST /v1/messages?chunks=3&rate=1000 HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}"
-                     "\r\n\r\n".encode() + body)
-        got = b""
-        while not got.endswith(b"\r\n0\r\n\r\n"):
-            got += sock.recv(65536)
-        time.sleep(0.1)
-    sock.close()
-
-
-def main(rates: list[int], seconds: float, bodies: bool) -> None:
+def main(rates: list[int], seconds: float) -> None:
     print(f"conditions: {conditions()}")
     upstream = subprocess.Popen([sys.executable, "-c", UPSTREAM], stdout=subprocess.PIPE, text=True)
     assert upstream.stdout is not None
@@ -117,18 +85,13 @@ def main(rates: list[int], seconds: float, bodies: bool) -> None:
     assert proxy.stderr is not None
     proxy_port = int(proxy.stderr.readline().rsplit(":", 1)[1])
     threading.Thread(target=proxy.stderr.read, daemon=True).start()
-    stop = threading.Event()
     try:
         paired(up_port, proxy_port, 200, 750)  # warm
-        if bodies:
-            threading.Thread(target=big_bodies, args=(proxy_port, stop), daemon=True).start()
-            print("with a call carrying a 4 MB request body every 100 ms on another connection")
         for rate in rates:
             plain, via = paired(up_port, proxy_port, int(rate * seconds), rate)
             added = [v - d for v, d in zip(via, plain, strict=True)]
             print(f"{rate:,} chunks/s: direct p99 {ms(pct(plain, 99))} ms; added p50 {ms(statistics.median(added))} "
                   f"/ p99 {ms(pct(added, 99))} / p99.9 {ms(pct(added, 99.9))} ms")
-        stop.set()
         proxy.send_signal(__import__("signal").SIGUSR1)
         proxy.wait(30)
     finally:
@@ -138,11 +101,7 @@ def main(rates: list[int], seconds: float, bodies: bool) -> None:
         proxy.wait()
         upstream.wait()
     seen = json.loads(out.read_text())
-    forwarded = seen["forwarded"]
-    if forwarded:
-        print(f"on the relay threads, kernel arrival to the send's return ({len(forwarded):,} reads): p50 "
-              f"{ms(pct(forwarded, 50))} / p99 {ms(pct(forwarded, 99))} / p99.9 {ms(pct(forwarded, 99.9))} ms")
-    wakes = seen["wakes"] or [0.0]
+    wakes = seen["wakes"]
     print(f"wake-up, kernel arrival to the relay's callback ({len(wakes):,} reads): p50 {ms(pct(wakes, 50))} / "
           f"p99 {ms(pct(wakes, 99))} / p99.9 {ms(pct(wakes, 99.9))} ms")
     busy = [b for b, _ in seen["busy"]]
@@ -163,6 +122,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="750,12000")
     parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--big-bodies", action="store_true")
     args = parser.parse_args()
-    main([int(r) for r in args.rates.split(",")], args.seconds, args.big_bodies)
+    main([int(r) for r in args.rates.split(",")], args.seconds)

@@ -22,13 +22,10 @@ class Upstream1:
         self.gap = gap
         self.requests: list[bytes] = []
         self.closed_at: float | None = None
-        self.connections = 0
-        """Connections the proxy opened to it."""
         self.server: asyncio.Server | None = None
         self.url = ""
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from .exchange import Observer
-from .relay import ProxyServer
+from .relay import Observer, ProxyServer
 from .routes import Routes, Upstream
 
 __all__ = ["Observer", "ProxyServer", "Routes", "Upstream"]

@@ -8,7 +8,7 @@ import hashlib
 import json
 import time
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -18,7 +18,6 @@ from ..adapters.http.sse import EventTooLarge, SSEParser
 from ..model.events import Delta, Done, Error, Event, Extra, Headers, Request, ToolCall, Usage
 from .decoding import COPY_CAP, BodyDecoder, Unreadable, decode_whole
 from .http1 import Head
-from .members import members
 from .routes import Upstream, protocol_of
 
 NOTE_SOURCE: Final[str] = "proxy.note"
@@ -75,29 +74,16 @@ SESSION_HEADERS: Final[tuple[str, ...]] = ("x-claude-code-session-id", "session_
 """Headers agents name their session in (Claude Code's own, Codex's ``session_id`` / ``conversation_id``)."""
 
 
-REQUEST_MEMBERS: Final[frozenset[str]] = frozenset({"model", "stream", "metadata", "prompt_cache_key"})
-"""What the measuring reads of a request's body."""
-
-
 def request_facts(head: Head, body: bytes, capped: bool) -> CallFacts:
     """The model, streaming, session and identity of a request (its body already decoded)."""
-    reading = reading_facts(head, body, capped)
-    while True:
-        try:
-            next(reading)
-        except StopIteration as done:
-            facts: CallFacts = done.value
-            return facts
-
-
-def reading_facts(head: Head, body: bytes, capped: bool) -> Generator[None, None, CallFacts]:
-    """:func:`request_facts` a piece at a time (a big body's members are read in the measuring's slices)."""
     facts = CallFacts(digest=hashlib.blake2b(body, digest_size=16).hexdigest() if not capped else "")
     facts.agent = head.get("user-agent")[:120]
     retry = head.get("x-stainless-retry-count") or head.get("x-retry-count")
     facts.retry_header = retry.isdigit() and int(retry) > 0
-    payload = (yield from members(body, REQUEST_MEMBERS)) if body and not capped else {}
-    if payload is None:
+    try:
+        payload = json.loads(body) if body and not capped else None
+    except (ValueError, RecursionError):
+        payload = None
         facts.notes.append("the request body is not JSON")
     if isinstance(payload, dict):
         model = payload.get("model")
@@ -153,17 +139,15 @@ class MeterQueue:
         """Read everything still queued now, whole (a session closing: a call's end must reach the recording)."""
         queue = self._queue
         while queue:
-            meter, kind, t, value = queue[0]
-            if meter.step(kind, t, value) is not False:
-                queue.popleft()
+            meter, kind, t, value = queue.popleft()
+            meter.step(kind, t, value)
 
     def _work(self) -> None:
         queue = self._queue
         stop = time.perf_counter() + SLICE_S
         while queue:
-            meter, kind, t, value = queue[0]
-            if meter.step(kind, t, value) is not False:  # (else a big request's next piece: in turn)
-                queue.popleft()
+            meter, kind, t, value = queue.popleft()
+            meter.step(kind, t, value)
             if queue and time.perf_counter() > stop:
                 loop = asyncio.get_running_loop()
                 loop.call_at(loop.time(), self._work)
@@ -219,10 +203,6 @@ class CallMeter:
         """Why the answer's content could not be read (its coding): the call is recorded with a note, not failed."""
         self._resp_head: Head | None = None
         self._sent: float | None = None
-        self._reading: Generator[None, None, CallFacts] | None = None
-        """The request's facts being read, a piece at a time (a big body)."""
-        self._read: tuple[bytes, bool, str] = (b"", True, "")
-        """The decoded body being read, whether it was capped, and what could not be read of it."""
 
     # -- the relay's side: quick, never raising ----------------------------------------------------------------
 
@@ -264,15 +244,12 @@ class CallMeter:
 
     # -- off the relay's path ------------------------------------------------------------------------------------
 
-    def step(self, kind: str, t: float, value: Any) -> bool:
-        """Read one thing the relay handed on (:class:`MeterQueue` calls it); never raises. False when it is not
-        read through yet (a big request's body, read a piece at a time): call again with the same."""
+    def step(self, kind: str, t: float, value: Any) -> None:
+        """Read one thing the relay handed on (:class:`MeterQueue` calls it); never raises."""
         try:
-            return self._step(kind, t, value)
+            self._step(kind, t, value)
         except Exception as exc:  # measuring must never break the relay: the call keeps what it had
-            self._reading = None
             self._problem = self._problem or f"tokrace could not read this call ({type(exc).__name__}: {exc})"
-            return True
 
     def _t(self, t: float) -> float:
         return t - self._zero()
@@ -281,10 +258,10 @@ class CallMeter:
         if self.emit is not None:
             self.emit(event)
 
-    def _step(self, kind: str, t: float, value: Any) -> bool:
+    def _step(self, kind: str, t: float, value: Any) -> None:
         if kind == "sent":
-            return self._start(piecewise=True)
-        if kind == "head":
+            self._start()
+        elif kind == "head":
             if self.emit is None:
                 self._start()
             self._on_head(t, value)
@@ -295,33 +272,20 @@ class CallMeter:
             if self.emit is None:
                 self._start()
             self._on_end(t, *value)
-        return True
 
-    def _start(self, piecewise: bool = False) -> bool:
-        """Read the request (its decoded copy) and open the call on its session's lane; ``piecewise``: return
-        False after each piece of a big body's reading (the queue calls again in its next slice)."""
+    def _start(self) -> None:
+        """Read the request (its decoded copy) and open the call on its session's lane."""
         assert self.head is not None
-        if self._reading is None:
-            body = b"".join(self._body)
-            self._body = []
-            capped = self._body_size > COPY_CAP
-            note = ""
-            try:
-                body = decode_whole(body, self.head.get("content-encoding"))
-            except Unreadable as exc:
-                note = f"the request was {exc}"
-                body, capped = b"", True
-            self._reading = reading_facts(self.head, body, capped)
-            self._read = (body, capped, note)
+        body = b"".join(self._body)
+        self._body = []
+        capped = self._body_size > COPY_CAP
+        note = ""
         try:
-            while True:
-                next(self._reading)
-                if piecewise:
-                    return False
-        except StopIteration as done:
-            self.facts = done.value
-        body, capped, note = self._read
-        self._reading, self._read = None, (b"", True, "")
+            body = decode_whole(body, self.head.get("content-encoding"))
+        except Unreadable as exc:
+            note = f"the request was {exc}"
+            body, capped = b"", True
+        self.facts = request_facts(self.head, body, capped)
         if note:
             self.facts.notes.append(note)
         if self.shadow:
@@ -332,7 +296,6 @@ class CallMeter:
         self._out(Request(t=self._t(self.arrived), turn=self.turn, model=self.facts.model, endpoint=self.path))
         if self.facts.notes:
             self._out(Extra(t=self._t(self.arrived), source=NOTE_SOURCE, data={"notes": list(self.facts.notes)}))
-        return True
 
     def _on_head(self, t: float, head: Head) -> None:
         self._resp_head = head

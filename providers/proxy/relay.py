@@ -11,22 +11,219 @@ import socket
 import ssl
 import sys
 import time
-from typing import Final
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Protocol
 
 from ..timing.clock import RealClock
 from ..timing.stamped_sockets import ArrivalProtocol, ArrivalReader, StampedConnection, StampedListener
 from ..timing.stamps import SO_TIMESTAMPNS
-from .exchange import Exchange, Nowhere, Observer, ObserverFactory, Upstreaming
-from .http1 import BodyEnd, Head, HeadError, body_end, encode_head, read_head
-from .offloop import RelayThreads
+from .http1 import MAX_HEAD_BYTES, BodyEnd, Head, HeadError, body_end, encode_head, parse_head, read_head
 from .routes import Routes, Upstream
 
 READ_TIMEOUT_S: Final[float] = 900.0
 """How long the proxy waits for the upstream's next byte: thinking models are silent for minutes (≥ 600 s)."""
 
 CONNECT_TIMEOUT_S: Final[float] = 30.0
+HIGH_WATER: Final[int] = 1 << 20
+"""Bytes waiting for a slow client above which the proxy stops reading the upstream (until they drain)."""
+
 IDLE_KEPT: Final[int] = 8
 """Idle upstream connections kept per upstream for the next request."""
+
+
+class Observer(Protocol):
+    """What the relay tells about one exchange, each after the bytes concerned were forwarded. Calls must be quick
+    and must not raise (the measuring happens later, off the relay's path)."""
+
+    def request(self, head: Head, arrived: float, upstream: Upstream) -> None: ...
+    def request_body(self, piece: bytes) -> None: ...
+    def sent(self, t: float, fresh_connection: bool, connected: float | None) -> None: ...
+    def response_head(self, t: float, head: Head) -> None: ...
+    def response_body(self, t: float, pieces: list[bytes]) -> None: ...
+    def ended(self, t: float, outcome: str, detail: str = "") -> None: ...
+
+
+ObserverFactory = Callable[[str, tuple[str, int] | None], Observer | None]
+"""Makes an observer for a request on ``(method, peer)``, or ``None`` to only relay."""
+
+
+class _Upstreaming(asyncio.Protocol):
+    """One upstream connection: its bytes go straight to the exchange that owns it, in the loop's callback."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.sock: StampedConnection | None = None
+        self.exchange: _Exchange | None = None
+        self.closed = asyncio.get_running_loop().create_future()
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        sock = self.sock
+        stamp = sock.stamp if sock is not None else None
+        t = stamp if stamp is not None else time.perf_counter()
+        if self.exchange is not None:
+            self.exchange.upstream_data(data, t)
+
+    def eof_received(self) -> bool | None:
+        return None  # close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+        self._writable.set()  # a request body waiting to be written on goes no further: nothing waits for ever
+        if self.exchange is not None:
+            self.exchange.upstream_closed(time.perf_counter())
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    async def drain(self) -> None:
+        await self._writable.wait()
+
+
+@dataclass(slots=True)
+class _Exchange:
+    """One request's answer on its way from the upstream to the client."""
+
+    client: asyncio.Transport
+    method: str
+    observer: Observer | None
+    head_buffer: bytearray = field(default_factory=bytearray)
+    head: Head | None = None
+    end: BodyEnd | None = None
+    finished: asyncio.Future[str] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    upstream: _Upstreaming | None = None
+    reusable: bool = False
+    close_client: bool = False
+    last_byte: float = field(default_factory=time.perf_counter)
+    """When the upstream last sent a byte (or the request went out): the read timeout counts from it."""
+    resuming: asyncio.Future[None] | None = None
+    """The wait for a slow client to drain before the upstream is read again."""
+
+    def upstream_data(self, data: bytes, t: float) -> None:
+        self.last_byte = time.perf_counter()
+        if self.finished.done():
+            return
+        if self.head is None:
+            self.head_buffer += data
+            cut = self.head_buffer.find(b"\r\n\r\n")
+            if cut < 0:
+                if len(self.head_buffer) > MAX_HEAD_BYTES:
+                    self._fail("the upstream sent a response head over 64 KB")
+                return
+            raw, rest = bytes(self.head_buffer[:cut + 4]), bytes(self.head_buffer[cut + 4:])
+            self.head_buffer = bytearray()
+            try:
+                head = parse_head(raw)
+                if head.first[1] == "100":  # an interim answer: pass it on, the real head follows
+                    self.client.write(raw)
+                    if rest:
+                        self.upstream_data(rest, t)
+                    return
+                end = body_end(head, response_to=self.method)
+            except HeadError as exc:
+                self._fail(f"the upstream sent {exc}")
+                return
+            self.head = head
+            self.end = end
+            headers = head.forwarded()
+            if end.until_close:
+                headers.append(("connection", "close"))
+                self.close_client = True
+            self.client.write(encode_head(("HTTP/1.1", head.first[1], head.first[2]), headers))
+            data = rest
+            if end.done or not data:
+                if self.observer is not None:
+                    self.observer.response_head(t, head)
+                if end.done:
+                    self._finish(t, head.keep_alive)
+                return
+            self._body(data, t, head)  # the body's first bytes go on before the head is read
+            return
+        self._body(data, t, None)
+
+    def _body(self, data: bytes, t: float, new_head: Head | None) -> None:
+        """Forward a read of the body, then hand it (after ``new_head``, read with it) to the observer."""
+        body = self.end
+        assert body is not None
+        if body.chunked:  # forwarded first: finding the chunks' ends is Python work, done after the write
+            self.client.write(data)
+        try:
+            used, pieces = body.feed(data)
+        except HeadError as exc:
+            if not body.chunked:
+                self.client.write(data)
+            if self.observer is not None and new_head is not None:
+                self.observer.response_head(t, new_head)
+            self._fail(f"the upstream sent {exc}")
+            return
+        if not body.chunked:  # (a length's end is one subtraction away: nothing past it goes on)
+            self.client.write(data if used == len(data) else data[:used])
+        elif used != len(data):  # bytes after the answer's end, already gone on: this connection ends with it
+            self.close_client = True
+        if self.observer is not None:
+            if new_head is not None:
+                self.observer.response_head(t, new_head)
+            if pieces:
+                self.observer.response_body(t, pieces)
+        if body.done:
+            assert self.head is not None
+            self._finish(t, self.head.keep_alive and used == len(data))
+        elif self.client.get_write_buffer_size() > HIGH_WATER and self.upstream is not None \
+                and self.upstream.transport is not None:
+            self.upstream.transport.pause_reading()
+            self.resuming = asyncio.ensure_future(self._resume_when_drained())
+
+    async def _resume_when_drained(self) -> None:
+        while self.client.get_write_buffer_size() > HIGH_WATER // 2 and not self.client.is_closing():
+            await asyncio.sleep(0.001)
+        if self.upstream is not None and self.upstream.transport is not None and not self.finished.done():
+            self.upstream.transport.resume_reading()
+
+    def upstream_closed(self, t: float) -> None:
+        if self.finished.done():
+            return
+        if self.end is not None and self.end.until_close:
+            self._finish(t, False)
+        elif self.head is None:
+            self._fail("the upstream closed the connection before answering")
+        else:
+            self._fail("the upstream closed the connection in the middle of the answer")
+
+    def _finish(self, t: float, reusable: bool) -> None:
+        self.reusable = reusable
+        if self.observer is not None:
+            self.observer.ended(t, "done")
+        self.finished.set_result("done")
+
+    def _fail(self, why: str) -> None:
+        if self.finished.done():
+            return
+        if self.observer is not None:
+            self.observer.ended(time.perf_counter(), "upstream", why)
+        self.finished.set_result(why)
+
+
+class _Nowhere:
+    """Where a shadow's answer goes once measured: nowhere (no client waits for it)."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
 
 
 class _ClientProtocol(ArrivalProtocol):
@@ -53,17 +250,14 @@ class ProxyServer:
     """Listens on one address and relays each request to its upstream (:class:`Routes`)."""
 
     def __init__(self, routes: Routes, observe: ObserverFactory | None = None,
-                 tls: ssl.SSLContext | None = None, read_timeout: float = READ_TIMEOUT_S,
-                 relay_threads: bool = True) -> None:
+                 tls: ssl.SSLContext | None = None, read_timeout: float = READ_TIMEOUT_S) -> None:
         self.routes = routes
-        self.threads = RelayThreads() if relay_threads and sys.platform == "linux" else None
-        """The threads streamed answers' bodies go on (docs/design.md §13); ``None``: all on the event loop."""
         self.read_timeout = read_timeout
         """Seconds of the upstream's silence (between bytes, not in all) after which a call fails."""
         self.observe = observe
         self._tls = tls or ssl.create_default_context()
         self._server: asyncio.Server | None = None
-        self._idle: dict[Upstream, list[Upstreaming]] = {}
+        self._idle: dict[Upstream, list[_Upstreaming]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._clock = RealClock()
 
@@ -122,8 +316,6 @@ class ProxyServer:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
-        if self.threads is not None:
-            await asyncio.to_thread(self.threads.close)
         for conns in self._idle.values():
             for conn in conns:
                 if conn.transport is not None:
@@ -210,9 +402,8 @@ class ProxyServer:
             await self._answer(writer, 502, f"tokrace proxy: {why}")
             return keep
         assert conn.transport is not None
-        exchange = Exchange(writer.transport, method, observer)  # type: ignore[arg-type]
+        exchange = _Exchange(writer.transport, method, observer)  # type: ignore[arg-type]
         exchange.upstream = conn
-        exchange.threads = None if upstream.tls else self.threads  # (TLS is the loop's transport's to read)
         conn.exchange = exchange
         headers = [(k, v) for k, v in head.forwarded(frozenset({"host"}))
                    if not (upstream.auth and k.lower() in ("authorization", "x-api-key"))]
@@ -226,16 +417,11 @@ class ProxyServer:
                 observer.ended(time.perf_counter(), "cancelled", "the client went away while sending its request")
             return False
         exchange.last_byte = time.perf_counter()
-        exchange.request_sent = True
         if observer is not None:
             sock = conn.sock
             went = sock.sent_time(sock.sent) if sock is not None else None
             observer.sent(went if went is not None else time.perf_counter(), fresh, connected)
-        try:
-            outcome = await exchange.settle(await self._await_answer(exchange, proto))
-        except asyncio.CancelledError:
-            exchange.halt()
-            raise
+        outcome = await self._await_answer(exchange, proto)
         conn.exchange = None
         if outcome == "cancelled":
             conn.transport.abort()
@@ -249,7 +435,7 @@ class ProxyServer:
                 return keep
             writer.transport.abort()  # the answer was cut: the client must see it cut, not complete
             return False
-        if exchange.reusable and not exchange.halted and not conn.transport.is_closing():
+        if exchange.reusable and not conn.transport.is_closing():
             idle = self._idle.setdefault(upstream, [])
             if len(idle) < IDLE_KEPT:
                 idle.append(conn)
@@ -260,7 +446,7 @@ class ProxyServer:
         await writer.drain()
         return keep and not exchange.close_client
 
-    async def _await_answer(self, exchange: Exchange, proto: _ClientProtocol | None) -> str:
+    async def _await_answer(self, exchange: _Exchange, proto: _ClientProtocol | None) -> str:
         """The exchange's outcome: ``done``, ``cancelled`` (the client left), or why the upstream failed."""
         lost: asyncio.Future[None] = proto.lost if proto is not None else asyncio.get_running_loop().create_future()
         while True:
@@ -287,7 +473,7 @@ class ProxyServer:
             observer.ended(time.perf_counter(), "upstream", why)
             return why
         assert conn.transport is not None
-        exchange = Exchange(Nowhere(), head.first[0], observer)  # type: ignore[arg-type]
+        exchange = _Exchange(_Nowhere(), head.first[0], observer)  # type: ignore[arg-type]
         exchange.upstream = conn
         conn.exchange = exchange
         conn.transport.write(encode_head((head.first[0], upstream.target(head.first[1]), "HTTP/1.1"),
@@ -311,7 +497,7 @@ class ProxyServer:
         conn.transport.abort() if outcome != "done" else conn.transport.close()
         return outcome
 
-    async def _relay_body(self, reader: asyncio.StreamReader, conn: Upstreaming, end: BodyEnd,
+    async def _relay_body(self, reader: asyncio.StreamReader, conn: _Upstreaming, end: BodyEnd,
                           observer: Observer | None) -> None:
         """Pass the request's body on as it comes (its chunk framing too)."""
         assert conn.transport is not None
@@ -336,7 +522,7 @@ class ProxyServer:
                     return
                 end.feed(data)
 
-    async def _connect(self, upstream: Upstream) -> tuple[Upstreaming, bool, float | None]:
+    async def _connect(self, upstream: Upstream) -> tuple[_Upstreaming, bool, float | None]:
         """An idle connection to the upstream, or a new one: (it, whether new, when it was connected)."""
         idle = self._idle.get(upstream)
         while idle:
@@ -357,7 +543,7 @@ class ProxyServer:
             await asyncio.wait_for(loop.sock_connect(sock, address), CONNECT_TIMEOUT_S)
             if not upstream.tls:
                 sock.stamp_sends()
-            conn = Upstreaming()
+            conn = _Upstreaming()
             conn.sock = sock
             await asyncio.wait_for(loop.create_connection(
                 lambda: conn, sock=sock, ssl=self._tls if upstream.tls else None,

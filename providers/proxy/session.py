@@ -17,7 +17,6 @@ from ..recording.writer import Recorder
 from .book import SESSION_LOOP, Book
 from .http1 import Head
 from .meter import PROTOCOLS, CallMeter, stream_decoder
-from .offloop import SwitchInterval
 from .pauses import Collector
 from .relay import ProxyServer
 from .routes import Routes
@@ -69,8 +68,6 @@ class ProxySession:
         self.collector = Collector()
         """Runs the garbage collector's collections off the relay's path (once started)."""
         self.book.work.caught_up = self.collector.caught_up
-        self.switching = SwitchInterval()
-        """Hands the interpreter to a relay thread woken by a chunk within 50 µs of the loop's Python work."""
         self.server = ProxyServer(routes, self.book.observer)
         self.shadow = shadow
         self.notes: list[str] = []
@@ -128,7 +125,6 @@ class ProxySession:
         for protocol in PROTOCOLS:
             stream_decoder(protocol)
         self.collector.start()
-        self.switching.start()
 
     def _flush(self) -> None:
         """Write the recording's kept lines, every ``FLUSH_S``: a timer's callback, which asyncio runs after the
@@ -155,7 +151,6 @@ class ProxySession:
         await self.server.close()
         self.book.work.drain()  # what the relay handed on and was not yet read: the last call's end among it
         self.collector.stop()
-        self.switching.stop()
         self.book.close()
         if self._flusher is not None:
             self._flusher.cancel()

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tokrace.providers.proxy import meter
-from tokrace.providers.proxy.exchange import Exchange
 from tokrace.providers.proxy.http1 import BodyEnd, parse_head
 from tokrace.providers.proxy.meter import MeterQueue
+from tokrace.providers.proxy.relay import _Exchange
 
 
 class Client:
@@ -39,7 +39,7 @@ async def test_a_heads_first_body_bytes_are_written_before_the_head_is_measured(
         def response_body(self, t: float, pieces: list[bytes]) -> None:
             pass
 
-    exchange = Exchange(client, "POST", Observer())  # type: ignore[arg-type]
+    exchange = _Exchange(client, "POST", Observer())  # type: ignore[arg-type]
     exchange.upstream_data(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n", 0.0)
     assert written_then == [2] and client.written[1] == b"5\r\nhello\r\n"
 
@@ -47,7 +47,7 @@ async def test_a_heads_first_body_bytes_are_written_before_the_head_is_measured(
 async def test_a_chunked_piece_is_written_to_the_client_before_its_framing_is_read(
         monkeypatch: pytest.MonkeyPatch) -> None:
     client = Client()
-    exchange = Exchange(client, "POST", None)  # type: ignore[arg-type]
+    exchange = _Exchange(client, "POST", None)  # type: ignore[arg-type]
     exchange.upstream_data(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n", 0.0)
     seen: list[int] = []
     feed = BodyEnd.feed
@@ -63,7 +63,7 @@ async def test_a_chunked_piece_is_written_to_the_client_before_its_framing_is_re
 
 async def test_bytes_after_a_chunked_answers_end_end_the_clients_connection() -> None:
     client = Client()
-    exchange = Exchange(client, "POST", None)  # type: ignore[arg-type]
+    exchange = _Exchange(client, "POST", None)  # type: ignore[arg-type]
     exchange.upstream_data(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\nJUNK", 0.0)
     assert exchange.finished.result() == "done" and exchange.close_client and not exchange.reusable
 
@@ -156,9 +156,9 @@ def test_a_big_answer_piece_is_measured_in_slices() -> None:
 
 
 async def test_a_request_body_waiting_on_a_lost_upstream_goes_no_further_instead_of_waiting_for_ever() -> None:
-    from tokrace.providers.proxy.exchange import Upstreaming
+    from tokrace.providers.proxy.relay import _Upstreaming
 
-    conn = Upstreaming()
+    conn = _Upstreaming()
     conn.pause_writing()  # the upstream's buffer is full
     conn.connection_lost(ConnectionResetError())  # and then it is gone: no resume_writing will come
     await asyncio.wait_for(conn.drain(), 1.0)
