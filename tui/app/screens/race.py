@@ -116,6 +116,8 @@ class RaceScreen(Screen[None]):
         self.frame_open = False
         """Whether a frame is being sampled: :func:`repaint` then leaves the drawing to the frame's end."""
         self._last_key: tuple[object, ...] | None = None
+        self._keys_running: bool | None = None
+        """Whether a race ran when the keys were last worked out (the footer shows Stop enabled only then)."""
         self._still = 0
         """Frames in a row in which nothing changed."""
         self._submitted: str | None = None
@@ -231,8 +233,9 @@ class RaceScreen(Screen[None]):
         key = (tuple(lane.version for lane in runner.live.lanes), runner.races, runner.running, self.voice.on,
                self.bottlenecks_shown, now if moving else None)
         same = key == self._last_key and not force
-        if self._last_key is not None and self._last_key[2] != runner.running:
-            self.refresh_bindings()  # "Stop" is a key only while a race runs: the footer shows it dim after
+        if runner.running != self._keys_running:  # "Stop" is a key only while a race runs: dim once it ended
+            self._keys_running = runner.running
+            self.refresh_bindings()
         self._last_key = key
         self._still = self._still + 1 if same else 0
         if self.animated and self._timer is not None:
