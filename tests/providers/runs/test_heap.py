@@ -31,7 +31,45 @@ def test_on_glibc_the_threshold_is_fixed(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(ctypes, "CDLL", Spy)
     assert heap.fix_mmap_threshold() is True
-    assert calls == [(heap.M_MMAP_THRESHOLD, heap.MMAP_THRESHOLD)]
+    assert calls == [(heap.M_MMAP_THRESHOLD, heap.MMAP_THRESHOLD), (heap.M_TRIM_THRESHOLD, heap.TRIM_THRESHOLD)]
+
+
+_TRIMS = """
+import ctypes, sys
+from tokrace.providers.runs import heap
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+if sys.argv[1] == "fixed":
+    assert heap.fix_mmap_threshold()
+else:  # the mmap threshold alone, as before
+    assert libc.mallopt(heap.M_MMAP_THRESHOLD, heap.MMAP_THRESHOLD)
+trims = 0
+for _ in range(50):
+    block = bytearray(256 * 1024)  # asyncio's read block: taken from the heap's top, freed at once
+    held = libc.mallinfo2().arena
+    del block
+    trims += libc.mallinfo2().arena < held
+print(trims)
+"""
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+                         and hasattr(ctypes.CDLL(None), "mallinfo2")), reason="glibc 2.33 and up only")
+def test_a_read_sized_block_freed_at_the_heaps_top_is_kept_for_the_next_read() -> None:
+    import os
+    import subprocess
+
+    def trims(mode: str) -> int:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+        done = subprocess.run([sys.executable, "-c", _TRIMS, mode], capture_output=True, text=True, env=env,
+                              check=True)
+        return int(done.stdout)
+
+    assert trims("mmap only") >= 40  # the heap shrank after (nearly) every read: two brk calls each
+    assert trims("fixed") == 0
 
 
 def test_another_c_library_or_system_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
