@@ -64,11 +64,15 @@ class _Upstreaming(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if self.exchange is not None:
+            self.exchange.upstream_data(data, self)
+
+    def arrived(self, read_at: float) -> float:
+        """When the bytes just read reached the socket: the kernel's stamp, worked out after they went on (else
+        ``read_at``, when the loop read them)."""
         sock = self.sock
         stamp = sock.stamp if sock is not None else None
-        t = stamp if stamp is not None else time.perf_counter()
-        if self.exchange is not None:
-            self.exchange.upstream_data(data, t)
+        return stamp if stamp is not None else read_at
 
     def eof_received(self) -> bool | None:
         return None  # close
@@ -109,50 +113,53 @@ class _Exchange:
     resuming: asyncio.Future[None] | None = None
     """The wait for a slow client to drain before the upstream is read again."""
 
-    def upstream_data(self, data: bytes, t: float) -> None:
-        self.last_byte = time.perf_counter()
+    def upstream_data(self, data: bytes, source: _Upstreaming | float) -> None:
+        """Forward what the upstream sent; ``source`` tells when it came (asked after forwarding), or is that time."""
+        self.last_byte = read_at = time.perf_counter()
         if self.finished.done():
             return
-        if self.head is None:
-            self.head_buffer += data
-            cut = self.head_buffer.find(b"\r\n\r\n")
-            if cut < 0:
-                if len(self.head_buffer) > MAX_HEAD_BYTES:
-                    self._fail("the upstream sent a response head over 64 KB")
-                return
-            raw, rest = bytes(self.head_buffer[:cut + 4]), bytes(self.head_buffer[cut + 4:])
-            self.head_buffer = bytearray()
-            try:
-                head = parse_head(raw)
-                if head.first[1] == "100":  # an interim answer: pass it on, the real head follows
-                    self.client.write(raw)
-                    if rest:
-                        self.upstream_data(rest, t)
-                    return
-                end = body_end(head, response_to=self.method)
-            except HeadError as exc:
-                self._fail(f"the upstream sent {exc}")
-                return
-            self.head = head
-            self.end = end
-            headers = head.forwarded()
-            if end.until_close:
-                headers.append(("connection", "close"))
-                self.close_client = True
-            self.client.write(encode_head(("HTTP/1.1", head.first[1], head.first[2]), headers))
-            data = rest
-            if end.done or not data:
-                if self.observer is not None:
-                    self.observer.response_head(t, head)
-                if end.done:
-                    self._finish(t, head.keep_alive)
-                return
-            self._body(data, t, head)  # the body's first bytes go on before the head is read
+        if self.head is not None:
+            self._body(data, source, None, read_at)
             return
-        self._body(data, t, None)
+        t = source if isinstance(source, float) else source.arrived(read_at)
+        self.head_buffer += data
+        cut = self.head_buffer.find(b"\r\n\r\n")
+        if cut < 0:
+            if len(self.head_buffer) > MAX_HEAD_BYTES:
+                self._fail("the upstream sent a response head over 64 KB")
+            return
+        raw, rest = bytes(self.head_buffer[:cut + 4]), bytes(self.head_buffer[cut + 4:])
+        self.head_buffer = bytearray()
+        try:
+            head = parse_head(raw)
+            if head.first[1] == "100":  # an interim answer: pass it on, the real head follows
+                self.client.write(raw)
+                if rest:
+                    self.upstream_data(rest, t)
+                return
+            end = body_end(head, response_to=self.method)
+        except HeadError as exc:
+            self._fail(f"the upstream sent {exc}")
+            return
+        self.head = head
+        self.end = end
+        headers = head.forwarded()
+        if end.until_close:
+            headers.append(("connection", "close"))
+            self.close_client = True
+        self.client.write(encode_head(("HTTP/1.1", head.first[1], head.first[2]), headers))
+        data = rest
+        if end.done or not data:
+            if self.observer is not None:
+                self.observer.response_head(t, head)
+            if end.done:
+                self._finish(t, head.keep_alive)
+            return
+        self._body(data, t, head, read_at)  # the body's first bytes go on before the head is read
 
-    def _body(self, data: bytes, t: float, new_head: Head | None) -> None:
-        """Forward a read of the body, then hand it (after ``new_head``, read with it) to the observer."""
+    def _body(self, data: bytes, source: _Upstreaming | float, new_head: Head | None, read_at: float) -> None:
+        """Forward a read of the body, then hand it (after ``new_head``, read with it) to the observer with when it
+        came (``source``'s stamp, asked after the write)."""
         body = self.end
         assert body is not None
         if body.chunked:  # forwarded first: finding the chunks' ends is Python work, done after the write
@@ -163,13 +170,15 @@ class _Exchange:
             if not body.chunked:
                 self.client.write(data)
             if self.observer is not None and new_head is not None:
-                self.observer.response_head(t, new_head)
+                self.observer.response_head(source if isinstance(source, float) else source.arrived(read_at),
+                                            new_head)
             self._fail(f"the upstream sent {exc}")
             return
         if not body.chunked:  # (a length's end is one subtraction away: nothing past it goes on)
             self.client.write(data if used == len(data) else data[:used])
         elif used != len(data):  # bytes after the answer's end, already gone on: this connection ends with it
             self.close_client = True
+        t = source if isinstance(source, float) else source.arrived(read_at)
         if self.observer is not None:
             if new_head is not None:
                 self.observer.response_head(t, new_head)

@@ -26,11 +26,14 @@ class StampedConnection(socket.socket):
     the kernel's transmit stamp of each send off the socket's error queue, so :meth:`sent_time` says when a byte
     really went out, whenever the server got to noting it."""
 
-    __slots__ = ("sends", "stamp")
+    __slots__ = ("_ancillary", "_stamp", "sends")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.stamp: float | None = None
+        self._stamp: float | None = None
+        self._ancillary: list[tuple[int, int, bytes]] | None = None
+        """The last read's control messages, until :attr:`stamp` is asked for: turning the kernel's stamp into a
+        ``perf_counter`` value takes a few clock readings, which the proxy does after a chunk went on, not before."""
         self.sends: SendStamps | None = None
         """The kernel's transmit stamps of what is sent (once :meth:`stamp_sends` is on)."""
 
@@ -52,6 +55,15 @@ class StampedConnection(socket.socket):
         return None if self.sends is None else self.sends.time_of(end)
 
     @property
+    def stamp(self) -> float | None:
+        """When the newest bytes of the last read reached the socket (the kernel's stamp), ``None`` when the read
+        brought nothing or the kernel sent no stamp."""
+        ancillary = self._ancillary
+        if ancillary is not None:
+            self._stamp, self._ancillary = packet_time(ancillary), None
+        return self._stamp
+
+    @property
     def sent(self) -> int:
         """Bytes sent on this connection so far (counted once :meth:`stamp_sends` is on)."""
         return 0 if self.sends is None else self.sends.total
@@ -65,14 +77,14 @@ class StampedConnection(socket.socket):
             if self.sends is not None:
                 self.sends.collect()
             raise
-        self.stamp = packet_time(ancillary) if data else None
+        self._stamp, self._ancillary = None, ancillary if data else None
         return data
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         """(How the transport reads under TLS: into the TLS layer's buffer, which decrypts and hands on at once.)"""
         view = memoryview(buffer)
         size, ancillary, _, _ = self.recvmsg_into([view[:nbytes] if nbytes else view], _STAMP_SPACE, flags)
-        self.stamp = packet_time(ancillary) if size else None
+        self._stamp, self._ancillary = None, ancillary if size else None
         return size
 
 

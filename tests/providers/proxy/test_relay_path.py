@@ -61,6 +61,36 @@ async def test_a_chunked_piece_is_written_to_the_client_before_its_framing_is_re
     assert client.written[-1] == b"5\r\nhello\r\n" and seen == [2]  # the head, then this piece, then the framing
 
 
+async def test_a_pieces_kernel_stamp_is_worked_out_after_it_was_written() -> None:
+    from tokrace.providers.proxy.relay import _Upstreaming
+    from tokrace.providers.timing.stamped_sockets import StampedConnection
+
+    client = Client()
+    asked: list[int] = []
+    stamps: list[float] = []
+
+    class Sock(StampedConnection):
+        @property
+        def stamp(self) -> float | None:
+            asked.append(len(client.written))
+            return 12.5
+
+    class Observer:
+        def response_head(self, t: float, head: object) -> None:
+            pass
+
+        def response_body(self, t: float, pieces: list[bytes]) -> None:
+            stamps.append(t)
+
+    exchange = _Exchange(client, "POST", Observer())  # type: ignore[arg-type]
+    exchange.upstream_data(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n", 0.0)
+    upstream = _Upstreaming()
+    with Sock() as sock:
+        upstream.sock, upstream.exchange = sock, exchange
+        upstream.data_received(b"5\r\nhello\r\n")
+    assert client.written[-1] == b"5\r\nhello\r\n" and asked == [2] and stamps == [12.5]
+
+
 async def test_bytes_after_a_chunked_answers_end_end_the_clients_connection() -> None:
     client = Client()
     exchange = _Exchange(client, "POST", None)  # type: ignore[arg-type]
