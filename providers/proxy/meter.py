@@ -8,7 +8,7 @@ import hashlib
 import json
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -18,6 +18,7 @@ from ..adapters.http.sse import EventTooLarge, SSEParser
 from ..model.events import Delta, Done, Error, Event, Extra, Headers, Request, ToolCall, Usage
 from .decoding import COPY_CAP, BodyDecoder, Unreadable, decode_whole
 from .http1 import Head
+from .members import PIECE, WHOLE_BYTES, members
 from .routes import Upstream, protocol_of
 
 NOTE_SOURCE: Final[str] = "proxy.note"
@@ -74,24 +75,44 @@ SESSION_HEADERS: Final[tuple[str, ...]] = ("x-claude-code-session-id", "session_
 """Headers agents name their session in (Claude Code's own, Codex's ``session_id`` / ``conversation_id``)."""
 
 
+REQUEST_MEMBERS: Final[frozenset[str]] = frozenset({"model", "stream", "metadata", "prompt_cache_key"})
+"""What the measuring reads of a request's body."""
+
+
 def request_facts(head: Head, body: bytes, capped: bool) -> CallFacts:
     """The model, streaming, session and identity of a request (its body already decoded)."""
-    facts = CallFacts(digest=hashlib.blake2b(body, digest_size=16).hexdigest() if not capped else "")
+    reading = reading_facts(head, body, capped)
+    while True:
+        try:
+            next(reading)
+        except StopIteration as done:
+            facts: CallFacts = done.value
+            return facts
+
+
+def reading_facts(head: Head, body: bytes, capped: bool) -> Generator[int, None, CallFacts]:
+    """:func:`request_facts` a piece at a time: a big body is hashed and read in pieces (``members.PIECE``), each
+    piece a step of the measuring's queue."""
+    facts = CallFacts()
+    if not capped:
+        hashed = hashlib.blake2b(body if len(body) <= WHOLE_BYTES else b"", digest_size=16)
+        if len(body) > WHOLE_BYTES:  # (6 ms for 4 MB at once)
+            with memoryview(body) as view:
+                for at in range(0, len(body), PIECE):
+                    hashed.update(view[at:at + PIECE])
+                    yield PIECE
+        facts.digest = hashed.hexdigest()
     facts.agent = head.get("user-agent")[:120]
     retry = head.get("x-stainless-retry-count") or head.get("x-retry-count")
     facts.retry_header = retry.isdigit() and int(retry) > 0
-    try:
-        payload = json.loads(body) if body and not capped else None
-    except (ValueError, RecursionError):
-        payload = None
+    payload = (yield from members(body, REQUEST_MEMBERS)) if body and not capped else {}
+    if payload is None:
         facts.notes.append("the request body is not JSON")
-    if isinstance(payload, dict):
+    else:
         model = payload.get("model")
         facts.model = model if isinstance(model, str) else ""
         facts.stream = payload.get("stream") is True
-        session = _body_session(payload)
-        if session:
-            facts.session = session
+        facts.session = _body_session(payload)
     for name in SESSION_HEADERS:
         value = head.get(name)
         if value:
@@ -139,15 +160,17 @@ class MeterQueue:
         """Read everything still queued now, whole (a session closing: a call's end must reach the recording)."""
         queue = self._queue
         while queue:
-            meter, kind, t, value = queue.popleft()
-            meter.step(kind, t, value)
+            meter, kind, t, value = queue[0]
+            if meter.step(kind, t, value):
+                queue.popleft()
 
     def _work(self) -> None:
         queue = self._queue
         stop = time.perf_counter() + SLICE_S
         while queue:
-            meter, kind, t, value = queue.popleft()
-            meter.step(kind, t, value)
+            meter, kind, t, value = queue[0]
+            if meter.step(kind, t, value):  # (else a big request's next piece: the same step again, in turn)
+                queue.popleft()
             if queue and time.perf_counter() > stop:
                 loop = asyncio.get_running_loop()
                 loop.call_at(loop.time(), self._work)
@@ -203,6 +226,10 @@ class CallMeter:
         """Why the answer's content could not be read (its coding): the call is recorded with a note, not failed."""
         self._resp_head: Head | None = None
         self._sent: float | None = None
+        self._reading: Generator[int, None, CallFacts] | None = None
+        """The request's facts being read, a piece at a time (a big body)."""
+        self._read: tuple[bytes, bool, str] = (b"", True, "")
+        """The decoded body being read, whether it was capped, and what could not be read of it."""
 
     # -- the relay's side: quick, never raising ----------------------------------------------------------------
 
@@ -244,12 +271,15 @@ class CallMeter:
 
     # -- off the relay's path ------------------------------------------------------------------------------------
 
-    def step(self, kind: str, t: float, value: Any) -> None:
-        """Read one thing the relay handed on (:class:`MeterQueue` calls it); never raises."""
+    def step(self, kind: str, t: float, value: Any) -> bool:
+        """Read one thing the relay handed on (:class:`MeterQueue` calls it); never raises. False when it is not
+        read through yet (a big request's body, read a piece a step): call again with the same."""
         try:
-            self._step(kind, t, value)
+            return self._step(kind, t, value)
         except Exception as exc:  # measuring must never break the relay: the call keeps what it had
+            self._reading = None
             self._problem = self._problem or f"tokrace could not read this call ({type(exc).__name__}: {exc})"
+            return True
 
     def _t(self, t: float) -> float:
         return t - self._zero()
@@ -258,34 +288,44 @@ class CallMeter:
         if self.emit is not None:
             self.emit(event)
 
-    def _step(self, kind: str, t: float, value: Any) -> None:
-        if kind == "sent":
-            self._start()
-        elif kind == "head":
-            if self.emit is None:
-                self._start()
+    def _step(self, kind: str, t: float, value: Any) -> bool:
+        if kind == "sent" or (self.emit is None and kind != "body"):
+            if not self._start():
+                return False
+            if kind == "sent":
+                return True
+        if kind == "head":
             self._on_head(t, value)
         elif kind == "body":
             for piece in value:
                 self._on_body(t, piece)
         else:
-            if self.emit is None:
-                self._start()
             self._on_end(t, *value)
+        return True
 
-    def _start(self) -> None:
-        """Read the request (its decoded copy) and open the call on its session's lane."""
+    def _start(self) -> bool:
+        """Read the request (its decoded copy) a piece at a time, False after each piece, and once it is read open
+        the call on its session's lane."""
         assert self.head is not None
-        body = b"".join(self._body)
-        self._body = []
-        capped = self._body_size > COPY_CAP
-        note = ""
+        if self._reading is None:
+            body = b"".join(self._body)
+            self._body = []
+            capped = self._body_size > COPY_CAP
+            note = ""
+            try:
+                body = decode_whole(body, self.head.get("content-encoding"))
+            except Unreadable as exc:
+                note = f"the request was {exc}"
+                body, capped = b"", True
+            self._reading = reading_facts(self.head, body, capped)
+            self._read = (body, capped, note)
         try:
-            body = decode_whole(body, self.head.get("content-encoding"))
-        except Unreadable as exc:
-            note = f"the request was {exc}"
-            body, capped = b"", True
-        self.facts = request_facts(self.head, body, capped)
+            next(self._reading)
+            return False
+        except StopIteration as done:
+            self.facts = done.value
+        body, capped, note = self._read
+        self._reading, self._read = None, (b"", True, "")
         if note:
             self.facts.notes.append(note)
         if self.shadow:
@@ -296,6 +336,7 @@ class CallMeter:
         self._out(Request(t=self._t(self.arrived), turn=self.turn, model=self.facts.model, endpoint=self.path))
         if self.facts.notes:
             self._out(Extra(t=self._t(self.arrived), source=NOTE_SOURCE, data={"notes": list(self.facts.notes)}))
+        return True
 
     def _on_head(self, t: float, head: Head) -> None:
         self._resp_head = head
