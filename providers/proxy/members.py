@@ -1,5 +1,5 @@
 """The few top-level members of a big JSON request read a piece at a time, each piece a few short calls of the C
-parser on less than ``2 * PIECE`` characters, the reader yielding between pieces (docs/design.md §13)."""
+parser, the reader yielding between pieces (docs/design.md §13)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,15 @@ WHOLE_BYTES: Final[int] = 256 * 1024
 4 MB held the event loop for 30 to 60 ms, and every other stream's chunks waited behind it."""
 
 PIECE: Final[int] = 8 * 1024
-"""The characters (bytes, decoding) one call of the C parser works through at most; a piece ends once it has worked
-through this many, so it parses less than twice as many (about 0.1 ms)."""
+"""The characters one call of the C parser works through at most; a piece ends once it has worked through this many,
+so it works through at most twice as many (0.1 to 0.2 ms)."""
+
+SCAN: Final[int] = 8
+"""A scan (decoding, hashing, a run of whitespace or of a string's inside) counts a character an eighth of one parsed:
+a call scans at most ``RUN`` characters."""
+
+RUN: Final[int] = PIECE * SCAN
+"""The most one call scans (64 K: decoding it takes a few microseconds, hashing it about 0.1 ms)."""
 
 FIRST_WINDOW: Final[int] = 256
 """The first try at a value: the C parser on this much text, then eight times as much, up to ``PIECE``; a value
@@ -83,10 +90,10 @@ class _Reader:
         # as json.loads decodes bytes, in pieces (11 ms for 6 MB of CJK text whole)
         decoder = codecs.getincrementaldecoder(json.detect_encoding(body))("surrogatepass")
         parts = []
-        for at in range(0, len(body), PIECE):
+        for at in range(0, len(body), RUN):
             if self.spent >= PIECE:
                 yield self._turn()
-            parts.append(decoder.decode(body[at:at + PIECE], final=at + PIECE >= len(body)))
+            parts.append(decoder.decode(body[at:at + RUN], final=at + RUN >= len(body)))
             self.spent += PIECE
         text = self.text = "".join(parts)
         found: dict[str, Any] = {}
@@ -105,9 +112,9 @@ class _Reader:
     def _gap(self, pos: int) -> int:
         """Past the whitespace at ``pos`` (the common case: a short run), or ``~end`` when the run fills a piece."""
         text = self.text
-        stop = min(pos + PIECE, len(text))
+        stop = min(pos + RUN, len(text))
         end = _SPACE.match(text, pos, stop).end()  # type: ignore[union-attr]  # (it matches nothing at least)
-        self.spent += end - pos + 1
+        self.spent += (end - pos) // SCAN + 1
         return end if end < stop or stop == len(text) else ~end
 
     def _space(self, pos: int) -> Generator[int, None, int]:
@@ -117,6 +124,23 @@ class _Reader:
                 yield self._turn()
             pos = self._gap(~pos)
         return pos
+
+    def _try(self, pos: int) -> tuple[Any, int]:
+        """The value at ``pos`` and the position past it if it is read on the first try (as the last one was), else
+        ``(None, -1)``; not a generator: an array's thousands of elements each skip :meth:`_value`'s making."""
+        text, window = self.text, self.window
+        if self.spent >= PIECE:
+            return None, -1
+        part = text[pos:pos + window]
+        self.spent += len(part)
+        try:
+            value, end = _SCAN(part, 0)
+        except (ValueError, StopIteration):
+            return None, -1
+        if end + _NUMBER_LOOKS <= len(part) or pos + window >= len(text):
+            self.window = max(FIRST_WINDOW, 2 * end)
+            return value, pos + end
+        return None, -1
 
     def _value(self, pos: int, keep: bool, depth: int) -> Generator[int, None, tuple[Any, int]]:
         """The value at ``pos`` (``None`` unless ``keep``) and the position past it, as the C parser reads it."""
@@ -172,7 +196,8 @@ class _Reader:
             if pos < 0:
                 pos = yield from self._space(pos)
             kept = keep or key in wanted
-            value, pos = yield from self._value(pos, kept, depth)
+            value, end = self._try(pos)
+            value, pos = (value, end) if end >= 0 else (yield from self._value(pos, kept, depth))
             if kept:
                 out[key] = value  # (a later duplicate wins, in the first one's place, as in json.loads)
             pos = self._gap(pos)
@@ -196,7 +221,8 @@ class _Reader:
         if text.startswith("]", pos):
             return out, pos + 1
         while True:
-            value, pos = yield from self._value(pos, keep, depth)
+            value, end = self._try(pos)
+            value, pos = (value, end) if end >= 0 else (yield from self._value(pos, keep, depth))
             if keep:
                 out.append(value)
             pos = self._gap(pos)
@@ -213,21 +239,49 @@ class _Reader:
 
     def _string(self, pos: int, keep: bool) -> Generator[int, None, tuple[Any, int]]:
         """A string a run at a time: checked as the parser checks it, decoded by it if ``keep``."""
+        if not keep:
+            return (yield from self._skip_string(pos))
         text, parts, at = self.text, [], pos + 1
         while True:
             if self.spent >= PIECE:
                 yield self._turn()
-            stop = min(at + PIECE // 2, len(text))  # (a run is checked, then decoded: a piece's worth)
+            stop = min(at + RUN // 2, len(text))  # (a run is checked, then decoded: a piece's worth)
             end = _STRING_RUN.match(text, at, stop).end()  # type: ignore[union-attr]
-            self.spent += end - at + 1
+            self.spent += (end - at) // SCAN + 1
             if keep:
                 run = text[at:end]
                 if "\\" in run:
                     run = _UNESCAPE(run + '"', 0)[0]
-                    self.spent += end - at + 1
+                    self.spent += (end - at) // SCAN + 1
                 parts.append(run)
             if text.startswith('"', end):
                 return "".join(parts) if keep else None, end + 1
             if stop == len(text) or end < stop - _CUT:
                 raise ValueError("not a JSON string")
             at = end
+
+    def _skip_string(self, pos: int) -> Generator[int, None, tuple[None, int]]:
+        """A string checked by the parser's own string reader a run at a time (ten times the pace of the run's
+        pattern), each run cut where no escape is: before the run of backslashes near the cut, or inside it between
+        two (each ``\\\\``)."""
+        text, at = self.text, pos + 1
+        while True:
+            if self.spent >= PIECE:
+                yield self._turn()
+            cut = at + RUN // 2
+            if cut >= len(text):
+                cut = len(text)
+            else:
+                slash = text.rfind("\\", max(at, cut - _CUT), cut)
+                if slash >= 0:  # (an escape is at most 12 characters: a surrogate pair's; it cannot reach the cut)
+                    cut = at + len(text[at:slash + 1].rstrip("\\"))
+                    if cut == at:  # backslashes from here on: escaped ones, two by two
+                        cut = at + (slash - at) // 2 * 2
+            part = text[at:cut]
+            self.spent += len(part) // SCAN + 1
+            _, end = _UNESCAPE(part + '"', 0)  # (raises on what json.loads refuses: a control character, a bad escape)
+            if end <= len(part):
+                return None, at + end
+            if cut == len(text):
+                raise ValueError("an unterminated string")
+            at = cut

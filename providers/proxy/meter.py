@@ -18,7 +18,7 @@ from ..adapters.http.sse import EventTooLarge, SSEParser
 from ..model.events import Delta, Done, Error, Event, Extra, Headers, Request, ToolCall, Usage
 from .decoding import COPY_CAP, BodyDecoder, Unreadable, decode_whole
 from .http1 import Head
-from .members import PIECE, WHOLE_BYTES, members
+from .members import PIECE, RUN, WHOLE_BYTES, members
 from .routes import Upstream, protocol_of
 
 NOTE_SOURCE: Final[str] = "proxy.note"
@@ -91,15 +91,15 @@ def request_facts(head: Head, body: bytes, capped: bool) -> CallFacts:
 
 
 def reading_facts(head: Head, body: bytes, capped: bool) -> Generator[int, None, CallFacts]:
-    """:func:`request_facts` a piece at a time: a big body is hashed and read in pieces (``members.PIECE``), each
+    """:func:`request_facts` a piece at a time: a big body is hashed and read in pieces (:mod:`.members`), each
     piece a step of the measuring's queue."""
     facts = CallFacts()
     if not capped:
         hashed = hashlib.blake2b(body if len(body) <= WHOLE_BYTES else b"", digest_size=16)
         if len(body) > WHOLE_BYTES:  # (6 ms for 4 MB at once)
             with memoryview(body) as view:
-                for at in range(0, len(body), PIECE):
-                    hashed.update(view[at:at + PIECE])
+                for at in range(0, len(body), RUN):
+                    hashed.update(view[at:at + RUN])
                     yield PIECE
         facts.digest = hashed.hexdigest()
     facts.agent = head.get("user-agent")[:120]

@@ -22,7 +22,7 @@ from proxying import Upstream1, anthropic_sse, sse_response
 from tokrace.providers.model.events import Done, Request, Segment, Usage
 from tokrace.providers.proxy import Routes, Upstream, meter
 from tokrace.providers.proxy import members as members_module
-from tokrace.providers.proxy.members import PIECE, members
+from tokrace.providers.proxy.members import PIECE, SCAN, members
 from tokrace.providers.proxy.session import ProxySession
 from tokrace.providers.recording import read_recording
 
@@ -49,9 +49,10 @@ def expected(body: bytes) -> dict[str, Any] | None:
 
 
 @contextmanager
-def small_pieces(piece: int = 32, window: int = 4, depth: int = 3) -> Iterator[None]:
-    """Every body read piecewise, in pieces small enough that a few-hundred-byte body takes every path."""
-    with mock.patch.multiple(members_module, WHOLE_BYTES=0, PIECE=piece, FIRST_WINDOW=window, MAX_DEPTH=depth):
+def small_pieces(piece: int = 32, run: int = 40, window: int = 4, depth: int = 3) -> Iterator[None]:
+    """Every body read piecewise, in pieces and runs small enough that a few-hundred-byte body takes every path."""
+    with mock.patch.multiple(members_module, WHOLE_BYTES=0, PIECE=piece, RUN=run, FIRST_WINDOW=window,
+                             MAX_DEPTH=depth):
         yield
 
 
@@ -164,7 +165,7 @@ def test_a_damaged_body_is_not_json_exactly_when_json_loads_refuses_it(text: str
 def test_awkward_and_hostile_bodies_read_as_json_loads_reads_them(body: bytes) -> None:
     with small_pieces():
         same(body)
-    with small_pieces(piece=64, window=64, depth=16):
+    with small_pieces(piece=64, run=512, window=64, depth=16):
         same(body)
 
 
@@ -186,16 +187,17 @@ def test_big_hostile_bodies_read_as_json_loads_reads_them(body: bytes) -> None:
 
 
 class Counted:
-    """A C call of the reader, counted: how many characters (bytes, decoding) each piece worked through."""
+    """The reader's C calls, counted: how much each piece worked through (a character parsed counts one, a character
+    scanned an eighth: decoded, or in a run of whitespace or of a string)."""
 
     def __init__(self) -> None:
         self.piece = 0
         self.pieces: list[int] = []
 
-    def scan(self, call: Callable[[str, int], Any]) -> Callable[[str, int], Any]:
+    def parse(self, call: Callable[[str, int], Any], weight: int = 1) -> Callable[[str, int], Any]:
         def counted(text: str, at: int) -> Any:
             assert at == 0  # (a slice, not a place in the whole text)
-            self.piece += len(text)
+            self.piece += len(text) if weight == 1 else (len(text) - 1) // weight + 1  # (less its closing quote)
             return call(text, at)
         return counted
 
@@ -205,7 +207,7 @@ class Counted:
         class Pattern:
             def match(self, text: str, pos: int, endpos: int) -> re.Match[str] | None:
                 found = pattern.match(text, pos, endpos)
-                counter.piece += (found.end() if found else pos) - pos + 1
+                counter.piece += ((found.end() if found else pos) - pos) // SCAN + 1
                 return found
         return Pattern()
 
@@ -218,7 +220,7 @@ class Counted:
                 decode = decoder.decode
 
                 def counted(data: bytes, final: bool = False) -> str:
-                    self.piece += len(data)
+                    self.piece += len(data) // SCAN
                     return str(decode(data, final))
                 decoder.decode = counted
                 return decoder
@@ -226,8 +228,8 @@ class Counted:
         return made
 
     def read(self, body: bytes) -> dict[str, Any] | None:
-        with mock.patch.multiple(members_module, _SCAN=self.scan(members_module._SCAN),
-                                 _UNESCAPE=self.scan(members_module._UNESCAPE),
+        with mock.patch.multiple(members_module, _SCAN=self.parse(members_module._SCAN),
+                                 _UNESCAPE=self.parse(members_module._UNESCAPE, SCAN),
                                  _SPACE=self.pattern(members_module._SPACE),
                                  _STRING_RUN=self.pattern(members_module._STRING_RUN)), \
                 mock.patch.object(members_module.codecs, "getincrementaldecoder",
@@ -273,9 +275,9 @@ def test_no_piece_parses_more_than_twice_a_piece(body: bytes) -> None:
     counted = Counted()
     got = counted.read(body)
     assert repr(got) == repr(expected(body))
-    assert sum(counted.pieces) >= len(body)  # every character went through a counted call
+    assert sum(counted.pieces) >= len(body) // SCAN  # every character went through a counted call
     assert max(counted.pieces) <= 2 * PIECE
-    assert len(counted.pieces) > len(body) // (2 * PIECE)
+    assert len(counted.pieces) > len(body) // (2 * PIECE * SCAN)
 
 
 def test_a_body_up_to_whole_bytes_is_parsed_at_once() -> None:
@@ -350,7 +352,8 @@ def test_a_big_request_opens_its_call_over_many_steps_of_the_queue_with_the_fact
     while not call.step("sent", 0.0, None):
         steps += 1
         assert not opened  # (the call opens once its request is read)
-    assert steps > len(body) // (2 * PIECE) and opened == [call]
+    assert steps > len(body) // (2 * PIECE * SCAN) and opened == [call]
     with mock.patch.object(members_module, "WHOLE_BYTES", 1 << 30), mock.patch.object(meter, "WHOLE_BYTES", 1 << 30):
         assert call.facts == meter.request_facts(head, body, False)
     assert call.facts.model == "claude-x" and call.facts.session == "session_77" and call.facts.stream
+
