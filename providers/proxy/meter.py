@@ -34,6 +34,11 @@ cannot leave, and an SSE event takes about 20 µs to read into events and record
 thirty events, over half a millisecond, and a read that brought that much after a late wake held the next chunks
 that long)."""
 
+BACKLOG_BYTES: Final[int] = 16 * 1024 * 1024
+"""While more request bodies than this wait to be read, the measuring reads on without letting the loop look at its
+sockets: an agent that sends big calls faster than they are read (50 of 4 MB a second) is held back by the loop, as
+it was when each body was one ``json.loads``, instead of its bodies piling up in memory."""
+
 ERROR_BODY_KEPT: Final[int] = 64 * 1024
 """How much of an error answer's body is kept to quote."""
 
@@ -144,6 +149,8 @@ class MeterQueue:
     def __init__(self) -> None:
         self._queue: deque[tuple[CallMeter, str, float, Any]] = deque()
         self._scheduled = False
+        self.waiting = 0
+        """The bytes of request bodies queued and not yet read (see ``BACKLOG_BYTES``)."""
         self.caught_up: Callable[[], None] | None = None
         """Called when everything queued was read: the moment for work that must not hold a chunk back."""
 
@@ -171,7 +178,7 @@ class MeterQueue:
             meter, kind, t, value = queue[0]
             if meter.step(kind, t, value):  # (else a big request's next piece: the same step again, in turn)
                 queue.popleft()
-            if queue and time.perf_counter() > stop:
+            if queue and time.perf_counter() > stop and self.waiting <= BACKLOG_BYTES:
                 loop = asyncio.get_running_loop()
                 loop.call_at(loop.time(), self._work)
                 return
@@ -244,6 +251,7 @@ class CallMeter:
         if self.protocol is not None and self._body_size <= COPY_CAP:
             self._body.append(piece)
             self._body_size += len(piece)
+            self._work.waiting += len(piece)
 
     def sent(self, t: float, fresh_connection: bool, connected: float | None) -> None:
         self._sent = t
@@ -309,6 +317,7 @@ class CallMeter:
         assert self.head is not None
         if self._reading is None:
             body = b"".join(self._body)
+            self._work.waiting -= len(body)
             self._body = []
             capped = self._body_size > COPY_CAP
             note = ""

@@ -357,3 +357,30 @@ def test_a_big_request_opens_its_call_over_many_steps_of_the_queue_with_the_fact
         assert call.facts == meter.request_facts(head, body, False)
     assert call.facts.model == "claude-x" and call.facts.session == "session_77" and call.facts.stream
 
+
+@pytest.mark.parametrize("backlog", [1 << 30, 1_000_000])
+async def test_the_measuring_reads_on_only_while_more_bodies_wait_than_it_keeps(
+        backlog: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokrace.providers.proxy.http1 import parse_head
+
+    monkeypatch.setattr(meter, "BACKLOG_BYTES", backlog)
+    ticks = iter(range(1 << 40))
+    monkeypatch.setattr(meter.time, "perf_counter", lambda: next(ticks) * 1.0)  # each look: past the slice's end
+    head = parse_head(b"POST /v1/messages HTTP/1.1\r\n\r\n")
+    queue, opened = meter.MeterQueue(), []
+    calls = [meter.CallMeter("POST", lambda: 0.0, lambda c: opened.append(c) or (lambda e: None), lambda c: None,
+                             work=queue) for _ in range(3)]
+    for n, call in enumerate(calls):
+        call.request(head, 0.0, Upstream.parse("http://127.0.0.1:1"))
+        call.request_body(big_request(str(n), 1))
+    assert queue.waiting == 3 * len(big_request("0", 1))
+    for call in calls:
+        call.sent(0.0, False, None)
+    over = queue.waiting > backlog
+    queue._work()  # one slice
+    if not over:
+        assert opened == []  # a piece, and the loop looks at its sockets
+    else:  # read on until no more than the backlog waits: the first call, and the second's body taken up
+        assert opened == [calls[0]] and queue.waiting <= backlog
+    queue.drain()
+    assert opened == calls and queue.waiting == 0
