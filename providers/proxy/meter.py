@@ -95,22 +95,27 @@ def request_facts(head: Head, body: bytes, capped: bool) -> CallFacts:
             return facts
 
 
-def reading_facts(head: Head, body: bytes, capped: bool) -> Generator[int, None, CallFacts]:
-    """:func:`request_facts` a piece at a time: a big body is hashed and read in pieces (:mod:`.members`), each
-    piece a step of the measuring's queue."""
+def reading_facts(head: Head, body: bytes | list[bytes], capped: bool) -> Generator[int, None, CallFacts]:
+    """:func:`request_facts` a piece at a time: a big body (whole, or the pieces it came in) is hashed and read in
+    pieces (:mod:`.members`), each piece a step of the measuring's queue."""
     facts = CallFacts()
+    pieces = [body] if isinstance(body, bytes) else body
+    size = sum(map(len, pieces))
+    if size <= WHOLE_BYTES:
+        body = pieces = [b"".join(pieces)]
     if not capped:
-        hashed = hashlib.blake2b(body if len(body) <= WHOLE_BYTES else b"", digest_size=16)
-        if len(body) > WHOLE_BYTES:  # (6 ms for 4 MB at once)
-            with memoryview(body) as view:
-                for at in range(0, len(body), RUN):
+        hashed = hashlib.blake2b(digest_size=16)
+        for piece in pieces:  # (6 ms for 4 MB at once)
+            with memoryview(piece) as view:
+                for at in range(0, len(piece), RUN):
                     hashed.update(view[at:at + RUN])
-                    yield PIECE
+                    if size > WHOLE_BYTES:
+                        yield PIECE
         facts.digest = hashed.hexdigest()
     facts.agent = head.get("user-agent")[:120]
     retry = head.get("x-stainless-retry-count") or head.get("x-retry-count")
     facts.retry_header = retry.isdigit() and int(retry) > 0
-    payload = (yield from members(body, REQUEST_MEMBERS)) if body and not capped else {}
+    payload = (yield from members(pieces, REQUEST_MEMBERS)) if size and not capped else {}
     if payload is None:
         facts.notes.append("the request body is not JSON")
     else:
@@ -220,8 +225,7 @@ class CallMeter:
         self._work = work if work is not None else MeterQueue()
         self.shadow = ""
         """``shadow TIER`` when this call is a shadow's copy of an agent's call (its session is named so)."""
-        self.request_copy = b""
-        """The request's decoded body while the call opens (what a shadow sends), else empty."""
+        self._copy: list[bytes] = []
         self._decoder: StreamDecoder | None = None
         self._sse = SSEParser()
         self._coded: BodyDecoder | None = None
@@ -235,8 +239,13 @@ class CallMeter:
         self._sent: float | None = None
         self._reading: Generator[int, None, CallFacts] | None = None
         """The request's facts being read, a piece at a time (a big body)."""
-        self._read: tuple[bytes, bool, str] = (b"", True, "")
+        self._read: tuple[list[bytes], bool, str] = ([], True, "")
         """The decoded body being read, whether it was capped, and what could not be read of it."""
+
+    @property
+    def request_copy(self) -> bytes:
+        """The request's decoded body while the call opens (what a shadow sends), else empty."""
+        return b"".join(self._copy)
 
     # -- the relay's side: quick, never raising ----------------------------------------------------------------
 
@@ -316,16 +325,17 @@ class CallMeter:
         the call on its session's lane."""
         assert self.head is not None
         if self._reading is None:
-            body = b"".join(self._body)
-            self._work.waiting -= len(body)
-            self._body = []
+            body, self._body = self._body, []
+            self._work.waiting -= sum(map(len, body))
             capped = self._body_size > COPY_CAP
             note = ""
-            try:
-                body = decode_whole(body, self.head.get("content-encoding"))
-            except Unreadable as exc:
-                note = f"the request was {exc}"
-                body, capped = b"", True
+            coding = self.head.get("content-encoding")
+            if coding.strip().lower() not in ("", "identity"):  # (the pieces as they came, else: no 4 MB join)
+                try:
+                    body = [decode_whole(b"".join(body), coding)]
+                except Unreadable as exc:
+                    note = f"the request was {exc}"
+                    body, capped = [], True
             self._reading = reading_facts(self.head, body, capped)
             self._read = (body, capped, note)
         try:
@@ -334,14 +344,14 @@ class CallMeter:
         except StopIteration as done:
             self.facts = done.value
         body, capped, note = self._read
-        self._reading, self._read = None, (b"", True, "")
+        self._reading, self._read = None, ([], True, "")
         if note:
             self.facts.notes.append(note)
         if self.shadow:
             self.facts.session = f"{self.facts.session or 'agent ' + (self.facts.agent or 'unknown')} · {self.shadow}"
-        self.request_copy = b"" if capped else body
+        self._copy = [] if capped else body
         self.emit = self._begin(self)
-        self.request_copy = b""
+        self._copy = []
         self._out(Request(t=self._t(self.arrived), turn=self.turn, model=self.facts.model, endpoint=self.path))
         if self.facts.notes:
             self._out(Extra(t=self._t(self.arrived), source=NOTE_SOURCE, data={"notes": list(self.facts.notes)}))

@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -29,7 +30,7 @@ from tokrace.providers.recording import read_recording
 WANTED = frozenset({"model", "metadata", "stream", "prompt_cache_key"})
 
 
-def read(body: bytes) -> tuple[dict[str, Any] | None, list[int]]:
+def read(body: bytes | list[bytes]) -> tuple[dict[str, Any] | None, list[int]]:
     """The reader's result and what each piece said it worked through."""
     reading, pieces = members(body, WANTED), []
     while True:
@@ -125,10 +126,14 @@ def encoded(text: str, encoding: str) -> bytes:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=DOCUMENT, encoding=ENCODING)
-def test_what_json_loads_gives_is_what_the_piecewise_reading_gives(text: str, encoding: str) -> None:
+@given(text=DOCUMENT, encoding=ENCODING, cuts=st.lists(st.integers(0, 10_000), max_size=5))
+def test_what_json_loads_gives_is_what_the_piecewise_reading_gives(text: str, encoding: str, cuts: list[int]) -> None:
+    body = encoded(text, encoding)
+    at = sorted({cut % (len(body) + 1) for cut in cuts} | {0, len(body)})
+    pieces = [body[a:b] for a, b in pairwise(at)]  # (as it came off the socket)
     with small_pieces():
-        same(encoded(text, encoding))
+        same(body)
+        assert repr(read(pieces)[0]) == repr(expected(body))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
