@@ -16,6 +16,7 @@ Usage: ``python scripts/probe_proxy_loop.py [--rates 750,12000] [--seconds 2] [-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -82,13 +83,14 @@ def big_bodies(port: int, stop: threading.Event) -> None:
         {"role": "user", "content": [{"type": "text", "text": f"line {i} " + "x" * 200}]} for i in range(18_000)],
         "metadata": {"user_id": "user_1_session_big"}}).encode()
     sock = socket.create_connection(("127.0.0.1", port))
-    while not stop.is_set():
-        sock.sendall(f"POST /v1/messages?chunks=3&rate=1000 HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}"
-                     "\r\n\r\n".encode() + body)
-        got = b""
-        while not got.endswith(b"\r\n0\r\n\r\n"):
-            got += sock.recv(65536)
-        time.sleep(0.1)
+    with contextlib.suppress(ConnectionError):  # (the proxy ends mid-call when the probe is done)
+        while not stop.is_set():
+            sock.sendall(f"POST /v1/messages?chunks=3&rate=1000 HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}"
+                         "\r\n\r\n".encode() + body)
+            got = b""
+            while not got.endswith(b"\r\n0\r\n\r\n"):
+                got += sock.recv(65536)
+            time.sleep(0.1)
     sock.close()
 
 
