@@ -6,20 +6,26 @@ process of its own with its event loop and collector watched, streams the benchm
   loop being busy with something else);
 - the loop busy when a chunk came: the callback running then and how long it still ran;
 - every garbage collection during the streams, by generation;
-- the loop's callbacks over 100 µs, by name.
+- the loop's callbacks over 100 µs, by name, and the longest.
 
-Usage: ``python scripts/probe_proxy_loop.py [--rates 750,12000] [--seconds 2]``"""
+With ``--big-bodies``, another connection sends a call with a 4 MB request body every 100 ms while the chunks stream
+(an agent with a long context beside the one measured): reading such a request is the proxy's longest piece of work.
+
+Usage: ``python scripts/probe_proxy_loop.py [--rates 750,12000] [--seconds 2] [--big-bodies]``"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from bench_proxy import UPSTREAM, conditions, paired, pct
@@ -37,7 +43,7 @@ def _run(self):
     t1 = time.perf_counter()
     name = getattr(self._callback, "__qualname__", None) or type(self._callback).__name__
     last[0], last[1] = t1, name
-    if t1 - t0 > 100e-6:
+    if t1 - t0 > 100e-6 and wakes:  # (the streams, not the start-up)
         slow[name].append(t1 - t0)
 events.Handle._run = _run
 began = {}
@@ -71,7 +77,24 @@ def ms(x: float) -> str:
     return f"{x * 1e3:.3f}"
 
 
-def main(rates: list[int], seconds: float) -> None:
+def big_bodies(port: int, stop: threading.Event) -> None:
+    """A call with a 4 MB request body every 100 ms on a kept-alive connection, until ``stop``."""
+    body = json.dumps({"model": "m", "stream": True, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": f"line {i} " + "x" * 200}]} for i in range(18_000)],
+        "metadata": {"user_id": "user_1_session_big"}}).encode()
+    sock = socket.create_connection(("127.0.0.1", port))
+    with contextlib.suppress(ConnectionError):  # (the proxy ends mid-call when the probe is done)
+        while not stop.is_set():
+            sock.sendall(f"POST /v1/messages?chunks=3&rate=1000 HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}"
+                         "\r\n\r\n".encode() + body)
+            got = b""
+            while not got.endswith(b"\r\n0\r\n\r\n"):
+                got += sock.recv(65536)
+            time.sleep(0.1)
+    sock.close()
+
+
+def main(rates: list[int], seconds: float, bodies: bool) -> None:
     print(f"conditions: {conditions()}")
     upstream = subprocess.Popen([sys.executable, "-c", UPSTREAM], stdout=subprocess.PIPE, text=True)
     assert upstream.stdout is not None
@@ -85,13 +108,18 @@ def main(rates: list[int], seconds: float) -> None:
     assert proxy.stderr is not None
     proxy_port = int(proxy.stderr.readline().rsplit(":", 1)[1])
     threading.Thread(target=proxy.stderr.read, daemon=True).start()
+    stop = threading.Event()
     try:
         paired(up_port, proxy_port, 200, 750)  # warm
+        if bodies:
+            threading.Thread(target=big_bodies, args=(proxy_port, stop), daemon=True).start()
+            print("with a call carrying a 4 MB request body every 100 ms on another connection")
         for rate in rates:
             plain, via = paired(up_port, proxy_port, int(rate * seconds), rate)
             added = [v - d for v, d in zip(via, plain, strict=True)]
             print(f"{rate:,} chunks/s: direct p99 {ms(pct(plain, 99))} ms; added p50 {ms(statistics.median(added))} "
                   f"/ p99 {ms(pct(added, 99))} / p99.9 {ms(pct(added, 99.9))} ms")
+        stop.set()
         proxy.send_signal(__import__("signal").SIGUSR1)
         proxy.wait(30)
     finally:
@@ -116,11 +144,14 @@ def main(rates: list[int], seconds: float) -> None:
         for g, t in sorted(by_generation.items())) or "none"))
     for name, took in sorted(seen["slow"].items(), key=lambda kv: -sum(kv[1]))[:8]:
         print(f"  callbacks over 0.1 ms: {name}: {len(took)}, max {ms(max(took))} ms")
+    longest = max((max(took), name) for name, took in seen["slow"].items()) if seen["slow"] else (0.0, "none")
+    print(f"the loop's longest callback: {ms(longest[0])} ms ({longest[1]})")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="750,12000")
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--big-bodies", action="store_true")
     args = parser.parse_args()
-    main([int(r) for r in args.rates.split(",")], args.seconds)
+    main([int(r) for r in args.rates.split(",")], args.seconds, args.big_bodies)

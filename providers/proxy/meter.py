@@ -8,7 +8,7 @@ import hashlib
 import json
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -18,6 +18,7 @@ from ..adapters.http.sse import EventTooLarge, SSEParser
 from ..model.events import Delta, Done, Error, Event, Extra, Headers, Request, ToolCall, Usage
 from .decoding import COPY_CAP, BodyDecoder, Unreadable, decode_whole
 from .http1 import Head
+from .members import PIECE, RUN, WHOLE_BYTES, members
 from .routes import Upstream, protocol_of
 
 NOTE_SOURCE: Final[str] = "proxy.note"
@@ -32,6 +33,11 @@ SLICE_BYTES: Final[int] = 512
 cannot leave, and an SSE event takes about 20 µs to read into events and recording lines (a 4 KB step was some
 thirty events, over half a millisecond, and a read that brought that much after a late wake held the next chunks
 that long)."""
+
+BACKLOG_BYTES: Final[int] = 16 * 1024 * 1024
+"""While more request bodies than this wait to be read, the measuring reads on without letting the loop look at its
+sockets: an agent that sends big calls faster than they are read (50 of 4 MB a second) is held back by the loop, as
+it was when each body was one ``json.loads``, instead of its bodies piling up in memory."""
 
 ERROR_BODY_KEPT: Final[int] = 64 * 1024
 """How much of an error answer's body is kept to quote."""
@@ -74,24 +80,49 @@ SESSION_HEADERS: Final[tuple[str, ...]] = ("x-claude-code-session-id", "session_
 """Headers agents name their session in (Claude Code's own, Codex's ``session_id`` / ``conversation_id``)."""
 
 
+REQUEST_MEMBERS: Final[frozenset[str]] = frozenset({"model", "stream", "metadata", "prompt_cache_key"})
+"""What the measuring reads of a request's body."""
+
+
 def request_facts(head: Head, body: bytes, capped: bool) -> CallFacts:
     """The model, streaming, session and identity of a request (its body already decoded)."""
-    facts = CallFacts(digest=hashlib.blake2b(body, digest_size=16).hexdigest() if not capped else "")
+    reading = reading_facts(head, body, capped)
+    while True:
+        try:
+            next(reading)
+        except StopIteration as done:
+            facts: CallFacts = done.value
+            return facts
+
+
+def reading_facts(head: Head, body: bytes | list[bytes], capped: bool) -> Generator[int, None, CallFacts]:
+    """:func:`request_facts` a piece at a time: a big body (whole, or the pieces it came in) is hashed and read in
+    pieces (:mod:`.members`), each piece a step of the measuring's queue."""
+    facts = CallFacts()
+    pieces = [body] if isinstance(body, bytes) else body
+    size = sum(map(len, pieces))
+    if size <= WHOLE_BYTES:
+        body = pieces = [b"".join(pieces)]
+    if not capped:
+        hashed = hashlib.blake2b(digest_size=16)
+        for piece in pieces:  # (6 ms for 4 MB at once)
+            with memoryview(piece) as view:
+                for at in range(0, len(piece), RUN):
+                    hashed.update(view[at:at + RUN])
+                    if size > WHOLE_BYTES:
+                        yield PIECE
+        facts.digest = hashed.hexdigest()
     facts.agent = head.get("user-agent")[:120]
     retry = head.get("x-stainless-retry-count") or head.get("x-retry-count")
     facts.retry_header = retry.isdigit() and int(retry) > 0
-    try:
-        payload = json.loads(body) if body and not capped else None
-    except (ValueError, RecursionError):
-        payload = None
+    payload = (yield from members(pieces, REQUEST_MEMBERS)) if size and not capped else {}
+    if payload is None:
         facts.notes.append("the request body is not JSON")
-    if isinstance(payload, dict):
+    else:
         model = payload.get("model")
         facts.model = model if isinstance(model, str) else ""
         facts.stream = payload.get("stream") is True
-        session = _body_session(payload)
-        if session:
-            facts.session = session
+        facts.session = _body_session(payload)
     for name in SESSION_HEADERS:
         value = head.get(name)
         if value:
@@ -123,6 +154,8 @@ class MeterQueue:
     def __init__(self) -> None:
         self._queue: deque[tuple[CallMeter, str, float, Any]] = deque()
         self._scheduled = False
+        self.waiting = 0
+        """The bytes of request bodies queued and not yet read (see ``BACKLOG_BYTES``)."""
         self.caught_up: Callable[[], None] | None = None
         """Called when everything queued was read: the moment for work that must not hold a chunk back."""
 
@@ -139,16 +172,18 @@ class MeterQueue:
         """Read everything still queued now, whole (a session closing: a call's end must reach the recording)."""
         queue = self._queue
         while queue:
-            meter, kind, t, value = queue.popleft()
-            meter.step(kind, t, value)
+            meter, kind, t, value = queue[0]
+            if meter.step(kind, t, value):
+                queue.popleft()
 
     def _work(self) -> None:
         queue = self._queue
         stop = time.perf_counter() + SLICE_S
         while queue:
-            meter, kind, t, value = queue.popleft()
-            meter.step(kind, t, value)
-            if queue and time.perf_counter() > stop:
+            meter, kind, t, value = queue[0]
+            if meter.step(kind, t, value):  # (else a big request's next piece: the same step again, in turn)
+                queue.popleft()
+            if queue and time.perf_counter() > stop and self.waiting <= BACKLOG_BYTES:
                 loop = asyncio.get_running_loop()
                 loop.call_at(loop.time(), self._work)
                 return
@@ -190,8 +225,7 @@ class CallMeter:
         self._work = work if work is not None else MeterQueue()
         self.shadow = ""
         """``shadow TIER`` when this call is a shadow's copy of an agent's call (its session is named so)."""
-        self.request_copy = b""
-        """The request's decoded body while the call opens (what a shadow sends), else empty."""
+        self._copy: list[bytes] = []
         self._decoder: StreamDecoder | None = None
         self._sse = SSEParser()
         self._coded: BodyDecoder | None = None
@@ -203,6 +237,15 @@ class CallMeter:
         """Why the answer's content could not be read (its coding): the call is recorded with a note, not failed."""
         self._resp_head: Head | None = None
         self._sent: float | None = None
+        self._reading: Generator[int, None, CallFacts] | None = None
+        """The request's facts being read, a piece at a time (a big body)."""
+        self._read: tuple[list[bytes], bool, str] = ([], True, "")
+        """The decoded body being read, whether it was capped, and what could not be read of it."""
+
+    @property
+    def request_copy(self) -> bytes:
+        """The request's decoded body while the call opens (what a shadow sends), else empty."""
+        return b"".join(self._copy)
 
     # -- the relay's side: quick, never raising ----------------------------------------------------------------
 
@@ -217,6 +260,7 @@ class CallMeter:
         if self.protocol is not None and self._body_size <= COPY_CAP:
             self._body.append(piece)
             self._body_size += len(piece)
+            self._work.waiting += len(piece)
 
     def sent(self, t: float, fresh_connection: bool, connected: float | None) -> None:
         self._sent = t
@@ -244,12 +288,15 @@ class CallMeter:
 
     # -- off the relay's path ------------------------------------------------------------------------------------
 
-    def step(self, kind: str, t: float, value: Any) -> None:
-        """Read one thing the relay handed on (:class:`MeterQueue` calls it); never raises."""
+    def step(self, kind: str, t: float, value: Any) -> bool:
+        """Read one thing the relay handed on (:class:`MeterQueue` calls it); never raises. False when it is not
+        read through yet (a big request's body, read a piece a step): call again with the same."""
         try:
-            self._step(kind, t, value)
+            return self._step(kind, t, value)
         except Exception as exc:  # measuring must never break the relay: the call keeps what it had
+            self._reading = None
             self._problem = self._problem or f"tokrace could not read this call ({type(exc).__name__}: {exc})"
+            return True
 
     def _t(self, t: float) -> float:
         return t - self._zero()
@@ -258,44 +305,57 @@ class CallMeter:
         if self.emit is not None:
             self.emit(event)
 
-    def _step(self, kind: str, t: float, value: Any) -> None:
-        if kind == "sent":
-            self._start()
-        elif kind == "head":
-            if self.emit is None:
-                self._start()
+    def _step(self, kind: str, t: float, value: Any) -> bool:
+        if kind == "sent" or (self.emit is None and kind != "body"):
+            if not self._start():
+                return False
+            if kind == "sent":
+                return True
+        if kind == "head":
             self._on_head(t, value)
         elif kind == "body":
             for piece in value:
                 self._on_body(t, piece)
         else:
-            if self.emit is None:
-                self._start()
             self._on_end(t, *value)
+        return True
 
-    def _start(self) -> None:
-        """Read the request (its decoded copy) and open the call on its session's lane."""
+    def _start(self) -> bool:
+        """Read the request (its decoded copy) a piece at a time, False after each piece, and once it is read open
+        the call on its session's lane."""
         assert self.head is not None
-        body = b"".join(self._body)
-        self._body = []
-        capped = self._body_size > COPY_CAP
-        note = ""
+        if self._reading is None:
+            body, self._body = self._body, []
+            self._work.waiting -= sum(map(len, body))
+            capped = self._body_size > COPY_CAP
+            note = ""
+            coding = self.head.get("content-encoding")
+            if coding.strip().lower() not in ("", "identity"):  # (the pieces as they came, else: no 4 MB join)
+                try:
+                    body = [decode_whole(b"".join(body), coding)]
+                except Unreadable as exc:
+                    note = f"the request was {exc}"
+                    body, capped = [], True
+            self._reading = reading_facts(self.head, body, capped)
+            self._read = (body, capped, note)
         try:
-            body = decode_whole(body, self.head.get("content-encoding"))
-        except Unreadable as exc:
-            note = f"the request was {exc}"
-            body, capped = b"", True
-        self.facts = request_facts(self.head, body, capped)
+            next(self._reading)
+            return False
+        except StopIteration as done:
+            self.facts = done.value
+        body, capped, note = self._read
+        self._reading, self._read = None, ([], True, "")
         if note:
             self.facts.notes.append(note)
         if self.shadow:
             self.facts.session = f"{self.facts.session or 'agent ' + (self.facts.agent or 'unknown')} · {self.shadow}"
-        self.request_copy = b"" if capped else body
+        self._copy = [] if capped else body
         self.emit = self._begin(self)
-        self.request_copy = b""
+        self._copy = []
         self._out(Request(t=self._t(self.arrived), turn=self.turn, model=self.facts.model, endpoint=self.path))
         if self.facts.notes:
             self._out(Extra(t=self._t(self.arrived), source=NOTE_SOURCE, data={"notes": list(self.facts.notes)}))
+        return True
 
     def _on_head(self, t: float, head: Head) -> None:
         self._resp_head = head

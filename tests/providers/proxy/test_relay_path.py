@@ -131,8 +131,9 @@ async def test_a_chunk_that_came_right_behind_the_last_is_forwarded_before_that_
     chunk = Readable(order)
 
     class Step:
-        def step(self, kind: str, t: float, value: Any) -> None:
+        def step(self, kind: str, t: float, value: Any) -> bool:
             order.append(value)
+            return True
 
     queue = MeterQueue()
 
@@ -151,10 +152,11 @@ async def test_the_measuring_lets_the_sockets_go_first_after_each_slice(monkeypa
     chunk = Readable(order)
 
     class Step:
-        def step(self, kind: str, t: float, value: Any) -> None:
+        def step(self, kind: str, t: float, value: Any) -> bool:
             order.append(value)
             if value == 1:
                 chunk.send("socket")  # a chunk that came meanwhile
+            return True
 
     ticks = iter(range(1_000_000))
     monkeypatch.setattr(meter.time, "perf_counter", lambda: next(ticks) * 40e-6)  # each look: 40 µs later
