@@ -10,8 +10,10 @@ process of its own with its event loop and collector watched, streams the benchm
 
 With ``--big-bodies``, another connection sends a call with a 4 MB request body every 100 ms while the chunks stream
 (an agent with a long context beside the one measured): reading such a request is the proxy's longest piece of work.
+With ``--emoji`` that body opens with a system prompt holding an emoji, as Claude Code's does: a character outside the
+BMP makes Python's text of the body four bytes a character.
 
-Usage: ``python scripts/probe_proxy_loop.py [--rates 750,12000] [--seconds 2] [--big-bodies]``"""
+Usage: ``python scripts/probe_proxy_loop.py [--rates 750,12000] [--seconds 2] [--big-bodies [--emoji]]``"""
 
 from __future__ import annotations
 
@@ -77,11 +79,12 @@ def ms(x: float) -> str:
     return f"{x * 1e3:.3f}"
 
 
-def big_bodies(port: int, stop: threading.Event) -> None:
+def big_bodies(port: int, stop: threading.Event, emoji: bool) -> None:
     """A call with a 4 MB request body every 100 ms on a kept-alive connection, until ``stop``."""
-    body = json.dumps({"model": "m", "stream": True, "messages": [
+    system = [{"type": "text", "text": "You are Claude Code \U0001F916. " * 200}] if emoji else []
+    body = json.dumps({"model": "m", "stream": True, "system": system, "messages": [
         {"role": "user", "content": [{"type": "text", "text": f"line {i} " + "x" * 200}]} for i in range(18_000)],
-        "metadata": {"user_id": "user_1_session_big"}}).encode()
+        "metadata": {"user_id": "user_1_session_big"}}, ensure_ascii=False).encode()
     sock = socket.create_connection(("127.0.0.1", port))
     with contextlib.suppress(ConnectionError):  # (the proxy ends mid-call when the probe is done)
         while not stop.is_set():
@@ -94,7 +97,7 @@ def big_bodies(port: int, stop: threading.Event) -> None:
     sock.close()
 
 
-def main(rates: list[int], seconds: float, bodies: bool) -> None:
+def main(rates: list[int], seconds: float, bodies: bool, emoji: bool) -> None:
     print(f"conditions: {conditions()}")
     upstream = subprocess.Popen([sys.executable, "-c", UPSTREAM], stdout=subprocess.PIPE, text=True)
     assert upstream.stdout is not None
@@ -112,8 +115,9 @@ def main(rates: list[int], seconds: float, bodies: bool) -> None:
     try:
         paired(up_port, proxy_port, 200, 750)  # warm
         if bodies:
-            threading.Thread(target=big_bodies, args=(proxy_port, stop), daemon=True).start()
-            print("with a call carrying a 4 MB request body every 100 ms on another connection")
+            threading.Thread(target=big_bodies, args=(proxy_port, stop, emoji), daemon=True).start()
+            print("with a call carrying a 4 MB request body every 100 ms on another connection"
+                  + (", its system prompt holding an emoji" if emoji else ""))
         for rate in rates:
             plain, via = paired(up_port, proxy_port, int(rate * seconds), rate)
             added = [v - d for v, d in zip(via, plain, strict=True)]
@@ -153,5 +157,6 @@ if __name__ == "__main__":
     parser.add_argument("--rates", default="750,12000")
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--big-bodies", action="store_true")
+    parser.add_argument("--emoji", action="store_true", help="the big bodies' system prompt holds an emoji")
     args = parser.parse_args()
-    main([int(r) for r in args.rates.split(",")], args.seconds, args.big_bodies)
+    main([int(r) for r in args.rates.split(",")], args.seconds, args.big_bodies, args.emoji)

@@ -23,7 +23,7 @@ from proxying import Upstream1, anthropic_sse, sse_response
 from tokrace.providers.model.events import Done, Request, Segment, Usage
 from tokrace.providers.proxy import Routes, Upstream, meter
 from tokrace.providers.proxy import members as members_module
-from tokrace.providers.proxy.members import PIECE, SCAN, members
+from tokrace.providers.proxy.members import PIECE, REACH, RUN, SCAN, members
 from tokrace.providers.proxy.session import ProxySession
 from tokrace.providers.recording import read_recording
 
@@ -51,9 +51,10 @@ def expected(body: bytes) -> dict[str, Any] | None:
 
 @contextmanager
 def small_pieces(piece: int = 32, run: int = 40, window: int = 4, depth: int = 3) -> Iterator[None]:
-    """Every body read piecewise, in pieces and runs small enough that a few-hundred-byte body takes every path."""
-    with mock.patch.multiple(members_module, WHOLE_BYTES=0, PIECE=piece, RUN=run, FIRST_WINDOW=window,
-                             MAX_DEPTH=depth):
+    """Every body read piecewise, in pieces, runs and windows of its text small enough that a few-hundred-byte body
+    takes every path."""
+    with mock.patch.multiple(members_module, WHOLE_BYTES=0, PIECE=piece, RUN=run, REACH=run // 2,
+                             FIRST_WINDOW=window, MAX_DEPTH=depth):
         yield
 
 
@@ -136,6 +137,33 @@ def test_what_json_loads_gives_is_what_the_piecewise_reading_gives(text: str, en
         assert repr(read(pieces)[0]) == repr(expected(body))
 
 
+WIDE = st.sampled_from(["\U0001F916", "\U0001F600", "é", "日", "\u2028", "\udfff", "a", " ", "\\u00e9",
+                        "\\ud83e\\udd16", "\\ud800", '\\"', "\\\\"])
+"""A string's inside as Claude Code's prompts have it: characters one to four bytes long in UTF-8, and escapes."""
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wide=st.lists(WIDE, max_size=40).map("".join), text=DOCUMENT, encoding=ENCODING, run=st.integers(32, 64),
+       cuts=st.lists(st.integers(0, 10_000), max_size=5))
+def test_wide_characters_read_alike_across_every_piece_and_window(wide: str, text: str, encoding: str, run: int,
+                                                                   cuts: list[int]) -> None:
+    body = encoded(f'{{"system": "{wide}", "x": {text}, "model": "{wide}", "{wide}": ["{wide}"]}}', encoding)
+    at = sorted({cut % (len(body) + 1) for cut in cuts} | {0, len(body)})
+    with small_pieces(run=run):
+        same(body)
+        assert repr(read([body[a:b] for a, b in pairwise(at)])[0]) == repr(expected(body))
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16"])
+def test_each_character_read_alike_whichever_byte_a_piece_or_a_window_ends_at(encoding: str) -> None:
+    text = '{"system": "\U0001F916 é日\\ud83e\\udd16 x\U0001F600", "model": "é\U0001F916日", "stream": true}'
+    body = encoded(text, encoding)
+    for run in range(32, 48):  # (a window decodes half a run of bytes: its end at every offset of a character)
+        with small_pieces(run=run):
+            for cut in range(len(body) + 1):
+                assert repr(read([body[:cut], body[cut:]])[0]) == repr(expected(body)), (run, cut)
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=DOCUMENT, cut=st.integers(0, 10_000), garbage=st.sampled_from(["", "x", "}", "]", ",", '"', "\\", "\x00",
                                                                             " 1", "{}", "nul", "\ud800"]),
@@ -193,11 +221,19 @@ def test_big_hostile_bodies_read_as_json_loads_reads_them(body: bytes) -> None:
 
 class Counted:
     """The reader's C calls, counted: how much each piece worked through (a character parsed counts one, a character
-    scanned an eighth: decoded, or in a run of whitespace or of a string)."""
+    scanned an eighth: decoded, joined into the window, or in a run of whitespace or of a string)."""
 
     def __init__(self) -> None:
         self.piece = 0
         self.pieces: list[int] = []
+        self.joined = self.decoded = 0
+        """The most characters one join made, and the most bytes one decode took."""
+
+    def join(self, parts: Any) -> str:
+        joined = "".join(parts)
+        self.joined = max(self.joined, len(joined))
+        self.piece += len(joined) // SCAN
+        return joined
 
     def parse(self, call: Callable[[str, int], Any], weight: int = 1) -> Callable[[str, int], Any]:
         def counted(text: str, at: int) -> Any:
@@ -225,6 +261,7 @@ class Counted:
                 decode = decoder.decode
 
                 def counted(data: bytes, final: bool = False) -> str:
+                    self.decoded = max(self.decoded, len(data))
                     self.piece += len(data) // SCAN
                     return str(decode(data, final))
                 decoder.decode = counted
@@ -236,7 +273,7 @@ class Counted:
         with mock.patch.multiple(members_module, _SCAN=self.parse(members_module._SCAN),
                                  _UNESCAPE=self.parse(members_module._UNESCAPE, SCAN),
                                  _SPACE=self.pattern(members_module._SPACE),
-                                 _STRING_RUN=self.pattern(members_module._STRING_RUN)), \
+                                 _STRING_RUN=self.pattern(members_module._STRING_RUN), _JOIN=self.join), \
                 mock.patch.object(members_module.codecs, "getincrementaldecoder",
                                   self.decoder(codecs.getincrementaldecoder)):
             reading = members(body, WANTED)
@@ -275,7 +312,10 @@ def agent_body(messages: int = 400) -> bytes:
     b"{" + b" " * 600_000 + b'"model": "spaced"}',
     b'{"model": [' + b"[" * 12 + b'"' + b"\\u00e9" * 100_000 + b'"' + b"]" * 12 + b"]}",
     json.dumps({"messages": [{"content": "x" * 200}] * 5_000, "model": "m"}).encode(),
-], ids=["agent", "one-big-string", "long-whitespace", "nested-escapes", "many-elements"])
+    json.dumps({"model": "claude-sonnet-4", "system": [{"type": "text", "text": "You are Claude Code 🤖. " * 50}],
+                "messages": [{"role": "user", "content": f"line {n} é " + "x" * 200} for n in range(18_000)],
+                "stream": True}, ensure_ascii=False).encode(),
+], ids=["agent", "one-big-string", "long-whitespace", "nested-escapes", "many-elements", "emoji-first"])
 def test_no_piece_parses_more_than_twice_a_piece(body: bytes) -> None:
     counted = Counted()
     got = counted.read(body)
@@ -283,6 +323,7 @@ def test_no_piece_parses_more_than_twice_a_piece(body: bytes) -> None:
     assert sum(counted.pieces) >= len(body) // SCAN  # every character went through a counted call
     assert max(counted.pieces) <= 2 * PIECE
     assert len(counted.pieces) > len(body) // (2 * PIECE * SCAN)
+    assert counted.joined <= RUN and counted.decoded <= REACH  # (no whole text: a window at a time)
 
 
 def test_a_body_up_to_whole_bytes_is_parsed_at_once() -> None:
