@@ -94,6 +94,11 @@ class _Upstreaming(asyncio.Protocol):
         await self._writable.wait()
 
 
+def _when(source: _Upstreaming | float, read_at: float) -> float:
+    """When a read's bytes reached the proxy: ``source``'s kernel stamp (asked once they went on), or ``source``."""
+    return source if isinstance(source, float) else source.arrived(read_at)
+
+
 @dataclass(slots=True)
 class _Exchange:
     """One request's answer on its way from the upstream to the client."""
@@ -121,7 +126,7 @@ class _Exchange:
         if self.head is not None:
             self._body(data, source, None, read_at)
             return
-        t = source if isinstance(source, float) else source.arrived(read_at)
+        t = _when(source, read_at)
         self.head_buffer += data
         cut = self.head_buffer.find(b"\r\n\r\n")
         if cut < 0:
@@ -170,15 +175,14 @@ class _Exchange:
             if not body.chunked:
                 self.client.write(data)
             if self.observer is not None and new_head is not None:
-                self.observer.response_head(source if isinstance(source, float) else source.arrived(read_at),
-                                            new_head)
+                self.observer.response_head(_when(source, read_at), new_head)
             self._fail(f"the upstream sent {exc}")
             return
         if not body.chunked:  # (a length's end is one subtraction away: nothing past it goes on)
             self.client.write(data if used == len(data) else data[:used])
         elif used != len(data):  # bytes after the answer's end, already gone on: this connection ends with it
             self.close_client = True
-        t = source if isinstance(source, float) else source.arrived(read_at)
+        t = _when(source, read_at)
         if self.observer is not None:
             if new_head is not None:
                 self.observer.response_head(t, new_head)
