@@ -171,7 +171,7 @@ def call_line(call: CallRecord, number: int) -> str:
     who = f"session {number}"
     if " · shadow " in call.session:  # a shadow's copy: named for its tier
         who = call.session.rsplit(" · ", 1)[1]
-    return (f"{who} lane {call.lane} {call.model or '?'}: {call.status or '-'} {call.finish or ''} "
+    return (f"{who} lane {call.lane + 1} {call.model or '?'}: {call.status or '-'} {call.finish or ''} "
             f"({ttft}{call.end - call.start:.2f} s)")
 
 

@@ -33,7 +33,7 @@ def test_the_agent_runs_through_the_proxy_and_the_session_report_follows(
                      "--", sys.executable, "-c", AGENT])
     out, err = capsys.readouterr()
     assert code == 3  # the agent's own exit code
-    assert "recorded 2 call(s)" in err and err.count("session 1 lane 0 m: 200") == 2
+    assert "recorded 2 call(s)" in err and err.count("session 1 lane 1 m: 200") == 2
     assert "Sol ultrafast would have" in out
     rec = read_recording(path)
     assert sum(e.kind == "request" for e in rec.events[(0, 0)]) == 2
@@ -156,7 +156,7 @@ def test_on_a_terminal_the_proxy_runs_under_the_live_screen_and_reports_when_it_
                                           "--on", "Sol ultrafast"])
         code = cmd_proxy(args, screen)  # type: ignore[arg-type]
     out, err = capsys.readouterr()
-    assert code == 0 and screen.said and screen.said[0].startswith("session 1 lane 0 m: 200")
+    assert code == 0 and screen.said and screen.said[0].startswith("session 1 lane 1 m: 200")
     assert screen.seen and screen.verdicts[0].startswith("on Sol ultrafast this session would be at ")
     assert "Sol ultrafast would have" in out and "recorded 1 call(s)" in err
     assert "canary" not in out + err + path.read_text()
